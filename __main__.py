@@ -1,0 +1,59 @@
+"""aks-infiniband: an AKS cluster whose GPU nodes talk InfiniBand RDMA from inside pods, proven by
+an NCCL all-reduce. Reads the configuration, builds the components, exports the outputs."""
+
+import pulumi
+
+import stack_config
+from components.cluster import Cluster, ClusterArgs
+from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
+from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+
+cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
+sku = cfg.sku
+
+# 1. The AKSInfinibandSupport feature (skipped for sizes that must not have it).
+feature = (
+    FeatureRegistration("ib-feature", FeatureRegistrationArgs(timeout_minutes=cfg.feature_wait_timeout_minutes))
+    if cfg.register_ib_feature
+    else None
+)
+
+# 2. The cluster and the one Kubernetes provider every later piece uses.
+cluster = Cluster(
+    "cluster",
+    ClusterArgs(
+        resource_group_name=cfg.resource_group_name,
+        cluster_name=cfg.cluster_name,
+        location=cfg.location,
+        kubernetes_version=cfg.kubernetes_version,
+        system_pool_vm_size=cfg.system_pool.vm_size,
+        system_pool_node_count=cfg.system_pool.node_count,
+        tags=cfg.tags,
+        protect=cfg.protect,
+    ),
+)
+
+# 3. The InfiniBand pool, only after the feature is Registered (not merely requested).
+ib_pool = IbNodePool(
+    "ib",
+    IbNodePoolArgs(
+        resource_group_name=cluster.resource_group.name,
+        cluster_name=cluster.managed_cluster.name,
+        pool_name=cfg.ib_pool.name,
+        sku=sku,
+        node_count=cfg.ib_pool.node_count,
+        os_disk_size_gb=cfg.ib_pool.os_disk_size_gb,
+        kubernetes_version=cfg.kubernetes_version,
+        tags=cfg.tags,
+        protect=cfg.protect,
+        wait_for=[feature.wait] if feature else [],
+    ),
+)
+
+pulumi.export("resourceGroupName", cluster.resource_group.name)
+pulumi.export("clusterName", cluster.managed_cluster.name)
+pulumi.export("nodePoolName", ib_pool.agent_pool.name)
+pulumi.export("vmSize", sku.vm_size)
+pulumi.export("nodeCount", cfg.ib_pool.node_count)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("featureState", feature.state if feature else "not applicable to " + sku.vm_size)

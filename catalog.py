@@ -1,0 +1,208 @@
+"""The SKU catalog: every hardware fact the stack depends on, for each InfiniBand-capable VM size.
+
+Pure Python (no Pulumi import) so that the program, `verify/` and the policy pack all read the
+same table. Everything SKU-dependent - GPUs requested by the job, RDMA resources, the NCCL
+topology file, the bandwidth thresholds, whether the AKS feature flag is registered - comes from
+here and nowhere else.
+
+Every figure names its source. Where no public measurement exists, the entry says so and the
+verdict for that size is UNKNOWN rather than a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Sources, named once and referred to by the entries below.
+SRC_NDASRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndasra100v4-series"
+SRC_NDAMSRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndma100v4-series"
+SRC_NDH100V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh100v5-series"
+SRC_NDH200V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh200v5-series"
+SRC_NDGB200V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-gb200-v6-series"
+SRC_HBV3 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv3-series"
+SRC_HBV4 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv4-series"
+SRC_HX = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hx-series"
+SRC_AZURE_EXPECTED = (
+    "Azure/aks-rdma-infiniband@700dabb tests/expected-output.md section 1.1 "
+    "(2 nodes x 8 A100: busbw 187.22 GB/s at 8 GiB; 'less than 180 indicates a problem')"
+)
+SRC_AKS_IB_FLAG = (
+    "Azure/aks-rdma-infiniband@700dabb website/docs/getting-started/02-prerequisites.md "
+    "('register the AKS Infiniband Support feature' so pool VMs land on one InfiniBand network)"
+)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a healthy fabric delivers, and below what a run is a failure. Units in the name."""
+
+    baseline_gbps: float  # GB/s (bytes), as nccl-tests prints busbw
+    threshold_gbps: float  # below this: FAIL
+    source: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold_gbps <= self.baseline_gbps:
+            raise ValueError(f"threshold {self.threshold_gbps} must be in (0, baseline {self.baseline_gbps}]")
+
+
+@dataclass(frozen=True)
+class Sku:
+    vm_size: str
+    family: str
+    gpus_per_vm: int  # 0 for CPU-only HPC sizes
+    gpu_model: str | None
+    ib_hcas_per_vm: int
+    ib_link_gbps: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
+    ib_generation: str  # "HDR" | "NDR"
+    nccl_topology: str | None  # id of the NCCL topology file, None when no file applies
+    ib_feature_flag: bool  # whether AKSInfinibandSupport is registered for this size
+    cpu_arch: str  # "amd64" | "arm64": which images can run
+    allreduce_2_nodes: Expectation | None  # NCCL all_reduce_perf busbw at the largest size
+    allreduce_more_nodes: Expectation | None
+    sources: tuple[str, ...]
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpus_per_vm > 0
+
+    @property
+    def ib_line_rate_gbytes(self) -> float:
+        """Per-HCA line rate in GB/s (bytes): 200 Gb/s -> 25 GB/s."""
+        return self.ib_link_gbps / 8
+
+    def allreduce_expectation(self, nodes: int) -> Expectation | None:
+        """The all-reduce expectation for a run across `nodes` VMs (None below 2: no fabric crossed)."""
+        if nodes < 2:
+            return None
+        return self.allreduce_2_nodes if nodes == 2 else self.allreduce_more_nodes
+
+
+_A100_2NODE = Expectation(baseline_gbps=187.0, threshold_gbps=180.0, source=SRC_AZURE_EXPECTED)
+
+SKUS: dict[str, Sku] = {
+    s.vm_size: s
+    for s in (
+        Sku(
+            vm_size="Standard_ND96asr_v4",
+            family="ND A100 v4",
+            gpus_per_vm=8,
+            gpu_model="A100 40GB",
+            ib_hcas_per_vm=8,
+            ib_link_gbps=200,
+            ib_generation="HDR",
+            nccl_topology="ndv4",
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=_A100_2NODE,
+            allreduce_more_nodes=_A100_2NODE,
+            sources=(SRC_NDASRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_ND96amsr_A100_v4",
+            family="NDm A100 v4",
+            gpus_per_vm=8,
+            gpu_model="A100 80GB",
+            ib_hcas_per_vm=8,
+            ib_link_gbps=200,
+            ib_generation="HDR",
+            nccl_topology="ndv4",
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=_A100_2NODE,
+            allreduce_more_nodes=_A100_2NODE,
+            sources=(SRC_NDAMSRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_ND96isr_H100_v5",
+            family="ND H100 v5",
+            gpus_per_vm=8,
+            gpu_model="H100 80GB",
+            ib_hcas_per_vm=8,
+            ib_link_gbps=400,
+            ib_generation="NDR",
+            nccl_topology="ndv5",
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=None,
+            allreduce_more_nodes=None,
+            sources=(SRC_NDH100V5, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_ND96isr_H200_v5",
+            family="ND H200 v5",
+            gpus_per_vm=8,
+            gpu_model="H200 141GB",
+            ib_hcas_per_vm=8,
+            ib_link_gbps=400,
+            ib_generation="NDR",
+            nccl_topology="ndv5",
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=None,
+            allreduce_more_nodes=None,
+            sources=(SRC_NDH200V5, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_HB120rs_v3",
+            family="HBv3",
+            gpus_per_vm=0,
+            gpu_model=None,
+            ib_hcas_per_vm=1,
+            ib_link_gbps=200,
+            ib_generation="HDR",
+            nccl_topology=None,
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=None,
+            allreduce_more_nodes=None,
+            sources=(SRC_HBV3, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_HB176rs_v4",
+            family="HBv4",
+            gpus_per_vm=0,
+            gpu_model=None,
+            ib_hcas_per_vm=1,
+            ib_link_gbps=400,
+            ib_generation="NDR",
+            nccl_topology=None,
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=None,
+            allreduce_more_nodes=None,
+            sources=(SRC_HBV4, SRC_AKS_IB_FLAG),
+        ),
+        Sku(
+            vm_size="Standard_HX176rs",
+            family="HX",
+            gpus_per_vm=0,
+            gpu_model=None,
+            ib_hcas_per_vm=1,
+            ib_link_gbps=400,
+            ib_generation="NDR",
+            nccl_topology=None,
+            ib_feature_flag=True,
+            cpu_arch="amd64",
+            allreduce_2_nodes=None,
+            allreduce_more_nodes=None,
+            sources=(SRC_HX, SRC_AKS_IB_FLAG),
+        ),
+    )
+}
+
+
+def supported_sizes() -> list[str]:
+    return sorted(SKUS)
+
+
+def lookup(vm_size: str) -> Sku:
+    """The catalog entry for `vm_size` (case-insensitive, as Azure treats sizes).
+
+    Raises KeyError with the list of supported sizes for anything else.
+    """
+    for name, sku in SKUS.items():
+        if name.lower() == str(vm_size).lower():
+            return sku
+    raise KeyError(
+        f"{vm_size!r} is not an InfiniBand-capable size in the catalog; supported: {', '.join(supported_sizes())}"
+    )

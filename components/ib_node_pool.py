@@ -1,0 +1,90 @@
+"""Row 3: the InfiniBand node pool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure_native
+
+import fabric
+from catalog import Sku
+
+cs = azure_native.containerservice
+
+# ND-series pools take 10-20 minutes on a good day; capacity retries take longer.
+CREATE_TIMEOUT = "90m"
+
+
+@dataclass(frozen=True)
+class IbNodePoolArgs:
+    resource_group_name: pulumi.Input[str]
+    cluster_name: pulumi.Input[str]
+    pool_name: str
+    sku: Sku
+    node_count: int
+    os_disk_size_gb: int
+    kubernetes_version: str
+    tags: Mapping[str, str]
+    protect: bool
+    # What must finish before the pool is created: the AKSInfinibandSupport wait, so that the VMs
+    # land on one InfiniBand fabric. Passed to the AgentPool itself (a component's depends_on is
+    # not inherited by its children).
+    wait_for: Sequence[pulumi.Resource] = ()
+
+
+def pool_labels(sku: Sku) -> dict[str, str]:
+    """Labels on every node of the pool: its role (what the job's node selector matches) and size."""
+    return {
+        fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE,
+        "aks-infiniband.io/vm-size": sku.vm_size,
+        "aks-infiniband.io/ib-generation": sku.ib_generation,
+    }
+
+
+class IbNodePool(pulumi.ComponentResource):
+    """An `AgentPool` of an InfiniBand VM size from the catalog.
+
+    - mode User, Ubuntu, no public IPs;
+    - on GPU sizes `gpuProfile.driver = None`: the GPU Operator installs the driver (with
+      GPUDirect RDMA support), and this cannot be changed once the pool exists;
+    - the taint `fabric.IB_TAINT` keeps ordinary pods off; every DaemonSet that must run here
+      and the fabric test job tolerate it;
+    - created only after the AKSInfinibandSupport wait (pass it in `opts.depends_on`), so the VMs
+      land on one InfiniBand fabric.
+    """
+
+    agent_pool: cs.AgentPool
+
+    def __init__(self, name: str, args: IbNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aks-infiniband:azure:IbNodePool", name, None, opts)
+        sku = args.sku
+        self.agent_pool = cs.AgentPool(
+            f"{name}-pool",
+            # keyword form: the typed Args class clashes with the resource-name parameter (both resource_name)
+            resource_group_name=args.resource_group_name,
+            resource_name_=args.cluster_name,
+            agent_pool_name=args.pool_name,
+            mode=cs.AgentPoolMode.USER,
+            vm_size=sku.vm_size,
+            count=args.node_count,
+            orchestrator_version=args.kubernetes_version,
+            os_type=cs.OSType.LINUX,
+            os_sku=cs.OSSKU.UBUNTU,
+            os_disk_size_gb=args.os_disk_size_gb,
+            type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+            enable_node_public_ip=False,
+            enable_auto_scaling=False,
+            node_taints=[fabric.IB_TAINT],
+            node_labels=pool_labels(sku),
+            gpu_profile=cs.GPUProfileArgs(driver=cs.GPUDriver.NONE) if sku.has_gpus else None,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                depends_on=list(args.wait_for),
+                custom_timeouts=pulumi.CustomTimeouts(create=CREATE_TIMEOUT, update=CREATE_TIMEOUT),
+            ),
+        )
+        self.register_outputs({"name": self.agent_pool.name})

@@ -1,0 +1,223 @@
+"""Run `__main__.py` under Pulumi's mock engine and record everything it would ask the engine for.
+
+`render(stack)` loads `Pulumi.<stack>.yaml` the way the CLI hands it to the program (scalars as
+strings, objects as JSON), runs the real program, and returns a `Rendering`: every resource with
+its inputs, parent, dependencies and options, and the stack outputs. Secret inputs and outputs
+are kept apart so that a render can redact them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from offline.mocks import OfflineMocks
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "aks-infiniband"
+SECRET = "[secret]"
+_SIG_KEY = rpc._special_sig_key
+_SECRET_SIG = rpc._special_secret_sig
+
+
+@dataclass
+class Resource:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    secret_inputs: list[str]  # top-level input keys that hold a secret somewhere inside
+    dependencies: list[str]  # URNs (explicit depends_on and those implied by inputs)
+    provider: str
+    protect: bool
+    retain_on_delete: bool
+    custom_timeouts: dict[str, str]
+    ignore_changes: list[str]
+    additional_secret_outputs: list[str]
+    remote: bool
+
+    @property
+    def short_type(self) -> str:
+        return self.type
+
+
+@dataclass
+class Rendering:
+    stack: str
+    resources: list[Resource]
+    outputs: dict[str, Any]
+    secret_outputs: set[str] = field(default_factory=set)
+
+    def of_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Resource:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        if len(found) != 1:
+            names = [r.name for r in self.of_type(type_)]
+            raise LookupError(f"expected one {type_} named {name!r}, found {len(found)} among {names}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> Resource:
+        for r in self.resources:
+            if r.urn == urn:
+                return r
+        raise LookupError(urn)
+
+    def depends_on(self, resource: Resource, other: Resource) -> bool:
+        """Whether `resource` waits for `other`, directly or through any chain of dependencies,
+        counting a dependency on a component as one on everything inside it."""
+        children: dict[str, list[str]] = {}
+        for r in self.resources:
+            children.setdefault(r.parent, []).append(r.urn)
+
+        def expand(urn: str) -> set[str]:
+            out, todo = set(), [urn]
+            while todo:
+                u = todo.pop()
+                if u not in out:
+                    out.add(u)
+                    todo.extend(children.get(u, []))
+            return out
+
+        seen: set[str] = set()
+        todo = list(resource.dependencies)
+        while todo:
+            urn = todo.pop()
+            for u in expand(urn):
+                if u in seen:
+                    continue
+                seen.add(u)
+                if u == other.urn:
+                    return True
+                try:
+                    todo.extend(self.by_urn(u).dependencies)
+                except LookupError:
+                    pass
+        return False
+
+
+def _secret_keys(struct: Any) -> list[str]:
+    raw = json_format.MessageToDict(struct)
+
+    def has_secret(v: Any) -> bool:
+        if isinstance(v, dict):
+            return v.get(_SIG_KEY) == _SECRET_SIG or any(has_secret(x) for x in v.values())
+        if isinstance(v, list):
+            return any(has_secret(x) for x in v)
+        return False
+
+    return sorted(k for k, v in raw.items() if has_secret(v))
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping each registration request's options and edges."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Resource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            deps = set(request.dependencies)
+            for prop in request.propertyDependencies.values():
+                deps.update(prop.urns)
+            timeouts = {k: getattr(request.customTimeouts, k) for k in ("create", "update", "delete")
+                        if getattr(request.customTimeouts, k)}
+            self.registrations.append(
+                Resource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent,
+                    custom=request.custom,
+                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=False),
+                    secret_inputs=_secret_keys(request.object),
+                    dependencies=sorted(deps),
+                    provider=request.provider,
+                    protect=request.protect,
+                    retain_on_delete=request.retainOnDelete,
+                    custom_timeouts=timeouts,
+                    ignore_changes=list(request.ignoreChanges),
+                    additional_secret_outputs=list(request.additionalSecretOutputs),
+                    remote=request.remote,
+                )
+            )
+        return response
+
+
+def stack_file_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
+    """The `config:` map of Pulumi.<stack>.yaml, as typed YAML values."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"no stack file {path.name} in {root}")
+    doc = yaml.safe_load(path.read_text()) or {}
+    return dict(doc.get("config") or {})
+
+
+def as_cli_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """Values as the Pulumi CLI hands them to a program: strings; objects and arrays as JSON;
+    encrypted values (which cannot be decrypted offline) as a placeholder."""
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        full = key if ":" in key else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            out[full] = SECRET
+        elif isinstance(value, (dict, list)):
+            out[full] = json.dumps(value)
+        elif isinstance(value, bool):
+            out[full] = "true" if value else "false"
+        else:
+            out[full] = str(value)
+    return out
+
+
+async def _resolve(value: Any) -> tuple[Any, bool]:
+    out = pulumi.Output.from_input(value)
+    return await out.future(with_unknowns=False), await out.is_secret()
+
+
+def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None) -> Rendering:
+    """Run the program for `stack` under mocks. `config` replaces the stack file's config when given
+    (keys may omit the project prefix). Exceptions from the program (e.g. a RunError for bad
+    configuration) propagate unchanged."""
+    program = program or ROOT / "__main__.py"
+    cfg = as_cli_config(stack_file_config(stack) if config is None else config)
+    monitor = RecordingMonitor(OfflineMocks())
+    settings.ROOT.set(None)
+    set_all_config(cfg, [])
+    pulumi.runtime.set_mocks(OfflineMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    root = settings.ROOT.get()
+
+    cwd = os.getcwd()
+    os.chdir(program.parent)  # Pulumi runs a program from its project directory
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+    finally:
+        os.chdir(cwd)
+
+    outputs: dict[str, Any] = {}
+    secret_outputs: set[str] = set()
+    for key, value in sorted(root.outputs.items()):
+        resolved, is_secret = _sync_await(_resolve(value))
+        outputs[key] = resolved
+        if is_secret:
+            secret_outputs.add(key)
+    return Rendering(stack=stack, resources=monitor.registrations, outputs=outputs, secret_outputs=secret_outputs)

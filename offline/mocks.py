@@ -1,0 +1,62 @@
+"""What the mock engine answers for each resource type and invoke: the inputs echoed back, plus
+the few outputs the program reads (names, ids, the kubeconfig). Nothing here pretends to be a
+measurement: command outputs are the placeholder `COMMAND_STDOUT` gives, keyed by resource name."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pulumi
+
+# A kubeconfig shaped like AKS's, pointing nowhere. The program keeps it secret; the render redacts it.
+FAKE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: offline
+  cluster: {server: "https://offline.invalid:443"}
+contexts:
+- name: offline
+  context: {cluster: offline, user: offline}
+current-context: offline
+users:
+- name: offline
+  user: {token: offline-render-not-a-credential}
+"""
+
+# stdout of pulumi-command resources under the mock engine, by the end of the resource name.
+COMMAND_STDOUT: dict[str, str] = {
+    "-wait": "Registered",
+}
+
+# Which input holds the name Azure will use, per type (the mock returns it as `name`).
+_NAME_INPUT = {
+    "azure-native:resources:ResourceGroup": "resourceGroupName",
+    "azure-native:containerservice:ManagedCluster": "resourceName",
+    "azure-native:containerservice:AgentPool": "agentPoolName",
+    "azure-native:features:SubscriptionFeatureRegistration": "featureName",
+}
+
+
+class OfflineMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        state = dict(args.inputs)
+        name_key = _NAME_INPUT.get(args.typ)
+        if name_key and name_key in args.inputs:
+            state["name"] = args.inputs[name_key]
+        if args.typ == "command:local:Command":
+            stdout = next((v for k, v in COMMAND_STDOUT.items() if args.name.endswith(k)), "")
+            state.update(stdout=stdout, stderr="")
+        if args.typ.startswith("kubernetes:") and "metadata" in state:
+            meta = dict(state["metadata"] or {})
+            meta.setdefault("name", args.name)
+            state["metadata"] = meta
+        if args.typ == "kubernetes:helm.sh/v3:Release":
+            state.setdefault("status", {"namespace": args.inputs.get("namespace", "default"), "status": "deployed"})
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
+            value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
+            return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}
+        return {}
