@@ -39,8 +39,9 @@ DEFAULT_VERSIONS: dict[str, str] = {
     # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
     "volcano": "v1.15.1",
 }
-# nccl-tests + OpenMPI + sshd, for the GPU all-reduce (README: "The fabric test image").
-DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"
+# nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
+# reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
+DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 DEFAULT_ALL_REDUCE_ARGS = "-b 8 -e 16G -f 2 -g 1"
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here

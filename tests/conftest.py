@@ -1,0 +1,52 @@
+"""Shared test setup. The mocks are set in one place, `offline.engine.render`, which every test
+uses to run the real program; this file gives it to tests as fixtures."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline import engine
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference"))
+
+
+def dev_config(**overrides: Any) -> dict[str, Any]:
+    """The dev stack's config with top-level keys replaced and object keys merged, e.g.
+    dev_config(rdmaMode="sriov", ibPool={"vmSize": "Standard_ND96asr_v4"})."""
+    cfg = copy.deepcopy(engine.stack_file_config("dev"))
+    for key, value in overrides.items():
+        full = key if ":" in key else f"{engine.PROJECT}:{key}"
+        if isinstance(value, dict) and isinstance(cfg.get(full), dict):
+            cfg[full] = {**cfg[full], **value}
+        elif value is None:
+            cfg.pop(full, None)
+        else:
+            cfg[full] = value
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def dev() -> engine.Rendering:
+    """The dev stack, rendered once per session (tests must not mutate it)."""
+    return engine.render("dev")
+
+
+@pytest.fixture
+def render() -> Callable[..., engine.Rendering]:
+    """render(**overrides): the dev stack with config overrides (see dev_config)."""
+    return lambda **overrides: engine.render("dev", config=dev_config(**overrides))
+
+
+@pytest.fixture(scope="session")
+def reference() -> Path:
+    """../shared/reference, the upstream schemas and outputs; skips when this checkout has none."""
+    if not REFERENCE.is_dir():
+        pytest.skip(f"upstream reference material not found at {REFERENCE} (set AKS_IB_REFERENCE)")
+    return REFERENCE
