@@ -371,6 +371,16 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"{prefix}ibPool.nodeCount: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
             f"(or set fabricTest.enabled: false)"
         )
+    ft_cfg = values["fabricTest"] or {}
+    if values["ibPool"] and values["ibPool"]["vmSize"] and ft_cfg.get("enabled") and (
+        ft_cfg.get("image") == DEFAULT_NCCL_TESTS_IMAGE
+    ):
+        sku = catalog.lookup(values["ibPool"]["vmSize"])
+        if sku.cpu_arch != "amd64":
+            problems.append(
+                f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
+                f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
+            )
     if problems:
         raise ConfigError(problems)
 

@@ -51,8 +51,8 @@ class IbNodePool(pulumi.ComponentResource):
       GPUDirect RDMA support), and this cannot be changed once the pool exists;
     - the taint `fabric.IB_TAINT` keeps ordinary pods off; every DaemonSet that must run here
       and the fabric test job tolerate it;
-    - created only after the AKSInfinibandSupport wait (pass it in `opts.depends_on`), so the VMs
-      land on one InfiniBand fabric.
+    - created only after `args.wait_for` (the AKSInfinibandSupport wait), so the VMs land on one
+      InfiniBand fabric.
     """
 
     agent_pool: cs.AgentPool
@@ -71,7 +71,7 @@ class IbNodePool(pulumi.ComponentResource):
             count=args.node_count,
             orchestrator_version=args.kubernetes_version,
             os_type=cs.OSType.LINUX,
-            os_sku=cs.OSSKU.UBUNTU,
+            os_sku=sku.os_sku,  # Ubuntu; Ubuntu2404 where the catalog says the size needs it
             os_disk_size_gb=args.os_disk_size_gb,
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,

@@ -1,0 +1,101 @@
+"""The SKU catalog: required sizes, consistent figures, sources, and refusal of other sizes."""
+
+import re
+
+import pytest
+
+import catalog
+import fabric
+
+REQUIRED = [
+    "Standard_ND96asr_v4",
+    "Standard_ND96amsr_A100_v4",
+    "Standard_ND96isr_H100_v5",
+    "Standard_ND96isr_H200_v5",
+    "Standard_HB120rs_v3",
+    "Standard_HB176rs_v4",
+]
+
+
+@pytest.mark.parametrize("size", REQUIRED)
+def test_required_sizes_are_in_the_catalog(size):
+    assert catalog.lookup(size).vm_size == size
+
+
+def test_lookup_is_case_insensitive_like_azure():
+    assert catalog.lookup("standard_nd96isr_h100_v5").vm_size == "Standard_ND96isr_H100_v5"
+
+
+@pytest.mark.parametrize("size", ["Standard_NC24ads_A100_v4", "Standard_D8s_v5", "", "ND96isr_H100_v5"])
+def test_non_infiniband_sizes_are_refused_with_the_supported_list(size):
+    with pytest.raises(KeyError) as err:
+        catalog.lookup(size)
+    message = str(err.value)
+    assert repr(size) in message
+    for supported in REQUIRED:
+        assert supported in message
+
+
+@pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
+def test_every_entry_is_consistent_and_sourced(sku):
+    assert sku.ib_hcas_per_vm >= 1
+    assert (sku.ib_generation, sku.ib_link_gbps) in {("HDR", 200), ("NDR", 400)}
+    assert sku.sources and all(s.strip() for s in sku.sources)
+    assert (sku.gpus_per_vm > 0) == (sku.gpu_model is not None) == sku.has_gpus
+    for exp in (sku.allreduce_2_nodes, sku.allreduce_more_nodes):
+        if exp is not None:
+            assert sku.has_gpus, "all-reduce expectations only make sense with GPUs"
+            assert exp.source
+            # busbw cannot exceed the node's aggregate injection rate without SHARP (not enabled here)
+            assert exp.baseline_gbps <= sku.ib_hcas_per_vm * sku.ib_line_rate_gbytes
+    if sku.p2p is not None:
+        assert sku.p2p.baseline_gbits == sku.ib_link_gbps
+        assert sku.p2p.source
+
+
+def test_gpu_sizes_have_a_topology_file_where_azure_publishes_one():
+    assert catalog.lookup("Standard_ND96asr_v4").nccl_topology == "ndv4"
+    assert catalog.lookup("Standard_ND96amsr_A100_v4").nccl_topology == "ndv4"
+    assert catalog.lookup("Standard_ND96isr_H100_v5").nccl_topology == "ndv5"
+    assert catalog.lookup("Standard_ND96isr_H200_v5").nccl_topology == "ndv5"
+    for size in ("Standard_HB120rs_v3", "Standard_HB176rs_v4"):
+        assert catalog.lookup(size).nccl_topology is None
+        assert catalog.lookup(size).gpus_per_vm == 0
+
+
+def test_azure_published_a100_result_is_the_a100_expectation():
+    exp = catalog.lookup("Standard_ND96asr_v4").allreduce_expectation(2)
+    assert (exp.baseline_gbps, exp.threshold_gbps) == (187.0, 180.0)
+    assert "expected-output.md" in exp.source
+
+
+def test_derived_figures_say_they_are_derived():
+    exp = catalog.lookup("Standard_ND96isr_H100_v5").allreduce_expectation(2)
+    assert exp.source.startswith("DERIVED")
+
+
+def test_no_expectation_below_two_nodes():
+    assert catalog.lookup("Standard_ND96asr_v4").allreduce_expectation(1) is None
+
+
+def test_feature_flag_is_skipped_only_where_azure_says_so():
+    skipped = {s.vm_size for s in catalog.SKUS.values() if not s.ib_feature_flag}
+    assert skipped == {"Standard_ND128isr_NDR_GB200_v6"}
+    assert "unregister" in " ".join(catalog.lookup("Standard_ND128isr_NDR_GB200_v6").sources)
+
+
+def test_expectation_rejects_a_threshold_above_its_baseline():
+    with pytest.raises(ValueError):
+        catalog.Expectation(baseline_gbps=100, threshold_gbps=120, source="x")
+
+
+@pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
+def test_rdma_request_per_mode(sku):
+    assert fabric.rdma_request("shared", sku) == fabric.RdmaRequest("rdma/shared_ib", 1)
+    assert fabric.rdma_request("sriov", sku) == fabric.RdmaRequest("rdma/ib", sku.ib_hcas_per_vm)
+    with pytest.raises(ValueError, match="rdmaMode 'shard'"):
+        fabric.rdma_request("shard", sku)
+
+
+def test_taint_is_in_aks_syntax():
+    assert re.fullmatch(r"[\w./-]+=[\w.-]+:(NoSchedule|PreferNoSchedule|NoExecute)", fabric.IB_TAINT)

@@ -1,0 +1,154 @@
+"""Typed configuration: defaults, validation messages, and the generated project file."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pulumi
+import pytest
+import yaml
+
+import stack_config
+from offline import engine
+from tests.conftest import dev_config
+
+ROOT = Path(__file__).resolve().parent.parent
+P = stack_config.PROJECT
+
+
+def parse(**overrides):
+    return stack_config.parse(engine.as_cli_config(dev_config(**overrides)), "dev")
+
+
+def problems(**overrides) -> list[str]:
+    with pytest.raises(stack_config.ConfigError) as err:
+        parse(**overrides)
+    return err.value.problems
+
+
+def test_dev_stack_parses_to_the_documented_defaults():
+    cfg = parse()
+    assert cfg.ib_pool.vm_size == "Standard_ND96isr_H100_v5" and cfg.ib_pool.node_count == 2
+    assert cfg.rdma_mode == "shared"
+    assert cfg.location == "eastus"
+    assert cfg.resource_group_name == "aks-infiniband-dev" and cfg.cluster_name == "aks-ib-dev"
+    assert cfg.kubernetes_version == stack_config.DEFAULT_KUBERNETES_VERSION
+    assert cfg.versions.gpu_operator == stack_config.DEFAULT_VERSIONS["gpuOperator"]
+    assert cfg.ib_pool.os_disk_size_gb == 256 and cfg.ib_pool.name == "ibpool"
+    assert cfg.fabric_test.enabled and not cfg.fabric_test.fail_on_low_bandwidth
+    assert cfg.protect is False
+
+
+def test_typed_yaml_values_and_cli_strings_parse_the_same():
+    typed = stack_config.parse(dev_config(), "dev")
+    as_cli = stack_config.parse(engine.as_cli_config(dev_config()), "dev")
+    assert typed == as_cli
+
+
+def test_object_fields_fall_back_to_defaults_one_by_one():
+    cfg = parse(versions={"volcano": "v1.14.0"})
+    assert cfg.versions.volcano == "v1.14.0"
+    assert cfg.versions.network_operator == stack_config.DEFAULT_VERSIONS["networkOperator"]
+
+
+@pytest.mark.parametrize(
+    "overrides, key, value_shown, allowed",
+    [
+        ({"rdmaMode": "sr-iov"}, f"{P}:rdmaMode", "'sr-iov'", "shared, sriov"),
+        ({"ibPool": {"vmSize": "Standard_D8s_v5"}}, f"{P}:ibPool.vmSize", "'Standard_D8s_v5'", "Standard_HB120rs_v3"),
+        ({"ibPool": {"nodeCount": 0}}, f"{P}:ibPool.nodeCount", "0", "from 1 to"),
+        ({"ibPool": {"nodeCount": "two"}}, f"{P}:ibPool.nodeCount", "'two'", "integer"),
+        ({"versions": {"volcano": "master"}}, f"{P}:versions.volcano", "'master'", "pinned"),
+        ({"fabricTest": {"image": "ghcr.io/x/nccl:latest"}}, f"{P}:fabricTest.image", "latest", "pinned"),
+        ({"kubernetesVersion": "latest"}, f"{P}:kubernetesVersion", "'latest'", "MAJOR.MINOR"),
+    ],
+)
+def test_a_bad_value_names_the_key_the_value_and_what_is_allowed(overrides, key, value_shown, allowed):
+    found = problems(**overrides)
+    assert len(found) == 1, found
+    assert found[0].startswith(key + ":")
+    assert value_shown in found[0] and allowed in found[0]
+
+
+def test_unknown_keys_are_errors_at_top_level_and_inside_objects():
+    found = problems(rdmaMod="shared", ibPool={"nodeCont": 2})
+    assert any(p.startswith(f"{P}:rdmaMod: unknown key") and "rdmaMode" in p for p in found)
+    assert any(p.startswith(f"{P}:ibPool.nodeCont: unknown key") and "nodeCount" in p for p in found)
+
+
+def test_every_problem_is_reported_at_once():
+    assert len(problems(rdmaMode="x", ibPool={"nodeCount": -1}, protect="maybe")) == 3
+
+
+def test_required_ib_pool_and_location():
+    found = problems(ibPool=None, **{"azure-native:location": None})
+    assert any(p.startswith(f"{P}:ibPool: is required") for p in found)
+    assert any(p.startswith("azure-native:location:") and "pulumi config set" in p for p in found)
+
+
+def test_one_node_cannot_test_the_fabric_unless_the_test_is_off():
+    assert any("2 or more nodes" in p for p in problems(ibPool={"nodeCount": 1}))
+    assert parse(ibPool={"nodeCount": 1}, fabricTest={"enabled": False}).ib_pool.node_count == 1
+
+
+def test_arm64_sizes_need_an_arm64_test_image():
+    found = problems(ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"})
+    assert any("fabricTest.image" in p and "arm64" in p for p in found)
+
+
+def test_the_program_stops_with_a_run_error_before_any_resource():
+    cfg = dev_config(rdmaMode="infiniband")
+    with pytest.raises(pulumi.RunError) as err:
+        engine.render("dev", config=cfg)
+    message = str(err.value)
+    assert "nothing was created" in message and f"{P}:rdmaMode" in message and "'infiniband'" in message
+
+
+# --- Pulumi.yaml and the stack files -------------------------------------------------------------
+def test_pulumi_yaml_is_generated_from_the_schema():
+    assert (ROOT / "Pulumi.yaml").read_text() == stack_config.pulumi_yaml(), (
+        "Pulumi.yaml is out of date: run `python -m stack_config pulumi-yaml > Pulumi.yaml`"
+    )
+
+
+def test_pulumi_yaml_validates_against_pulumis_project_schema(reference):
+    schema = json.loads((reference / "schemas" / "pulumi-project.schema.json").read_text())
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    jsonschema.validate(project, schema)
+    assert project["name"] == "aks-infiniband"
+    assert project["runtime"]["options"]["virtualenv"]
+    assert all(set(v) >= {"type", "description"} for v in project["config"].values())
+
+
+def test_the_project_schema_check_catches_a_bad_type(reference):
+    schema = json.loads((reference / "schemas" / "pulumi-project.schema.json").read_text())
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project["config"]["rdmaMode"]["type"] = "enum"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(project, schema)
+
+
+_PY_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict}
+
+
+@pytest.mark.parametrize("stack_file", sorted(ROOT.glob("Pulumi.*.yaml")), ids=lambda p: p.name)
+def test_stack_file_values_have_the_declared_types_and_parse(stack_file):
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    for key, value in config.items():
+        namespace, _, name = key.partition(":")
+        if namespace != P:
+            continue
+        expected = _PY_TYPES[declared[name]["type"]]
+        assert isinstance(value, expected) and not (expected is int and isinstance(value, bool)), (
+            f"{stack_file.name}: {key} is {type(value).__name__}, Pulumi.yaml declares {declared[name]['type']}"
+        )
+    stack = stack_file.name.split(".")[1]
+    stack_config.parse(engine.as_cli_config(config), stack)
+
+
+def test_readme_key_table_is_generated_from_the_schema():
+    readme = (ROOT / "README.md").read_text()
+    assert stack_config.markdown_table() in readme, (
+        "README's configuration table is out of date: paste `python -m stack_config markdown`"
+    )
