@@ -1,0 +1,154 @@
+"""Rows 1-3 of the design: feature registration and its wait, the cluster, the InfiniBand pool."""
+
+import pytest
+
+import catalog
+import fabric
+from components.cluster import decode_kubeconfig
+from offline import mocks
+
+FEATURE = "azure-native:features:SubscriptionFeatureRegistration"
+COMMAND = "command:local:Command"
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+POOL = "azure-native:containerservice:AgentPool"
+RG = "azure-native:resources:ResourceGroup"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+
+
+# --- 1. feature registration --------------------------------------------------------------------
+def test_feature_is_registered_and_kept_on_destroy(dev):
+    reg = dev.one(FEATURE)
+    assert reg.inputs["featureName"] == "AKSInfinibandSupport"
+    assert reg.inputs["providerNamespace"] == "Microsoft.ContainerService"
+    assert reg.retain_on_delete, "other clusters in the subscription rely on the feature"
+
+
+def test_wait_runs_the_bounded_script_after_the_registration(dev):
+    wait = dev.one(COMMAND, "ib-feature-wait")
+    assert wait.inputs["create"] == "bash scripts/wait-feature-registered.sh"
+    assert wait.inputs["environment"]["TIMEOUT_SECONDS"] == str(30 * 60)
+    assert dev.one(FEATURE).urn in wait.dependencies
+    # Pulumi's own timeout must not cut the script's bounded wait short
+    assert int(wait.custom_timeouts["create"].rstrip("m")) > 30
+
+
+def test_feature_wait_timeout_comes_from_config(render):
+    wait = render(featureWaitTimeoutMinutes=90).one(COMMAND, "ib-feature-wait")
+    assert wait.inputs["environment"]["TIMEOUT_SECONDS"] == "5400"
+
+
+def test_pool_depends_on_the_wait_not_merely_the_registration(dev):
+    pool = dev.one(POOL)
+    wait = dev.one(COMMAND, "ib-feature-wait")
+    assert wait.urn in pool.dependencies
+
+
+def test_sizes_that_must_not_have_the_flag_get_no_registration(render):
+    stack = render(
+        ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"},
+        fabricTest={"image": "example.io/nccl-tests-arm64:1.0.0"},
+    )
+    assert stack.of_type(FEATURE) == []
+    assert not [r for r in stack.of_type(COMMAND) if r.name.endswith("-wait")]
+    assert stack.outputs["featureState"].startswith("not applicable")
+    assert stack.one(POOL).inputs["osSKU"] == "Ubuntu2404"
+
+
+def test_feature_state_is_an_output(dev):
+    assert dev.outputs["featureState"] == mocks.COMMAND_STDOUT["-wait"]
+
+
+# --- 2. cluster ---------------------------------------------------------------------------------
+def test_cluster_identity_rbac_oidc_version_and_tags(dev):
+    aks = dev.one(CLUSTER).inputs
+    assert aks["identity"] == {"type": "SystemAssigned"}
+    assert aks["enableRBAC"] is True
+    assert aks["oidcIssuerProfile"] == {"enabled": True}
+    assert aks["kubernetesVersion"] == "1.34"
+    assert aks["tags"] == {"project": "aks-infiniband", "stack": "dev", "owner": "platform-team"}
+    assert dev.one(RG).inputs["tags"] == aks["tags"]
+
+
+def test_system_pool_is_small_cpu_and_has_no_public_ips(dev):
+    (system,) = dev.one(CLUSTER).inputs["agentPoolProfiles"]
+    assert system["mode"] == "System"
+    assert system["vmSize"] == "Standard_D4s_v5" and system["count"] == 2
+    assert system["enableNodePublicIP"] is False
+    with pytest.raises(KeyError):
+        catalog.lookup(system["vmSize"])  # not an InfiniBand/GPU size
+
+
+def test_kubernetes_version_and_system_pool_are_configurable(render):
+    aks = render(kubernetesVersion="1.33.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
+    assert aks.inputs["kubernetesVersion"] == "1.33.5"
+    assert aks.inputs["agentPoolProfiles"][0]["vmSize"] == "Standard_D8s_v5"
+    assert aks.inputs["agentPoolProfiles"][0]["count"] == 3
+
+
+def test_kubeconfig_is_secret_and_feeds_the_one_kubernetes_provider(dev):
+    assert "kubeconfig" in dev.secret_outputs
+    assert "offline-render-not-a-credential" in dev.outputs["kubeconfig"]  # decoded, not base64
+    (provider,) = dev.of_type(K8S_PROVIDER)
+    assert provider.secret_inputs == ["kubeconfig"]
+    assert dev.one(CLUSTER).urn in provider.dependencies
+
+
+def test_kubeconfig_never_appears_in_a_plain_input(dev):
+    for r in dev.resources:
+        for key, value in r.inputs.items():
+            if key in r.secret_inputs:
+                continue
+            assert "offline-render-not-a-credential" not in repr(value), f"{r.name}.{key} leaks the kubeconfig"
+
+
+def test_decode_kubeconfig_refuses_an_empty_answer():
+    class Empty:
+        kubeconfigs = []
+
+    with pytest.raises(ValueError, match="no user kubeconfig"):
+        decode_kubeconfig(Empty())
+
+
+# --- 3. InfiniBand pool -------------------------------------------------------------------------
+def test_pool_is_the_catalog_size_in_user_mode_on_ubuntu(dev):
+    pool = dev.one(POOL).inputs
+    assert pool["vmSize"] == "Standard_ND96isr_H100_v5" and pool["count"] == 2
+    assert pool["mode"] == "User" and pool["osType"] == "Linux" and pool["osSKU"] == "Ubuntu"
+    assert pool["enableNodePublicIP"] is False
+    assert pool["osDiskSizeGB"] == 256
+    assert pool["orchestratorVersion"] == dev.one(CLUSTER).inputs["kubernetesVersion"]
+
+
+def test_gpu_pool_leaves_the_driver_to_the_gpu_operator(dev):
+    assert dev.one(POOL).inputs["gpuProfile"] == {"driver": "None"}
+
+
+def test_cpu_only_pool_has_no_gpu_profile(render):
+    pool = render(ibPool={"vmSize": "Standard_HB176rs_v4"}).one(POOL)
+    assert "gpuProfile" not in pool.inputs
+
+
+def test_pool_taint_and_labels_are_the_fabric_contract(dev):
+    pool = dev.one(POOL).inputs
+    assert pool["nodeTaints"] == [fabric.IB_TAINT]
+    assert fabric.IB_TAINT == "aks-infiniband.io/ib-pool=true:NoSchedule"
+    assert pool["nodeLabels"][fabric.IB_POOL_ROLE_LABEL] == fabric.IB_POOL_ROLE
+    assert set(fabric.pool_node_selector().items()) <= set(pool["nodeLabels"].items())
+
+
+def test_pool_has_a_create_timeout_long_enough_for_gpu_pools(dev):
+    assert int(dev.one(POOL).custom_timeouts["create"].rstrip("m")) >= 60
+
+
+@pytest.mark.parametrize("protect", [False, True])
+def test_protect_covers_resource_group_cluster_and_pool(render, protect):
+    stack = render(protect=protect)
+    assert {stack.one(t).protect for t in (RG, CLUSTER, POOL)} == {protect}
+
+
+def test_outputs(dev):
+    assert dev.outputs["resourceGroupName"] == "aks-infiniband-dev"
+    assert dev.outputs["clusterName"] == "aks-ib-dev"
+    assert dev.outputs["nodePoolName"] == "ibpool"
+    assert dev.outputs["vmSize"] == "Standard_ND96isr_H100_v5"
+    assert dev.outputs["nodeCount"] == 2
