@@ -45,6 +45,7 @@ DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.0
 DEFAULT_ALL_REDUCE_ARGS = "-b 8 -e 16G -f 2 -g 1"
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
+SYSTEM_POOL_NAME = "system"  # the cluster's CPU pool; an IB pool of that name would overwrite it
 
 
 class ConfigError(ValueError):
@@ -135,6 +136,12 @@ def _args(v: Any) -> str | None:
     return "all_reduce_perf flags such as '-b 8 -e 16G -f 2 -g 1' (letters, digits, spaces, - . = only)"
 
 
+def _pool_name(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"[a-z][a-z0-9]{0,11}", v) and v != SYSTEM_POOL_NAME:
+        return None
+    return f"1-12 lowercase letters and digits, starting with a letter, not {SYSTEM_POOL_NAME!r} (the system pool)"
+
+
 def _optional(check: Check) -> Check:
     return lambda v: None if v is None else check(v)
 
@@ -155,11 +162,13 @@ class Key:
 SCHEMA: tuple[Key, ...] = (
     Key("resourceGroupName", "string", "Resource group that holds the cluster (created by the stack).",
         default_doc="aks-infiniband-<stack>",
-        check=_regex(r"[-\w.()]{1,89}[-\w()]", "1-90 letters, digits, - _ . ( ), not ending in .")),
+        check=_regex(r"[-\w.()]{0,89}[-\w()]", "1-90 letters, digits, - _ . ( ), not ending in .")),
     Key("clusterName", "string", "AKS cluster name; also the DNS prefix.",
         default_doc="aks-ib-<stack>",
-        check=_regex(r"[A-Za-z0-9][-A-Za-z0-9_]{0,61}[A-Za-z0-9]",
-                     "2-63 letters, digits, - and _, starting and ending with a letter or digit")),
+        # It doubles as the DNS prefix, which is stricter than the name: 1-54 characters, no underscore.
+        check=_regex(r"[A-Za-z0-9](?:[-A-Za-z0-9]{0,52}[A-Za-z0-9])?",
+                     "1-54 letters, digits and -, starting and ending with a letter or digit "
+                     "(it is also the cluster's DNS prefix)")),
     Key("kubernetesVersion", "string", "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
         default=DEFAULT_KUBERNETES_VERSION, check=_k8s_version),
     Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers.",
@@ -174,7 +183,7 @@ SCHEMA: tuple[Key, ...] = (
             Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
                 check=_int_range(1, MAX_NODES)),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
-                check=_regex(r"[a-z][a-z0-9]{0,11}", "1-12 lowercase letters and digits, starting with a letter")),
+                check=_pool_name),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=_int_range(128, 2048)),
         )),
@@ -359,6 +368,14 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"{prefix}{unknown}: unknown key; allowed keys: {', '.join(k.name for k in SCHEMA)}"
         )
     values = {k.name: _read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
+    # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
+    for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
+        if values[name] is None and name not in ours:
+            allowed = SCHEMA_BY_NAME[name].check(derived)
+            if allowed is not None:
+                problems.append(f"{prefix}{name}: got {derived!r} (derived from the stack name); expected {allowed}; "
+                                f"set {name} explicitly")
+            values[name] = derived
 
     location = raw.get(LOCATION_KEY)
     if not isinstance(location, str) or not re.fullmatch(r"[a-z][a-z0-9]{2,39}", location or ""):
@@ -389,8 +406,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     return StackConfig(
         stack=stack,
         location=location,
-        resource_group_name=values["resourceGroupName"] or f"{PROJECT}-{stack}",
-        cluster_name=values["clusterName"] or f"aks-ib-{stack}",
+        resource_group_name=values["resourceGroupName"],
+        cluster_name=values["clusterName"],
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
         ib_pool=IbPool(vm_size=sku.vm_size, node_count=ib["nodeCount"], name=ib["name"],

@@ -194,13 +194,14 @@ async def _resolve(value: Any) -> tuple[Any, bool]:
     return await out.future(with_unknowns=False), await out.is_secret()
 
 
-def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None) -> Rendering:
+def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None,
+           monitor: RecordingMonitor | None = None) -> Rendering:
     """Run the program for `stack` under mocks. `config` replaces the stack file's config when given
     (keys may omit the project prefix). Exceptions from the program (e.g. a RunError for bad
-    configuration) propagate unchanged."""
+    configuration) propagate unchanged; pass your own `monitor` to see what was registered before."""
     program = program or ROOT / "__main__.py"
     cfg = as_cli_config(stack_file_config(stack) if config is None else config)
-    monitor = RecordingMonitor(OfflineMocks())
+    monitor = monitor if monitor is not None else RecordingMonitor(OfflineMocks())
     settings.ROOT.set(None)
     set_all_config(cfg, [])
     pulumi.runtime.set_mocks(OfflineMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
