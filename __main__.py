@@ -6,7 +6,11 @@ import pulumi
 import stack_config
 from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.network_operator import NetworkOperator, NetworkOperatorArgs
+from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.volcano import Volcano, VolcanoArgs
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
@@ -49,6 +53,28 @@ ib_pool = IbNodePool(
         wait_for=[feature.wait] if feature else [],
     ),
 )
+
+# 4-7. The Kubernetes layer: NFD, Network Operator + NicClusterPolicy, GPU Operator (GPU sizes
+# only), Volcano. Each waits only for the cluster's provider (and its own CRDs), never for the IB
+# pool, so all of it installs while the pool is still being created.
+k8s_opts = pulumi.ResourceOptions(provider=cluster.provider)
+v = cfg.versions
+nfd = NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=k8s_opts)
+network_operator = NetworkOperator(
+    "network-operator",
+    NetworkOperatorArgs(
+        version=v.network_operator,
+        doca_driver_version=v.doca_driver,
+        rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
+        sriov_device_plugin_version=v.sriov_device_plugin,
+        rdma_mode=cfg.rdma_mode,
+    ),
+    opts=k8s_opts,
+)
+gpu_operator = (
+    GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
+)
+volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)

@@ -1,0 +1,123 @@
+"""Row 4: Node Feature Discovery - the labels the Network Operator and the GPU Operator schedule by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+import fabric
+from components.namespace import Namespace, NamespaceArgs
+
+CHART = "node-feature-discovery"
+CHART_REPO = "https://kubernetes-sigs.github.io/node-feature-discovery/charts"
+NODE_FEATURE_RULE_API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
+NODE_FEATURE_RULE_NAME = "aks-infiniband-mellanox-ib"
+
+# PCI classes the worker labels by vendor (`feature.node.kubernetes.io/pci-<vendor>.present`):
+# 0300 VGA and 0302 3D controllers (NVIDIA GPUs: pci-10de), 0207 InfiniBand controllers
+# (Mellanox HCAs: pci-15b3). Deliberately NOT 0200 (Ethernet): every AKS node with accelerated
+# networking carries a Mellanox Ethernet VF, and labelling those would put the DOCA driver on the
+# system pool.
+PCI_INFINIBAND_CLASS = "0207"
+PCI_GPU_CLASSES = ("0300", "0302")
+
+
+@dataclass(frozen=True)
+class NodeFeatureDiscoveryArgs:
+    # Chart version (stack_config.DEFAULT_VERSIONS["nodeFeatureDiscovery"]).
+    version: str
+    # Namespace created for the release.
+    namespace_name: str = "node-feature-discovery"
+    # Helm wait, seconds.
+    timeout_seconds: int = 600
+
+
+def chart_values() -> dict[str, Any]:
+    """Values for the node-feature-discovery chart (every key exists in its values.yaml; tested)."""
+    return {
+        "worker": {
+            # The worker must run on the IB pool (that is what it labels).
+            "tolerations": [fabric.toleration()],
+            "config": {
+                "sources": {
+                    "pci": {
+                        "deviceClassWhitelist": [PCI_INFINIBAND_CLASS, *PCI_GPU_CLASSES],
+                        "deviceLabelFields": ["vendor"],
+                    }
+                }
+            },
+        },
+    }
+
+
+def node_feature_rule_spec() -> dict[str, Any]:
+    """Label nodes with a Mellanox (15b3) InfiniBand controller (class 0207) with fabric.MELLANOX_NIC_LABEL."""
+    return {
+        "rules": [
+            {
+                "name": "mellanox-infiniband-hca",
+                "labels": {fabric.MELLANOX_NIC_LABEL: "true"},
+                "matchFeatures": [
+                    {
+                        "feature": "pci.device",
+                        "matchExpressions": {
+                            "vendor": {"op": "In", "value": [fabric.MELLANOX_PCI_VENDOR]},
+                            "class": {"op": "In", "value": [PCI_INFINIBAND_CLASS]},
+                        },
+                    }
+                ],
+            }
+        ]
+    }
+
+
+class NodeFeatureDiscovery(pulumi.ComponentResource):
+    """The node-feature-discovery Helm release (pinned), its namespace, and a `NodeFeatureRule`.
+
+    - the worker DaemonSet tolerates the IB pool taint and labels NVIDIA GPUs (pci-10de) and
+      Mellanox InfiniBand HCAs (pci-15b3) by PCI vendor;
+    - the `NodeFeatureRule` sets `feature.node.kubernetes.io/pci-15b3.present=true` on nodes with a
+      Mellanox InfiniBand controller, the label the NicClusterPolicy's node affinity keys on;
+    - the namespace is `privileged`: the worker mounts host paths (/sys, /boot, /etc/os-release),
+      which the `baseline` level forbids.
+
+    Depends only on the Kubernetes provider (passed in `opts`); the rule on the release, whose
+    chart installs the NodeFeatureRule CRD.
+    """
+
+    namespace: Namespace
+    release: k8s.helm.v3.Release
+    rule: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aks-infiniband:kubernetes:NodeFeatureDiscovery", name, None, opts)
+        self.namespace = Namespace(
+            f"{name}-namespace",
+            NamespaceArgs(namespace_name=args.namespace_name, pod_security="privileged"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            k8s.helm.v3.ReleaseArgs(
+                name=CHART,
+                chart=CHART,
+                version=args.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
+                namespace=self.namespace.name,
+                values=chart_values(),
+                timeout=args.timeout_seconds,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.rule = k8s.apiextensions.CustomResource(
+            f"{name}-rule",
+            api_version=NODE_FEATURE_RULE_API_VERSION,
+            kind="NodeFeatureRule",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NODE_FEATURE_RULE_NAME),
+            spec=node_feature_rule_spec(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+        )
+        self.register_outputs({"release": self.release.status, "rule": NODE_FEATURE_RULE_NAME})
