@@ -1,0 +1,109 @@
+"""A second `pulumi up` has nothing to do: the program, run twice with the same configuration, asks
+the engine for exactly the same resources with exactly the same inputs, dependencies and options -
+in this process, in a fresh interpreter with another hash seed (set/dict ordering noise), and from
+a checkout at another absolute path (no paths, timestamps or random names in any input)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import dev_config
+
+from offline import engine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What a fresh interpreter prints: the dev render as canonical JSON.
+DUMP = """
+import json, sys
+from offline import engine
+from test_idempotency import canonical
+sys.stdout.write(json.dumps(canonical(engine.render("dev")), sort_keys=True))
+"""
+
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def canonical(rendering: engine.Rendering) -> dict[str, Any]:
+    """Everything the engine is asked for, keyed by URN (registration order depends on when each
+    Output resolves, which the engine does not care about); lists inside inputs keep their order."""
+    resources = {r.urn: dataclasses.asdict(r) for r in rendering.resources}
+    assert len(resources) == len(rendering.resources), "two resources share a URN"
+    outputs = {k: ("[secret]" if k in rendering.secret_outputs else v) for k, v in rendering.outputs.items()}
+    return json.loads(json.dumps({"resources": resources, "outputs": outputs}, sort_keys=True, default=str))
+
+
+def strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def test_two_renders_ask_for_identical_resources(dev):
+    again = canonical(engine.render("dev"))
+    first = canonical(dev)
+    assert sorted(again["resources"]) == sorted(first["resources"])
+    for urn, resource in first["resources"].items():
+        assert again["resources"][urn] == resource, f"{urn} differs between two runs"
+    assert again["outputs"] == first["outputs"]
+
+
+def test_config_overrides_are_idempotent_too(render):
+    """Another shape of the stack (SR-IOV, three A100 nodes, protected) is just as stable."""
+    overrides = {"rdmaMode": "sriov", "ibPool": {"vmSize": "Standard_ND96asr_v4", "nodeCount": 3}, "protect": True}
+    assert canonical(render(**overrides)) == canonical(render(**overrides))
+
+
+def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
+    for r in dev.resources:
+        for s in strings(r.inputs):
+            assert not TIMESTAMP.search(s), f"{r.type} {r.name}: timestamp-like input {s!r}"
+            assert not UUID.search(s), f"{r.type} {r.name}: random-looking id {s!r}"
+            assert str(ROOT) not in s, f"{r.type} {r.name}: absolute checkout path in input {s!r}"
+
+
+def _render_in_fresh_interpreter(checkout: Path, hash_seed: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": os.pathsep.join([str(checkout), str(checkout / "tests")]), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", DUMP], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _copy_checkout(dest: Path) -> Path:
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "__pycache__", ".pytest_cache", ".ruff_cache", "*.pyc"))
+    return dest
+
+
+def test_same_inputs_from_another_checkout_and_hash_seed(tmp_path, dev):
+    """Two checkouts at different absolute paths, two hash seeds, two fresh interpreters: one answer,
+    the same as this process's render."""
+    a = _render_in_fresh_interpreter(_copy_checkout(tmp_path / "checkout-a"), "1")
+    b = _render_in_fresh_interpreter(_copy_checkout(tmp_path / "elsewhere" / "checkout-b"), "4242")
+    assert a == b
+    assert a == json.loads(json.dumps(canonical(dev), sort_keys=True))
+    text = json.dumps(a)
+    assert str(tmp_path) not in text, "an absolute path of the checkout leaked into the inputs"
+
+
+def test_dev_config_helper_does_not_leak_between_renders(render):
+    """The fixtures themselves must not carry state from one render to the next."""
+    before = canonical(engine.render("dev", config=dev_config()))
+    render(rdmaMode="sriov")
+    assert canonical(engine.render("dev", config=dev_config())) == before
