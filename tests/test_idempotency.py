@@ -78,7 +78,8 @@ def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
 
 
 def _render_in_fresh_interpreter(checkout: Path, hash_seed: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": os.pathsep.join([str(checkout), str(checkout / "tests")]), "PYTHONDONTWRITEBYTECODE": "1"}
+    path = os.pathsep.join([str(checkout), str(checkout / "tests")])
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-c", DUMP], cwd=checkout, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
