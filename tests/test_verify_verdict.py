@@ -1,0 +1,149 @@
+"""Verdict rules: each reason fires on the input it is about, and only the worst finding decides."""
+
+from __future__ import annotations
+
+import pytest
+
+import catalog
+from verify.nccl import parse_file
+from verify.verdict import MIN_JUDGED_SIZE_BYTES, WARN_FRACTION_OF_BASELINE, Verdict, judge
+
+A100 = "Standard_ND96asr_v4"
+H200 = "Standard_ND96isr_H200_v5"
+AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
+H200_FILE = "h200x2_single-node_nccl-tests-2.19.6_8B-8G.txt"
+OLD_H100 = "sample-output_old-header_2node-H100_lessizzmore.txt"
+GH200 = "sample-output_full-header_nccl-tests-2.18.3_2node-GH200_int8.txt"
+
+
+def load(reference, name):
+    return parse_file(reference / "nccl-tests" / name)
+
+
+def exp(baseline, threshold):
+    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold, source="test")
+
+
+def test_azure_reference_passes_against_the_catalog(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=2)
+    assert j.verdict is Verdict.PASS
+    assert j.judged_busbw_gbps == pytest.approx(187.22)
+    expected = catalog.lookup(A100).allreduce_expectation(2)
+    assert (j.baseline_gbps, j.threshold_gbps) == (expected.baseline_gbps, expected.threshold_gbps)
+
+
+def test_below_threshold_fails(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=2, expectation=exp(200, 190))
+    assert j.verdict is Verdict.FAIL
+    assert "187.22" in j.reasons[0] and "below the threshold 190" in j.reasons[0]
+
+
+def test_threshold_override_replaces_the_catalogs(reference):
+    assert judge(load(reference, AZURE), sku=A100, nodes=2, threshold_gbps=188).verdict is Verdict.FAIL
+    assert judge(load(reference, AZURE), sku=A100, nodes=2, threshold_gbps=150).verdict is Verdict.PASS
+
+
+def test_between_threshold_and_warn_line_warns(reference):
+    # 187.22 is above 150 but below 0.9 x 220 = 198
+    j = judge(load(reference, AZURE), sku=A100, nodes=2, expectation=exp(220, 150))
+    assert j.verdict is Verdict.WARN
+    assert j.warn_below_gbps == pytest.approx(220 * WARN_FRACTION_OF_BASELINE)
+    assert "below 90% of the baseline 220" in j.reasons[0]
+
+
+def test_verdict_judges_the_largest_size_not_the_footer_average(reference):
+    r = load(reference, AZURE)
+    assert r.avg_busbw_gbps < 60  # the footer averages the tiny messages too
+    assert judge(r, sku=A100, nodes=2).verdict is Verdict.PASS
+
+
+def test_no_expectation_for_the_sku_is_unknown_and_says_so(reference):
+    r = load(reference, OLD_H100)
+    j = judge(r, sku=H200, nodes=2, expectation=None)
+    assert j.verdict is Verdict.UNKNOWN
+    assert any("no all-reduce expectation" in x and H200 in x for x in j.reasons)
+    # ... and a threshold of one's own makes it judgeable
+    assert judge(r, sku=H200, nodes=2, expectation=None, threshold_gbps=300).verdict is Verdict.PASS
+
+
+def test_catalog_none_expectation_is_handled(reference):
+    # whatever the catalog holds for H200 today (None or a figure), judge() must not break on it
+    j = judge(load(reference, OLD_H100), sku=H200, nodes=2)
+    assert j.verdict in set(Verdict)
+    if catalog.lookup(H200).allreduce_expectation(2) is None:
+        assert j.verdict is Verdict.UNKNOWN
+
+
+def test_single_node_never_crossed_the_fabric(reference):
+    j = judge(load(reference, H200_FILE), sku=H200)  # nodes from the log: one host, "vm"
+    assert j.nodes == 1 and j.verdict is Verdict.UNKNOWN
+    assert any("single node (vm)" in x for x in j.reasons)
+
+
+def test_fewer_hosts_than_nodes_fails_and_skips_the_bandwidth(reference):
+    j = judge(load(reference, H200_FILE), sku=A100, nodes=2)
+    assert j.verdict is Verdict.FAIL
+    assert any("expected 2 nodes" in x and "1 host" in x for x in j.reasons)
+    assert not any("344.19" in x for x in j.reasons)  # NVLink bandwidth is not the fabric's
+
+
+def test_rank_count_mismatch_warns(reference):
+    j = judge(load(reference, GH200), sku=A100, nodes=2, expectation=exp(100, 50))
+    assert any("8 ranks, expected 16" in x for x in j.reasons)
+
+
+def test_small_largest_message_is_not_judged(reference):
+    r = load(reference, GH200)
+    assert r.max_size_bytes < MIN_JUDGED_SIZE_BYTES
+    j = judge(r, sku=A100, nodes=2, expectation=exp(500, 400))  # would FAIL if judged
+    assert j.verdict is Verdict.UNKNOWN
+    assert any("128 MiB is below 1 GiB" in x for x in j.reasons)
+
+
+def test_wrong_results_fail(reference):
+    text = (reference / "nccl-tests" / H200_FILE).read_text()
+    text = text.replace("344.19       0", "344.19       5").replace("values : 0 OK", "values : 1 FAILED")
+    from verify.nccl import parse
+
+    j = judge(parse(text), sku=H200, expectation=exp(300, 200))
+    assert j.verdict is Verdict.FAIL
+    assert any("5 wrong elements" in x for x in j.reasons)
+    assert any("1 out-of-bounds" in x for x in j.reasons)
+
+
+def test_failed_and_truncated_runs(reference):
+    from verify.nccl import parse
+
+    lines = (reference / "nccl-tests" / OLD_H100).read_text().splitlines()
+    cut = parse("\n".join(lines[:40]))
+    j = judge(cut, sku=A100, nodes=2)
+    assert j.verdict is Verdict.UNKNOWN and any("cut off" in x for x in j.reasons)
+
+    failed = parse("\n".join(lines[:40] + ["ztan-mig-gq73: Test NCCL failure common.cu:1279 'unhandled system error'"]))
+    j = judge(failed, sku=A100, nodes=2)
+    assert j.verdict is Verdict.FAIL and any("the run failed" in x for x in j.reasons)
+
+    j = judge(load(reference, AZURE), sku=A100, nodes=2, job_failed="Volcano job phase Failed")
+    assert j.verdict is Verdict.FAIL
+
+
+def test_no_sku_no_threshold_is_unknown(reference):
+    j = judge(load(reference, AZURE), nodes=2)
+    assert j.verdict is Verdict.UNKNOWN and any("no SKU" in x for x in j.reasons)
+
+
+def test_unknown_sku_is_unknown_with_the_catalogs_message(reference):
+    j = judge(load(reference, AZURE), sku="Standard_D4s_v5", nodes=2)
+    assert j.verdict is Verdict.UNKNOWN and any("not an InfiniBand-capable size" in x for x in j.reasons)
+
+
+def test_node_count_unknown_without_hosts_or_nodes(reference):
+    j = judge(load(reference, AZURE), sku=A100)
+    assert j.nodes is None and j.verdict is Verdict.UNKNOWN
+    assert any("pass --nodes" in x for x in j.reasons)
+
+
+def test_worst_finding_wins_and_comes_first(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=2, expectation=exp(200, 190), job_failed="x")
+    assert j.verdict is Verdict.FAIL
+    assert Verdict.FAIL.severity > Verdict.UNKNOWN.severity > Verdict.WARN.severity > Verdict.PASS.severity

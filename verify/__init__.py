@@ -1,0 +1,22 @@
+"""Reading an nccl-tests result: parse the log, judge it against the SKU's expectation, report it.
+
+Pure Python, no Pulumi: the same code runs inside the stack (the collect step) and from a shell
+(`python -m verify report LOG`, `python -m verify collect ...`). SKU expectations come from
+`catalog`, the one place that holds them.
+"""
+
+from verify.nccl import Measurement, NcclResult, ParseError, Rank, Row, parse, parse_file
+from verify.verdict import Judgement, Verdict, judge
+
+__all__ = [
+    "Judgement",
+    "Measurement",
+    "NcclResult",
+    "ParseError",
+    "Rank",
+    "Row",
+    "Verdict",
+    "judge",
+    "parse",
+    "parse_file",
+]

@@ -1,0 +1,464 @@
+"""Parser for nccl-tests output (`all_reduce_perf` and friends): the text table and the `-J` JSON.
+
+Formats handled, each seen in ../shared/reference/nccl-tests or read from NVIDIA/nccl-tests source
+(src/util.cu, src/common.cu, src/common.h @ v2.19.6):
+
+- the text header, old (< 2.17.6: no "# nccl-tests version" line, no "unalign") and new;
+- "# Using devices" / "#  Rank N Group G Pid P on HOST device D [PCI] NAME" lines (one per rank under
+  MPI, gathered to rank 0), from which ranks, hosts and GPU models come;
+- result rows: size, count, type, redop, root, then time/algbw/busbw/#wrong out-of-place and in-place
+  (`#wrong` is "N/A" under `-c 0`), with the optional per-iteration columns (`-I 1`) and timestamps;
+- NCCL `INFO`/`WARN` lines interleaved anywhere, even between a row's first five columns and the rest
+  (nccl-tests prints a row in two pieces around the measurement, into the same stdout buffer NCCL logs to);
+- the footer ("# Out of bounds values", "# Avg bus bandwidth", "# Collective test concluded");
+- failure lines printed by nccl-tests' CUDACHECK / NCCLCHECK / TESTCHECK macros and timeouts;
+- the JSON document that `-J FILE.json` writes (JSON_FILE_VERSION 3), optionally preceded by `#` lines.
+
+A log with no table and no failure line is not an nccl-tests result: `ParseError`, with a message
+that says what was looked for. Everything else returns an `NcclResult`; whether it is good is the
+verdict's business, not the parser's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ParseError(ValueError):
+    """The input is not an nccl-tests result (or is unreadable). The message says why."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One placement (out-of-place or in-place) of one row. Units as nccl-tests prints them."""
+
+    time_us: float
+    algbw_gbps: float  # GB/s (bytes)
+    busbw_gbps: float  # GB/s (bytes)
+    wrong: int | None  # None when not checked ("N/A", run with -c 0)
+
+
+@dataclass(frozen=True)
+class Row:
+    size_bytes: int
+    count: int  # elements
+    type: str
+    redop: str
+    root: int
+    out_of_place: Measurement | None
+    in_place: Measurement | None
+
+    @property
+    def busbw_gbps(self) -> float:
+        """The out-of-place bus bandwidth (in-place when a run printed only in-place)."""
+        m = self.out_of_place or self.in_place
+        assert m is not None
+        return m.busbw_gbps
+
+    @property
+    def measurements(self) -> tuple[Measurement, ...]:
+        return tuple(m for m in (self.out_of_place, self.in_place) if m is not None)
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    host: str
+    device: int
+    pci: str
+    gpu: str
+    pid: int | None = None
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    rows: tuple[Row, ...]
+    ranks_listed: tuple[Rank, ...] = ()  # the "Using devices" lines (or JSON "devices")
+    ranks: int | None = None
+    ranks_source: str | None = None  # how `ranks` was found, for the report
+    test: str | None = None  # e.g. "all_reduce_perf"
+    gpus_per_process: int | None = None  # header nGpus x nThread
+    min_bytes: int | None = None
+    max_bytes_requested: int | None = None
+    validation: bool | None = None  # header "validation: 1" (-c 1)
+    out_of_bounds: int | None = None  # footer; None when the footer is missing
+    avg_busbw_gbps: float | None = None  # footer average over EVERY row (small ones too)
+    concluded: bool = False  # footer seen: the test ran to its end
+    nccl_tests_version: str | None = None
+    nccl_version: str | None = None
+    errors: tuple[str, ...] = ()  # failure lines: a failed run
+    warnings: tuple[str, ...] = ()  # NCCL WARN lines: worth showing, not failures by themselves
+    source_format: str = "text"  # "text" | "json"
+
+    # ---- derived figures -------------------------------------------------------------------
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Distinct host names in rank order; empty when the log does not list devices."""
+        return tuple(dict.fromkeys(r.host for r in self.ranks_listed))
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """Distinct GPU models listed."""
+        return tuple(dict.fromkeys(r.gpu for r in self.ranks_listed))
+
+    @property
+    def largest(self) -> Row | None:
+        return max(self.rows, key=lambda r: r.size_bytes) if self.rows else None
+
+    @property
+    def max_size_bytes(self) -> int | None:
+        return self.largest.size_bytes if self.largest else None
+
+    @property
+    def busbw_at_max_size_gbps(self) -> float | None:
+        return self.largest.busbw_gbps if self.largest else None
+
+    @property
+    def in_place_busbw_at_max_size_gbps(self) -> float | None:
+        row = self.largest
+        return row.in_place.busbw_gbps if row and row.in_place else None
+
+    @property
+    def max_busbw_gbps(self) -> float | None:
+        values = [m.busbw_gbps for r in self.rows for m in r.measurements]
+        return max(values) if values else None
+
+    @property
+    def wrong(self) -> int | None:
+        """Total #wrong over every row and placement; None when nothing was checked (N/A)."""
+        checked = [m.wrong for r in self.rows for m in r.measurements if m.wrong is not None]
+        return sum(checked) if checked else None
+
+    @property
+    def complete(self) -> bool:
+        """The footer was printed: the run was not cut short."""
+        return self.out_of_bounds is not None or self.concluded
+
+
+# ------------------------------------------------------------------------------------------------
+# text format
+
+# `mpirun --tag-output` prefixes every line with "[jobid,rank]<stdout>:"; strip it.
+_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
+_VERSION = re.compile(r"^#\s*nccl-tests version (\S+)(?:.*?nccl-library=(\d+))?")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
+_PARAMS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_VALIDATION = re.compile(r"\bvalidation:\s*(\d+)")
+# src/util.cu: "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s"; older releases
+# printed no Group.
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
+# NCCL's own banner: "host:pid:tid [dev] NCCL INFO NCCL version 2.28.9+cuda13.0" (or without the
+# INFO prefix under NCCL_DEBUG=VERSION).
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
+# src/common.h CUDACHECK / NCCLCHECK / TESTCHECK, src/common.cu timeout, util.cu writeErrors.
+_FAILURE = re.compile(
+    r"Test (?:CUDA |NCCL )?failure|: Test timeout \(|^#\s*error:|Invalid number of GPUs"
+)
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+# A row's first five columns: size, count, type, redop, root. What follows is either the rest of
+# the row or, when NCCL logged in between, the start of a log line.
+_PREAMBLE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)\s+([A-Za-z_][\w]*)\s+(-?\d+)")
+_TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
+_NUM = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-nan|N/A)"
+_BODY = re.compile(rf"^\s*{_NUM}(?:\s+{_NUM})+\s*$", re.IGNORECASE)
+
+
+def _num(token: str) -> float:
+    try:
+        return float(token)
+    except ValueError:
+        return math.nan
+
+
+def _wrong(token: str) -> int | None:
+    if token.upper() == "N/A":
+        return None
+    value = _num(token)
+    return None if math.isnan(value) else int(value)
+
+
+def _measurement(tokens: list[str]) -> Measurement:
+    return Measurement(
+        time_us=_num(tokens[0]), algbw_gbps=_num(tokens[1]), busbw_gbps=_num(tokens[2]), wrong=_wrong(tokens[3])
+    )
+
+
+def _body(text: str) -> tuple[Measurement, Measurement] | None:
+    """The measurement columns of a row, or None if `text` is not one: 8 columns (4 per placement),
+    or 16 with the per-iteration columns of `-I 1` (time algbw busbw #wrong i_min i_max i_p99 i_cv%)."""
+    text = _TIMESTAMP.sub("", text)
+    if not _BODY.match(text):
+        return None
+    tokens = text.split()
+    if len(tokens) == 8:
+        return _measurement(tokens[0:4]), _measurement(tokens[4:8])
+    if len(tokens) == 16:
+        return _measurement(tokens[0:4]), _measurement(tokens[8:12])
+    return None
+
+
+def _decode_nccl_code(code: int) -> str:
+    """NCCL_VERSION_CODE -> "major.minor.patch" (nccl.h: X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def _infer_allreduce_ranks(rows: tuple[Row, ...]) -> int | None:
+    """Rank count from all-reduce rows: nccl-tests computes busbw = algbw x 2(n-1)/n
+    (src/all_reduce.cu), so the printed pair pins n down. Only rows with algbw >= 1 GB/s are used
+    (two printed decimals make smaller ones useless) and n must be the ONE value that fits every
+    such row within print rounding; otherwise None (ambiguous: very large n)."""
+    pairs = [(m.algbw_gbps, m.busbw_gbps) for r in rows for m in r.measurements if m.algbw_gbps >= 1.0]
+    if not pairs:
+        return None
+    fits = []
+    for n in range(2, 4097):
+        factor = 2 * (n - 1) / n
+        if all(abs(a * factor - b) <= 0.005 * (1 + factor) + 1e-9 for a, b in pairs):
+            fits.append(n)
+            if len(fits) > 1:
+                return None
+    return fits[0] if fits else None
+
+
+def _parse_text(text: str) -> NcclResult:
+    rows: list[Row] = []
+    ranks: list[Rank] = []
+    errors: list[str] = []
+    warnings: list[str] = []
+    info: dict = {}
+    pending: tuple | None = None  # a row's first five columns waiting for the rest
+    header_seen = False
+
+    for raw in text.splitlines():
+        line = _TAG.sub("", raw.rstrip("\r"))
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if _FAILURE.search(stripped) or _FAILURE.search(line):
+            errors.append(stripped)
+        if _NCCL_WARN.search(line):
+            warnings.append(stripped)
+        if m := _NCCL_VERSION.search(line):
+            info.setdefault("nccl_version", m.group(1))
+        if line.lstrip().startswith("#"):
+            if m := _VERSION.match(stripped):
+                info["nccl_tests_version"] = m.group(1)
+                if m.group(2) and "nccl_code" not in info:
+                    info["nccl_code"] = int(m.group(2))
+                header_seen = True
+            elif m := _STARTING.match(stripped):
+                info["test"] = m.group(1)
+                header_seen = True
+            elif m := _CONCLUDED.match(stripped):
+                info["concluded"] = True
+                info.setdefault("test", m.group(1))
+            elif m := _PARAMS.match(stripped):
+                info["gpus_per_process"] = int(m.group(1)) * int(m.group(2))
+                info["min_bytes"], info["max_bytes"] = int(m.group(3)), int(m.group(4))
+                if v := _VALIDATION.search(stripped):
+                    info["validation"] = v.group(1) != "0"
+                header_seen = True
+            elif m := _RANK.match(stripped):
+                ranks.append(
+                    Rank(
+                        rank=int(m.group(1)),
+                        group=int(m.group(2)) if m.group(2) is not None else None,
+                        pid=int(m.group(3)),
+                        host=m.group(4),
+                        device=int(m.group(5)),
+                        pci=m.group(6),
+                        gpu=m.group(7),
+                    )
+                )
+            elif m := _OOB.match(stripped):
+                info["out_of_bounds"] = int(m.group(1))
+            elif m := _AVG.match(stripped):
+                info["avg"] = _num(m.group(1))
+            elif "size" in stripped and "busbw" in stripped:
+                header_seen = True
+            continue
+
+        if m := _PREAMBLE.match(line):
+            rest = line[m.end() :]
+            head = (int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)))
+            body = _body(rest)
+            if body is not None:
+                rows.append(Row(*head, out_of_place=body[0], in_place=body[1]))
+                pending = None
+            else:
+                pending = head  # NCCL logged between the columns; the rest comes on a later line
+            continue
+        if pending is not None and (body := _body(line)) is not None:
+            rows.append(Row(*pending, out_of_place=body[0], in_place=body[1]))
+            pending = None
+
+    if not rows and not errors and not header_seen:
+        raise ParseError(
+            "no nccl-tests result found: expected a table of rows 'size count type redop root time algbw busbw "
+            "#wrong ...' (all_reduce_perf output) or an nccl-tests -J JSON document"
+        )
+    nccl_version = info.get("nccl_version")
+    if nccl_version is None and "nccl_code" in info:
+        nccl_version = _decode_nccl_code(info["nccl_code"])
+    return _finish(
+        rows=tuple(rows),
+        ranks_listed=tuple(ranks),
+        test=info.get("test"),
+        gpus_per_process=info.get("gpus_per_process"),
+        min_bytes=info.get("min_bytes"),
+        max_bytes_requested=info.get("max_bytes"),
+        validation=info.get("validation"),
+        out_of_bounds=info.get("out_of_bounds"),
+        avg_busbw_gbps=info.get("avg"),
+        concluded=bool(info.get("concluded")),
+        nccl_tests_version=info.get("nccl_tests_version"),
+        nccl_version=nccl_version,
+        errors=tuple(errors),
+        warnings=tuple(warnings),
+        source_format="text",
+        listed_entries_are_processes=False,
+    )
+
+
+def _finish(*, ranks_listed: tuple[Rank, ...], listed_entries_are_processes: bool, **fields) -> NcclResult:
+    """Fill in the rank count: from the listed devices when there are any, else inferred."""
+    ranks: int | None = None
+    source: str | None = None
+    if ranks_listed:
+        if listed_entries_are_processes:
+            # -J JSON keeps one device entry per process (util.cu parseRankInfo reads the first line of
+            # each process's block), so a process driving g GPUs with t threads stands for g*t ranks.
+            ranks = len(ranks_listed) * (fields.get("gpus_per_process") or 1)
+            source = "devices listed in the JSON x GPUs per process"
+        else:
+            ranks = len({r.rank for r in ranks_listed})
+            source = "'Using devices' lines"
+    test = fields.get("test")
+    if ranks is None and (test is None or test.startswith("all_reduce")):
+        inferred = _infer_allreduce_ranks(fields["rows"])
+        if inferred is not None:
+            ranks, source = inferred, "busbw/algbw = 2(n-1)/n"
+    return NcclResult(ranks_listed=ranks_listed, ranks=ranks, ranks_source=source, **fields)
+
+
+# ------------------------------------------------------------------------------------------------
+# JSON format (nccl-tests -J, src/util.cu JSON_FILE_VERSION 3)
+
+
+def _json_measurement(obj: dict | None) -> Measurement | None:
+    if not obj:
+        return None
+    nwrong = obj.get("nwrong")
+
+    def f(value) -> float:
+        return _num(str(value)) if value is not None else math.nan
+
+    return Measurement(
+        time_us=f(obj.get("time", obj.get("cpu_time"))),
+        algbw_gbps=f(obj.get("alg_bw")),
+        busbw_gbps=f(obj.get("bus_bw")),
+        wrong=None if nwrong is None or (isinstance(nwrong, str) and nwrong.lower() == "nan") else int(nwrong),
+    )
+
+
+def _parse_json(doc: object) -> NcclResult:
+    if not isinstance(doc, dict) or "results" not in doc and "config" not in doc:
+        raise ParseError("JSON input is not an nccl-tests -J document (no 'config' or 'results' key)")
+    config = doc.get("config") or {}
+    rows = []
+    for i, r in enumerate(doc.get("results") or []):
+        try:
+            rows.append(
+                Row(
+                    size_bytes=int(r["size"]),
+                    count=int(r["count"]),
+                    type=str(r["type"]),
+                    redop=str(r["redop"]),
+                    root=int(str(r.get("root", "-1")).strip() or -1),
+                    out_of_place=_json_measurement(r.get("out_of_place")),
+                    in_place=_json_measurement(r.get("in_place")),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParseError(f"JSON results[{i}] is not an nccl-tests result row: {exc!r}") from None
+    ranks = tuple(
+        Rank(
+            rank=int(d.get("rank", i)),
+            group=d.get("group"),
+            pid=d.get("pid"),
+            host=str(d.get("hostname", "")),
+            device=int(d.get("device", 0)),
+            pci=str(d.get("device_hex", "")),
+            gpu=str(d.get("device_info", "")),
+        )
+        for i, d in enumerate(config.get("devices") or [])
+    )
+    oob = doc.get("out_of_bounds") or {}
+    avg = doc.get("average_bus_bandwidth") or {}
+    code = doc.get("nccl_version")
+    validation = config.get("validation")
+    errors = tuple(str(e) for e in (doc.get("errors") or []) if str(e).strip())
+    gpp = None
+    if config.get("ngpus") is not None:
+        gpp = int(config["ngpus"]) * int(config.get("nthreads") or 1)
+    return _finish(
+        rows=tuple(rows),
+        ranks_listed=ranks,
+        test=None,
+        gpus_per_process=gpp,
+        min_bytes=config.get("minimum_bytes"),
+        max_bytes_requested=config.get("maximum_bytes"),
+        validation=None if validation is None else bool(validation),
+        out_of_bounds=int(oob["count"]) if "count" in oob else None,
+        avg_busbw_gbps=_num(str(avg["bandwidth"])) if "bandwidth" in avg else None,
+        concluded="average_bus_bandwidth" in doc,
+        nccl_tests_version=None,  # the JSON does not carry it
+        nccl_version=_decode_nccl_code(int(code)) if isinstance(code, int) and code > 0 else None,
+        errors=errors,
+        warnings=(),
+        source_format="json",
+        listed_entries_are_processes=True,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def parse(text: str) -> NcclResult:
+    """Parse nccl-tests output: the text a run prints, or the JSON document `-J` writes."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParseError("the input is empty: no nccl-tests output to parse")
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip()
+    if body.startswith("{"):
+        try:
+            doc = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise ParseError(
+                f"the input looks like nccl-tests -J JSON but does not parse ({exc.msg} at line {exc.lineno}); "
+                "nccl-tests completes the file only when the run ends, so a cut-off run leaves it unfinished"
+            ) from None
+        return _parse_json(doc)
+    return _parse_text(text)
+
+
+def parse_file(path: str | Path) -> NcclResult:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse(data.decode("utf-8", errors="replace"))
+
+
+__all__ = ["Measurement", "NcclResult", "ParseError", "Rank", "Row", "parse", "parse_file"]

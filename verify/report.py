@@ -1,0 +1,120 @@
+"""The report: one JSON object (for the Pulumi step and scripts) and a readable table (for people)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from verify.nccl import NcclResult
+from verify.verdict import Judgement
+
+
+def _num(value: float | None, digits: int = 2) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), digits)
+
+
+def human_size(n: int) -> str:
+    """8589934592 -> "8G", 1024 -> "1K", 8 -> "8" (the units nccl-tests' -b/-e take)."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
+    """Everything a caller needs, JSON-ready. Keys are public API (the stack exports some of them)."""
+    gpus_per_node = None
+    if result.ranks_listed:  # ranks per host, when every host runs the same number
+        per_host = {h: sum(1 for r in result.ranks_listed if r.host == h) for h in result.hosts}
+        if len(set(per_host.values())) == 1 and result.ranks == len(result.ranks_listed):
+            gpus_per_node = next(iter(per_host.values()))
+    elif result.ranks is not None and judgement.nodes and result.ranks % judgement.nodes == 0:
+        gpus_per_node = result.ranks // judgement.nodes
+    return {
+        "verdict": judgement.verdict.value,
+        "reasons": list(judgement.reasons),
+        "max_size_bytes": result.max_size_bytes,
+        "busbw_at_max_size_gbps": _num(result.busbw_at_max_size_gbps),
+        "in_place_busbw_at_max_size_gbps": _num(result.in_place_busbw_at_max_size_gbps),
+        "max_busbw_gbps": _num(result.max_busbw_gbps),
+        "avg_busbw_gbps": _num(result.avg_busbw_gbps, 4),
+        "ranks": result.ranks,
+        "ranks_source": result.ranks_source,
+        "hosts": list(result.hosts) or None,
+        "nodes": judgement.nodes,
+        "gpus_per_node": gpus_per_node,
+        "gpus": list(result.gpus) or None,
+        "wrong": result.wrong,
+        "out_of_bounds": result.out_of_bounds,
+        "complete": result.complete,
+        "errors": list(result.errors),
+        "nccl_version": result.nccl_version,
+        "nccl_tests_version": result.nccl_tests_version,
+        "test": result.test,
+        "sku": judgement.sku,
+        "baseline_gbps": judgement.baseline_gbps,
+        "threshold_gbps": judgement.threshold_gbps,
+        "warn_below_gbps": _num(judgement.warn_below_gbps),
+        "expectation_source": judgement.expectation_source,
+        "source_format": result.source_format,
+        "rows": [
+            {
+                "size_bytes": r.size_bytes,
+                "busbw_gbps": _num(r.out_of_place.busbw_gbps) if r.out_of_place else None,
+                "in_place_busbw_gbps": _num(r.in_place.busbw_gbps) if r.in_place else None,
+            }
+            for r in result.rows
+        ],
+    }
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def table(result: NcclResult, judgement: Judgement) -> str:
+    """A readable report: the rows, the figures that matter, the verdict and why."""
+    lines = [
+        f"{'size':>8}  {'type':>6}  {'oop algbw':>9}  {'oop busbw':>9}  {'ip busbw':>9}  {'#wrong':>6}",
+    ]
+    for r in result.rows:
+        oop, ip = r.out_of_place, r.in_place
+        wrong = [m.wrong for m in r.measurements if m.wrong is not None]
+        lines.append(
+            f"{human_size(r.size_bytes):>8}  {r.type:>6}  {_fmt(oop.algbw_gbps if oop else None):>9}  "
+            f"{_fmt(oop.busbw_gbps if oop else None):>9}  {_fmt(ip.busbw_gbps if ip else None):>9}  "
+            f"{(str(sum(wrong)) if wrong else 'N/A'):>6}"
+        )
+    hosts = ", ".join(result.hosts) if result.hosts else "not named in the log"
+    who = [
+        f"ranks:        {result.ranks if result.ranks is not None else 'unknown'}"
+        + (f"  (from {result.ranks_source})" if result.ranks_source else ""),
+        f"hosts:        {hosts}",
+        f"nodes judged: {judgement.nodes if judgement.nodes is not None else 'unknown'}",
+    ]
+    if result.gpus:
+        who.append(f"GPUs:         {', '.join(result.gpus)}")
+    versions = [
+        f"nccl-tests {result.nccl_tests_version}" if result.nccl_tests_version else None,
+        f"NCCL {result.nccl_version}" if result.nccl_version else None,
+    ]
+    if any(versions):
+        who.append(f"versions:     {', '.join(v for v in versions if v)}")
+    size = result.max_size_bytes
+    figures = [
+        f"busbw at largest size ({human_size(size) if size else '-'}): {_fmt(result.busbw_at_max_size_gbps)} GB/s"
+        f"  (in-place {_fmt(result.in_place_busbw_at_max_size_gbps)})",
+        f"max busbw:    {_fmt(result.max_busbw_gbps)} GB/s",
+        f"avg busbw:    {_fmt(result.avg_busbw_gbps, '.4g')} GB/s  (footer; averages small messages too, not judged)",
+        f"#wrong:       {result.wrong if result.wrong is not None else 'not checked (N/A)'}"
+        f"   out-of-bounds: {result.out_of_bounds if result.out_of_bounds is not None else 'no footer'}",
+    ]
+    basis = [f"sku:          {judgement.sku or 'not given'}"]
+    if judgement.baseline_gbps is not None or judgement.threshold_gbps is not None:
+        basis.append(
+            f"baseline:     {_fmt(judgement.baseline_gbps, 'g')} GB/s   threshold: {_fmt(judgement.threshold_gbps, 'g')} GB/s"
+        )
+    verdict = [f"VERDICT: {judgement.verdict.value}"] + [f"  - {r}" for r in judgement.reasons]
+    return "\n".join(lines + [""] + who + [""] + figures + [""] + basis + [""] + verdict) + "\n"

@@ -1,0 +1,194 @@
+"""The verdict on a parsed nccl-tests run: PASS, WARN, FAIL or UNKNOWN, with the reasons.
+
+The rules, in one place (the README repeats them):
+
+- The figure judged is the out-of-place bus bandwidth at the LARGEST message size, not the footer's
+  "Avg bus bandwidth" (which averages every row, small messages too).
+- FAIL: the run failed (nccl-tests/NCCL failure lines, or the job failed), printed no rows, reported
+  wrong results (#wrong > 0 or out-of-bounds values > 0), ran on fewer hosts than the nodes it was meant
+  to span, or its busbw at the largest size is below the threshold.
+- UNKNOWN: nothing to judge against, or nothing fit to judge: no SKU given, no expectation for the SKU
+  at that node count (the catalog says so rather than guess), a single node (the fabric was never
+  crossed), a largest message below `MIN_JUDGED_SIZE_BYTES` (bandwidth is still climbing there), or a
+  log cut off before the footer.
+- WARN: judged, above the threshold but below `WARN_FRACTION_OF_BASELINE` x baseline; or the rank
+  count differs from nodes x GPUs per VM.
+- PASS: none of the above.
+
+When several apply the worst wins, in the order FAIL > UNKNOWN > WARN > PASS. A threshold override
+(the stack's `fabricTest.thresholdGbps`, the CLI's `--threshold-gbps`) replaces the catalog's
+threshold and lets a SKU without an expectation be judged against it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import catalog
+from verify.nccl import NcclResult
+
+# Below this fraction of the baseline (and above the threshold) a run is WARN.
+WARN_FRACTION_OF_BASELINE = 0.9
+# A run whose largest message is smaller than this has not reached the bandwidth plateau.
+MIN_JUDGED_SIZE_BYTES = 1 << 30
+FROM_CATALOG = object()  # judge()'s default: look the expectation up in the catalog
+
+
+class Verdict(str, enum.Enum):
+    PASS = "PASS"
+    WARN = "WARN"
+    UNKNOWN = "UNKNOWN"
+    FAIL = "FAIL"
+
+    @property
+    def severity(self) -> int:
+        return {"PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}[self.value]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    nodes: int | None  # the node count judged (given, or the hosts the log names)
+    sku: str | None
+    baseline_gbps: float | None
+    threshold_gbps: float | None
+    warn_below_gbps: float | None
+    expectation_source: str | None
+    judged_busbw_gbps: float | None
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:g} {unit}"
+    return f"{n} B"
+
+
+def judge(
+    result: NcclResult,
+    *,
+    sku: str | None = None,
+    nodes: int | None = None,
+    threshold_gbps: float | None = None,
+    job_failed: str | None = None,
+    expectation: catalog.Expectation | None | object = FROM_CATALOG,
+) -> Judgement:
+    """Judge `result`. `nodes` defaults to the number of distinct hosts the log names.
+    `job_failed` is a message when the job that ran the test ended badly (the collector passes it).
+    `expectation` replaces the catalog's entry for (sku, nodes) - for tests and what-ifs."""
+    findings: list[tuple[Verdict, str]] = []
+
+    def add(verdict: Verdict, reason: str) -> None:
+        findings.append((verdict, reason))
+
+    hosts = result.hosts
+    nodes_given = nodes is not None
+    if nodes is None and hosts:
+        nodes = len(hosts)
+
+    entry: catalog.Sku | None = None
+    if sku:
+        try:
+            entry = catalog.lookup(sku)
+        except KeyError as exc:
+            add(Verdict.UNKNOWN, str(exc.args[0]))
+
+    # -- did the run run? ----------------------------------------------------------------------
+    if job_failed:
+        add(Verdict.FAIL, f"the job failed: {job_failed}")
+    if result.errors:
+        shown = "; ".join(result.errors[:3]) + (f" (+{len(result.errors) - 3} more)" if len(result.errors) > 3 else "")
+        add(Verdict.FAIL, f"the run failed: {shown}")
+    if not result.rows:
+        add(Verdict.FAIL, "the log has no result rows: the test never measured anything")
+    elif not result.complete:
+        add(
+            Verdict.UNKNOWN,
+            f"the log is cut off: no footer ('# Out of bounds values' / 'Avg bus bandwidth') after the row "
+            f"for {_size(result.max_size_bytes or 0)}",
+        )
+
+    # -- are the results right? ----------------------------------------------------------------
+    if result.wrong:
+        add(Verdict.FAIL, f"{result.wrong} wrong elements reported (#wrong > 0): the all-reduce returned bad data")
+    if result.out_of_bounds:
+        add(Verdict.FAIL, f"{result.out_of_bounds} out-of-bounds values reported by nccl-tests")
+
+    # -- did it cross the fabric? --------------------------------------------------------------
+    crossed = True  # whether the measured bandwidth is the fabric's at all
+    if nodes_given and hosts and len(hosts) < (nodes or 0):
+        crossed = False
+        add(Verdict.FAIL, f"expected {nodes} nodes but the ranks ran on {len(hosts)} host(s): {', '.join(hosts)}")
+    if result.ranks is not None and result.ranks < 2:
+        add(Verdict.UNKNOWN, f"{result.ranks} rank: nothing was exchanged")
+    elif nodes is not None and nodes < 2:
+        where = f" ({hosts[0]})" if hosts else ""
+        add(Verdict.UNKNOWN, f"single node{where}: the run never crossed the InfiniBand fabric (NVLink/PCIe only)")
+    elif nodes is None:
+        add(Verdict.UNKNOWN, "node count unknown: the log names no hosts; pass --nodes")
+    if entry and nodes and entry.gpus_per_vm and result.ranks is not None:
+        expected_ranks = nodes * entry.gpus_per_vm
+        if result.ranks != expected_ranks:
+            add(
+                Verdict.WARN,
+                f"{result.ranks} ranks, expected {expected_ranks} ({nodes} nodes x {entry.gpus_per_vm} GPUs of "
+                f"{entry.vm_size}): the baseline assumes every GPU takes part",
+            )
+
+    # -- is it fast enough? --------------------------------------------------------------------
+    if expectation is FROM_CATALOG:
+        expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
+    assert expectation is None or isinstance(expectation, catalog.Expectation)
+    baseline = expectation.baseline_gbps if expectation else None
+    threshold = float(threshold_gbps) if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
+    warn_below = baseline * WARN_FRACTION_OF_BASELINE if baseline is not None else None
+    judged = result.busbw_at_max_size_gbps
+
+    if not sku and threshold is None:
+        add(Verdict.UNKNOWN, "no SKU given (--sku) and no --threshold-gbps: nothing to judge against")
+    elif entry and nodes and nodes >= 2 and expectation is None and threshold is None:
+        add(
+            Verdict.UNKNOWN,
+            f"the catalog has no all-reduce expectation for {entry.vm_size} with {nodes} nodes "
+            f"(no published figure yet); pass --threshold-gbps to judge against your own",
+        )
+    if judged is not None and threshold is not None and crossed and not (nodes is not None and nodes < 2):
+        size = result.max_size_bytes or 0
+        if size < MIN_JUDGED_SIZE_BYTES:
+            add(
+                Verdict.UNKNOWN,
+                f"largest message {_size(size)} is below {_size(MIN_JUDGED_SIZE_BYTES)}: bus bandwidth has not "
+                f"reached its plateau; run up to at least 1G (all_reduce_perf -e 8G)",
+            )
+        elif judged < threshold:
+            add(Verdict.FAIL, f"busbw {judged:.2f} GB/s at {_size(size)} is below the threshold {threshold:g} GB/s")
+        elif warn_below is not None and judged < warn_below:
+            add(
+                Verdict.WARN,
+                f"busbw {judged:.2f} GB/s at {_size(size)} is above the threshold {threshold:g} GB/s but below "
+                f"{WARN_FRACTION_OF_BASELINE:.0%} of the baseline {baseline:g} GB/s",
+            )
+        else:
+            ref = f"baseline {baseline:g} GB/s, " if baseline is not None else ""
+            findings.append(
+                (Verdict.PASS, f"busbw {judged:.2f} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
+            )
+
+    verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)
+    reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity))
+    if not reasons:
+        reasons = ("nothing to judge",)
+    return Judgement(
+        verdict=verdict,
+        reasons=reasons,
+        nodes=nodes,
+        sku=entry.vm_size if entry else sku,
+        baseline_gbps=baseline,
+        threshold_gbps=threshold,
+        warn_below_gbps=warn_below,
+        expectation_source=expectation.source if expectation else None,
+        judged_busbw_gbps=judged,
+    )
