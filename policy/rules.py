@@ -1,0 +1,257 @@
+"""The guardrails of the policy pack, as pure functions: `(args, report_violation) -> None`.
+
+`args` is what CrossGuard hands a resource validation (`pulumi_policy.ResourceValidationArgs`):
+`resource_type`, `name`, `urn` and `props`, the resource's inputs in the engine's (camelCase) form.
+The analyzer gives `props` as read-only Mapping/Sequence proxies and numbers as floats, so nothing
+here tests for `dict`/`list` or `int`. No `pulumi_policy` import: the tests call these functions
+with inputs taken from the offline render, and `__main__.py` wraps them in a `PolicyPack`.
+
+The facts come from the project's own modules (`catalog` for SKUs, `fabric` for resource names);
+the project root must be on `sys.path`, which `policy/__main__.py` arranges. The checks on versions
+and images are written here independently of `stack_config`'s: a guardrail should not share the
+code it guards.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import catalog
+import fabric
+
+ReportViolation = Callable[..., None]  # report_violation(message, urn=None)
+Validate = Callable[[Any, ReportViolation], None]
+
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+MANIFEST_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile")
+NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+VOLCANO_JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+
+UNPINNED = frozenset({"", "latest", "master", "main", "stable", "edge", "nightly", "head", "dev"})
+_VERSION = re.compile(r"v?\d+(\.\d+){1,3}([-+.][0-9A-Za-z.+-]+)?")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# Capabilities that amount to a privileged container.
+PRIVILEGED_CAPABILITIES = frozenset({"ALL", "SYS_ADMIN"})
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def _is_map(v: Any) -> bool:
+    return isinstance(v, Mapping)
+
+
+def _is_seq(v: Any) -> bool:
+    return isinstance(v, Sequence) and not isinstance(v, (str, bytes))
+
+
+def _get(v: Any, *path: str) -> Any:
+    for key in path:
+        if not _is_map(v):
+            return None
+        v = v.get(key)
+    return v
+
+
+def _seq(v: Any) -> Sequence[Any]:
+    return v if _is_seq(v) else ()
+
+
+def pinned_tag(tag: Any) -> bool:
+    return isinstance(tag, str) and tag.lower() not in UNPINNED and bool(_TAG.fullmatch(tag))
+
+
+def pinned_image(ref: Any) -> bool:
+    """An image reference with a digest, or a tag that is not `latest` (`registry:5000/repo` is untagged)."""
+    if not isinstance(ref, str) or not ref or ref != ref.strip():
+        return False
+    if re.search(r"@sha256:[0-9a-f]{64}$", ref):
+        return True
+    name, _, tag = ref.rpartition(":")
+    return bool(name) and "/" not in tag and pinned_tag(tag)
+
+
+def pinned_version(v: Any) -> bool:
+    return isinstance(v, str) and v.lower() not in UNPINNED and bool(_VERSION.fullmatch(v))
+
+
+@dataclass(frozen=True)
+class Container:
+    where: str  # e.g. "task mpiworker, container mpiworker"
+    spec: Mapping[str, Any]
+    pod: Mapping[str, Any]
+
+
+def job_containers(props: Mapping[str, Any]) -> Iterator[Container]:
+    """Every container and init container of every task of a Volcano Job."""
+    for task in _seq(_get(props, "spec", "tasks")):
+        pod = _get(task, "template", "spec") or {}
+        for kind in ("initContainers", "containers"):
+            for c in _seq(_get(pod, kind)):
+                yield Container(f"task {_get(task, 'name')!r}, {kind[:-1]} {_get(c, 'name')!r}", c, pod)
+
+
+def _rdma_resources(resources: Any) -> list[str]:
+    prefix = fabric.RDMA_RESOURCE_PREFIX + "/"
+    return [k for k in (_get(resources, "limits") or {}) if str(k).startswith(prefix)]
+
+
+# --- 1. the IB size is in the catalog -----------------------------------------------------------
+def ib_size_in_catalog(args: Any, report_violation: ReportViolation) -> None:
+    """Every standalone AgentPool of this stack is the InfiniBand pool: its size must be in the SKU
+    catalog (the system pool lives inside the ManagedCluster and is not an AgentPool)."""
+    if args.resource_type != AGENT_POOL:
+        return
+    size = _get(args.props, "vmSize")
+    try:
+        catalog.lookup(size)
+    except KeyError:
+        report_violation(
+            f"AgentPool {args.name!r}: vmSize {size!r} is not an InfiniBand-capable size of the SKU catalog; "
+            f"use one of {', '.join(catalog.supported_sizes())}"
+        )
+
+
+# --- 2. chart and image versions are pinned -----------------------------------------------------
+def _walk_version_keys(v: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if _is_map(v):
+        for k, x in v.items():
+            p = f"{path}.{k}" if path else str(k)
+            if k in ("tag", "version") and not _is_map(x):
+                yield p, x
+            elif k == "image" and isinstance(x, str) and ":" in x.rsplit("/", 1)[-1]:
+                yield p, x
+            else:
+                yield from _walk_version_keys(x, p)
+    elif _is_seq(v):
+        for i, x in enumerate(v):
+            yield from _walk_version_keys(x, f"{path}[{i}]")
+
+
+def versions_pinned(args: Any, report_violation: ReportViolation) -> None:
+    """Helm charts carry a pinned `version`; image tags set in Helm values, in the NicClusterPolicy and
+    in the Volcano job are pinned; a manifest fetched from a URL names a release tag, not a branch."""
+    props, t = args.props, args.resource_type
+    if t in HELM_RELEASES:
+        version = _get(props, "version")
+        if not pinned_version(version):
+            report_violation(f"Helm chart {_get(props, 'chart')!r} ({args.name}): version {version!r} is not a "
+                             f"pinned release (set an exact chart version, not latest or empty)")
+        for path, value in _walk_version_keys(_get(props, "values"), "values"):
+            ok = pinned_image(value) if path.endswith(".image") else pinned_tag(value)
+            if not ok:
+                report_violation(f"Helm chart {_get(props, 'chart')!r} ({args.name}): {path} = {value!r} is not pinned")
+    elif t == NIC_CLUSTER_POLICY:
+        for path, comp in _image_components(_get(props, "spec"), "spec"):
+            image, version = _get(comp, "image"), _get(comp, "version")
+            if isinstance(image, str) and ("@" in image or ":" in image.rsplit("/", 1)[-1]):
+                ok = pinned_image(image)
+            else:
+                ok = pinned_tag(version)
+            if not ok:
+                report_violation(f"NicClusterPolicy {path}: image {image!r} version {version!r} is not pinned "
+                                 f"(set the release tag of the image)")
+    elif t == VOLCANO_JOB:
+        for c in job_containers(props):
+            image = _get(c.spec, "image")
+            if not pinned_image(image):
+                report_violation(f"Volcano Job {args.name!r} {c.where}: image {image!r} is not pinned "
+                                 f"(use a tag other than latest, or a digest)")
+    elif t in MANIFEST_FILES:
+        file = _get(props, "file")
+        if isinstance(file, str) and re.match(r"https?://", file):
+            segments = file.split("/")
+            if any(s.lower() in UNPINNED - {""} for s in segments) or not any(pinned_version(s) for s in segments):
+                report_violation(f"manifest {args.name!r}: {file} does not name a release tag (a branch such as "
+                                 f"master changes under you)")
+
+
+def _image_components(v: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every mapping with an `image` key inside a NicClusterPolicy spec (ofedDriver, device plugins, ...)."""
+    if _is_map(v):
+        if "image" in v:
+            yield path, v
+        for k, x in v.items():
+            if k != "image":
+                yield from _image_components(x, f"{path}.{k}")
+    elif _is_seq(v):
+        for i, x in enumerate(v):
+            yield from _image_components(x, f"{path}[{i}]")
+
+
+# --- 3. no public node IPs ----------------------------------------------------------------------
+def no_public_node_ips(args: Any, report_violation: ReportViolation) -> None:
+    """Nodes are reached through the cluster, never from the internet."""
+    if args.resource_type == AGENT_POOL:
+        if _get(args.props, "enableNodePublicIP") is True:
+            report_violation(f"AgentPool {args.name!r}: enableNodePublicIP is true; nodes must not have public IPs")
+    elif args.resource_type == MANAGED_CLUSTER:
+        for i, profile in enumerate(_seq(_get(args.props, "agentPoolProfiles"))):
+            if _get(profile, "enableNodePublicIP") is True:
+                report_violation(f"ManagedCluster {args.name!r}: agentPoolProfiles[{i}] ({_get(profile, 'name')!r}) "
+                                 f"has enableNodePublicIP true; nodes must not have public IPs")
+
+
+# --- 4. job pods are not privileged and request the RDMA resource -------------------------------
+def job_pods_unprivileged_with_rdma(args: Any, report_violation: ReportViolation) -> None:
+    """The fabric test runs unprivileged (IPC_LOCK is all RDMA memory registration needs); every
+    container that uses GPUs also asks for the RDMA resource, so it gets the HCAs and is scheduled
+    only where the device plugin runs; and the job asks for RDMA somewhere at all."""
+    if args.resource_type != VOLCANO_JOB:
+        return
+    any_rdma = False
+    for c in job_containers(args.props):
+        sc = _get(c.spec, "securityContext") or {}
+        if _get(sc, "privileged") is True:
+            report_violation(f"Volcano Job {args.name!r} {c.where}: privileged is true; the job needs only IPC_LOCK")
+        added = {str(x).upper() for x in _seq(_get(sc, "capabilities", "add"))}
+        if added & PRIVILEGED_CAPABILITIES:
+            report_violation(f"Volcano Job {args.name!r} {c.where}: adds {sorted(added & PRIVILEGED_CAPABILITIES)}, "
+                             f"as good as privileged; the job needs only IPC_LOCK")
+        resources = _get(c.spec, "resources")
+        rdma = _rdma_resources(resources)
+        any_rdma = any_rdma or bool(rdma)
+        if fabric.GPU_RESOURCE in (_get(resources, "limits") or {}) and not rdma:
+            report_violation(f"Volcano Job {args.name!r} {c.where}: requests {fabric.GPU_RESOURCE} but no "
+                             f"{fabric.RDMA_RESOURCE_PREFIX}/ resource in limits; NCCL would fall back to TCP")
+    if not any_rdma:
+        report_violation(f"Volcano Job {args.name!r}: no container requests an {fabric.RDMA_RESOURCE_PREFIX}/ "
+                         f"resource in limits; the test would not cross InfiniBand")
+
+
+# --- 5. GPU pools leave the driver to the GPU Operator ------------------------------------------
+def gpu_pool_driver_none(args: Any, report_violation: ReportViolation) -> None:
+    """On a GPU size the pool sets gpuProfile.driver = None: the GPU Operator installs the driver with
+    GPUDirect RDMA, and the setting cannot be changed once the pool exists."""
+    if args.resource_type != AGENT_POOL:
+        return
+    try:
+        sku = catalog.lookup(_get(args.props, "vmSize"))
+    except KeyError:
+        return  # ib_size_in_catalog reports it
+    driver = _get(args.props, "gpuProfile", "driver")
+    if sku.has_gpus and driver != "None":
+        report_violation(f"AgentPool {args.name!r} ({sku.vm_size}, {sku.gpus_per_vm} GPUs): gpuProfile.driver is "
+                         f"{driver!r}; set it to None so that the GPU Operator owns the driver (fixed at creation)")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # the policy's name in the pack (kebab-case, public: users may configure it)
+    description: str
+    validate: Validate
+
+
+POLICIES: tuple[Rule, ...] = (
+    Rule("ib-size-in-catalog", "The InfiniBand node pool uses a VM size from the SKU catalog.", ib_size_in_catalog),
+    Rule("versions-pinned", "Helm chart versions, image tags and release manifests are pinned.", versions_pinned),
+    Rule("no-public-node-ips", "No node pool gives its nodes public IPs.", no_public_node_ips),
+    Rule("job-pods-unprivileged-with-rdma",
+         "Fabric test pods are not privileged, and every GPU container requests the RDMA resource.",
+         job_pods_unprivileged_with_rdma),
+    Rule("gpu-pool-driver-none", "GPU node pools leave the driver to the GPU Operator (gpuProfile.driver None).",
+         gpu_pool_driver_none),
+)

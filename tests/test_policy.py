@@ -1,0 +1,274 @@
+"""The policy pack's rules (policy/rules.py), called the way CrossGuard calls them: with arguments
+built from the real offline render - the inputs passed through pulumi_policy's own deserializer and
+read-only proxies - and a `report_violation` that records. The dev render (and other shapes of the
+stack) must pass every rule; copies of its inputs, each broken in one way, must be reported.
+No PolicyPack is constructed here."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import unknown_checking_proxy
+
+import catalog
+import fabric
+from offline import engine
+from policy import rules
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_DIR = ROOT / "policy"
+
+
+@dataclass
+class FakeArgs:
+    """The fields of pulumi_policy.ResourceValidationArgs that the rules read."""
+
+    resource_type: str
+    name: str
+    urn: str
+    props: Any
+
+
+def as_args(resource: engine.Resource, inputs: dict[str, Any] | None = None) -> FakeArgs:
+    raw = copy.deepcopy(resource.inputs if inputs is None else inputs)
+    props = unknown_checking_proxy(deserialize_properties(raw))
+    return FakeArgs(resource_type=resource.type, name=resource.name, urn=resource.urn, props=props)
+
+
+def violations(rule: rules.Validate, args: FakeArgs) -> list[str]:
+    found: list[str] = []
+    rule(args, lambda message, urn=None: found.append(message))
+    return found
+
+
+def all_violations(rendering: engine.Rendering) -> list[str]:
+    return [f"{p.name}: {m}" for r in rendering.resources for p in rules.POLICIES
+            for m in violations(p.validate, as_args(r))]
+
+
+# --- the real stack passes -----------------------------------------------------------------------
+def test_dev_render_passes_every_rule(dev):
+    assert all_violations(dev) == []
+
+
+@pytest.mark.parametrize("overrides", [
+    {"rdmaMode": "sriov"},
+    {"ibPool": {"vmSize": "Standard_ND96asr_v4", "nodeCount": 4}},
+    {"ibPool": {"vmSize": "Standard_HB120rs_v3"}},
+    {"protect": True},
+], ids=["sriov", "a100-4-nodes", "hb-cpu-only", "protected"])
+def test_other_shapes_of_the_stack_pass(render, overrides):
+    assert all_violations(render(**overrides)) == []
+
+
+def test_the_rules_see_what_they_guard(dev):
+    """Guard against rules that pass because they never match: each kind of resource they check exists
+    in the dev render under the type the rules expect."""
+    types = {r.type for r in dev.resources}
+    for t in (rules.AGENT_POOL, rules.MANAGED_CLUSTER, rules.NIC_CLUSTER_POLICY, rules.VOLCANO_JOB):
+        assert t in types
+    assert types & set(rules.HELM_RELEASES) and types & set(rules.MANIFEST_FILES)
+    job = dev.one(rules.VOLCANO_JOB)
+    assert len(list(rules.job_containers(as_args(job).props))) >= 2
+
+
+# --- each rule reports what it must --------------------------------------------------------------
+def broken(resource: engine.Resource, change) -> FakeArgs:
+    inputs = copy.deepcopy(resource.inputs)
+    change(inputs)
+    return as_args(resource, inputs)
+
+
+def worker(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The container of the job task that requests GPUs."""
+    for task in inputs["spec"]["tasks"]:
+        for c in task["template"]["spec"]["containers"]:
+            if fabric.GPU_RESOURCE in (c.get("resources") or {}).get("limits", {}):
+                return c
+    raise LookupError("no GPU container in the job")
+
+
+def test_ib_size_in_catalog(dev):
+    pool = dev.one(rules.AGENT_POOL)
+    for size in ("Standard_NC24ads_A100_v4", "Standard_D8s_v5"):
+        found = violations(rules.ib_size_in_catalog, broken(pool, lambda i, s=size: i.update(vmSize=s)))
+        assert len(found) == 1 and size in found[0]
+    # Azure treats sizes case-insensitively, and so does the catalog.
+    lower = broken(pool, lambda i: i.update(vmSize=i["vmSize"].lower()))
+    assert violations(rules.ib_size_in_catalog, lower) == []
+
+
+@pytest.mark.parametrize("version", ["", "latest", "master", None])
+def test_helm_chart_version_pinned(dev, version):
+    release = dev.of_type(rules.HELM_RELEASES[0])[0]
+
+    def change(i):
+        if version is None:
+            i.pop("version", None)
+        else:
+            i["version"] = version
+    found = violations(rules.versions_pinned, broken(release, change))
+    assert len(found) == 1 and "version" in found[0] and repr(version) in found[0]
+
+
+def test_helm_values_image_tags_pinned(dev):
+    release = dev.one(rules.HELM_RELEASES[0], "gpu-operator-release")
+    found = violations(rules.versions_pinned, broken(
+        release, lambda i: i["values"].setdefault("driver", {}).update(version="latest")))
+    assert len(found) == 1 and "values.driver.version" in found[0]
+    found = violations(rules.versions_pinned, broken(
+        release, lambda i: i["values"].update(toolkit={"image": "nvcr.io/nvidia/k8s/container-toolkit:latest"})))
+    assert len(found) == 1 and "values.toolkit.image" in found[0]
+
+
+@pytest.mark.parametrize("version", ["latest", "", None])
+def test_nic_cluster_policy_images_pinned(dev, version):
+    policy = dev.one(rules.NIC_CLUSTER_POLICY)
+    components = [k for k, v in policy.inputs["spec"].items() if isinstance(v, dict) and "image" in v]
+    assert components, "the NicClusterPolicy has no image components"
+    for comp in components:
+        def change(i, comp=comp):
+            if version is None:
+                i["spec"][comp].pop("version")
+            else:
+                i["spec"][comp]["version"] = version
+        found = violations(rules.versions_pinned, broken(policy, change))
+        assert len(found) == 1 and f"spec.{comp}" in found[0]
+
+
+@pytest.mark.parametrize("image", ["ghcr.io/coreweave/nccl-tests", "ghcr.io/coreweave/nccl-tests:latest",
+                                   "registry.example:5000/nccl-tests", ""])
+def test_job_images_pinned(dev, image):
+    job = dev.one(rules.VOLCANO_JOB)
+    found = violations(rules.versions_pinned, broken(job, lambda i: worker(i).update(image=image)))
+    assert len(found) == 1 and repr(image) in found[0]
+
+
+def test_job_image_by_digest_is_pinned(dev):
+    job = dev.one(rules.VOLCANO_JOB)
+    digest = "ghcr.io/coreweave/nccl-tests@sha256:" + "0" * 64
+    assert violations(rules.versions_pinned, broken(job, lambda i: worker(i).update(image=digest))) == []
+
+
+@pytest.mark.parametrize("ref", ["master", "main", "latest"])
+def test_release_manifest_names_a_tag(dev, ref):
+    manifest = dev.of_type(rules.MANIFEST_FILES[0])[0]
+    pinned = manifest.inputs["file"]
+    assert rules.pinned_version(next(s for s in pinned.split("/") if rules.pinned_version(s)))
+    url = pinned.replace(next(s for s in pinned.split("/") if rules.pinned_version(s)), ref)
+    found = violations(rules.versions_pinned, broken(manifest, lambda i: i.update(file=url)))
+    assert len(found) == 1 and url in found[0]
+
+
+def test_no_public_ip_on_the_ib_pool(dev):
+    pool = dev.one(rules.AGENT_POOL)
+    found = violations(rules.no_public_node_ips, broken(pool, lambda i: i.update(enableNodePublicIP=True)))
+    assert len(found) == 1 and "enableNodePublicIP" in found[0]
+
+
+def test_no_public_ip_on_the_system_pool(dev):
+    cluster = dev.one(rules.MANAGED_CLUSTER)
+    found = violations(rules.no_public_node_ips, broken(
+        cluster, lambda i: i["agentPoolProfiles"][0].update(enableNodePublicIP=True)))
+    assert len(found) == 1 and "agentPoolProfiles[0]" in found[0]
+
+
+def test_job_not_privileged(dev):
+    job = dev.one(rules.VOLCANO_JOB)
+    found = violations(rules.job_pods_unprivileged_with_rdma, broken(
+        job, lambda i: worker(i).setdefault("securityContext", {}).update(privileged=True)))
+    assert len(found) == 1 and "privileged" in found[0]
+
+
+@pytest.mark.parametrize("cap", ["SYS_ADMIN", "ALL"])
+def test_job_without_privileged_capabilities(dev, cap):
+    job = dev.one(rules.VOLCANO_JOB)
+    found = violations(rules.job_pods_unprivileged_with_rdma, broken(
+        job, lambda i: worker(i).setdefault("securityContext", {}).setdefault("capabilities", {})
+        .setdefault("add", []).append(cap)))
+    assert len(found) == 1 and cap in found[0]
+
+
+def test_job_ipc_lock_is_allowed(dev):
+    """IPC_LOCK (RDMA memory registration) is what the job needs and must not be flagged."""
+    job = dev.one(rules.VOLCANO_JOB)
+    caps = worker(copy.deepcopy(job.inputs)).get("securityContext", {}).get("capabilities", {}).get("add", [])
+    assert "IPC_LOCK" in caps
+    assert violations(rules.job_pods_unprivileged_with_rdma, as_args(job)) == []
+
+
+def test_gpu_containers_request_rdma(dev):
+    job = dev.one(rules.VOLCANO_JOB)
+
+    def drop_rdma(i):
+        limits = worker(i)["resources"]["limits"]
+        for k in [k for k in limits if k.startswith(fabric.RDMA_RESOURCE_PREFIX + "/")]:
+            del limits[k]
+    found = violations(rules.job_pods_unprivileged_with_rdma, broken(job, drop_rdma))
+    # the GPU container without RDMA, and the job without any RDMA request
+    assert len(found) == 2 and any(fabric.GPU_RESOURCE in m for m in found)
+
+
+def test_gpu_pool_driver_none(dev):
+    pool = dev.one(rules.AGENT_POOL)
+    assert catalog.lookup(pool.inputs["vmSize"]).has_gpus
+    for change in (lambda i: i.pop("gpuProfile"), lambda i: i.update(gpuProfile={"driver": "Install"})):
+        found = violations(rules.gpu_pool_driver_none, broken(pool, change))
+        assert len(found) == 1 and "gpuProfile.driver" in found[0]
+
+
+def test_cpu_pool_needs_no_gpu_profile(render):
+    pool = render(ibPool={"vmSize": "Standard_HB120rs_v3"}).one(rules.AGENT_POOL)
+    assert "gpuProfile" not in pool.inputs
+    assert violations(rules.gpu_pool_driver_none, as_args(pool)) == []
+
+
+# --- the pack itself ----------------------------------------------------------------------------
+def test_every_rule_is_in_the_pack():
+    names = [p.name for p in rules.POLICIES]
+    assert len(set(names)) == len(names)
+    assert all(n.replace("-", "").isalnum() and n == n.lower() for n in names)
+    functions = {rules.ib_size_in_catalog, rules.versions_pinned, rules.no_public_node_ips,
+                 rules.job_pods_unprivileged_with_rdma, rules.gpu_pool_driver_none}
+    assert {p.validate for p in rules.POLICIES} == functions
+
+
+def test_pack_files():
+    project = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    pins = [line for line in (POLICY_DIR / "requirements.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert "pulumi-policy==1.21.0" in pins
+    program_pins = (ROOT / "requirements.txt").read_text().splitlines()
+    for pin in pins:
+        name = pin.split("==")[0]
+        same = [p for p in program_pins if p.startswith(name + "==")]
+        assert not same or same == [pin], f"policy/requirements.txt pins {pin}, the program {same}"
+
+
+def test_pack_entry_point_imports_the_rules_from_its_own_directory():
+    """Run policy/__main__.py as the analyzer would - from policy/, without the project on PYTHONPATH -
+    with PolicyPack replaced by a recorder (no pack is constructed): the import path works and every
+    rule is handed over as a ResourceValidationPolicy."""
+    probe = (
+        "import runpy, pulumi_policy\n"
+        "pulumi_policy.PolicyPack = lambda **kw: print(kw['name'], kw['enforcement_level'].value,"
+        " *[p.name for p in kw['policies']])\n"
+        "runpy.run_path('__main__.py', run_name='__main__')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=POLICY_DIR, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    words = done.stdout.split()
+    assert words[:2] == ["aks-infiniband", "mandatory"]
+    assert words[2:] == [p.name for p in rules.POLICIES]
