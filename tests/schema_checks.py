@@ -17,21 +17,31 @@ problems" and prove that a deliberate mistake is caught.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
 import kubernetes_validate.utils as kv_utils
+import referencing
 import yaml
 
 import stack_config
 
 KUBERNETES_VERSION = stack_config.DEFAULT_KUBERNETES_VERSION
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a safe loader)
+
+
+def load_yaml_all(text: str) -> Iterator[Any]:
+    return yaml.load_all(text, Loader=_LOADER)  # noqa: S506 (a safe loader)
 
 
 def as_api(value: Any) -> Any:
@@ -68,7 +78,7 @@ class Crd:
 
 def _crds_in(path: Path) -> dict[tuple[str, str], Crd]:
     found: dict[tuple[str, str], Crd] = {}
-    for doc in yaml.safe_load_all(path.read_text()):
+    for doc in load_yaml_all(path.read_text()):
         if not doc or doc.get("kind") != "CustomResourceDefinition":
             continue
         spec = doc["spec"]
@@ -241,7 +251,7 @@ def documented_blocks(text: str) -> dict[str, Any]:
         cut = min(indents) if indents else 0
         uncommented = [b[cut:][1:] if b[cut:].startswith("#") else b[cut:] for b in body]
         try:
-            blocks[".".join(k for _, k in stack)] = yaml.safe_load("\n".join(uncommented)) or {}
+            blocks[".".join(k for _, k in stack)] = load_yaml("\n".join(uncommented)) or {}
         except yaml.YAMLError:
             continue  # an example that is not YAML (NFD's topologyUpdater block): stays free-form
     return blocks
@@ -260,14 +270,18 @@ def chart_values(reference: Path, chart: str, version: str) -> ChartValues:
     """The pinned chart's default values (and its subcharts'), read from reference/chart-values."""
     path = values_file(reference, chart, version)
     text = path.read_text()
-    defaults = yaml.safe_load(text) or {}
+    defaults = load_yaml(text) or {}
     documented = documented_blocks(text)
     sources = [path.name]
     for key, pattern in SUBCHARTS.get(chart, {}).items():
         sub_path = reference / "chart-values" / pattern.format(version=_tag(version))
+        if not sub_path.exists():
+            # stricter, not looser: the subchart's keys are then checked against the parent's
+            # overrides alone (the 24.7.1 legacy file, kept only to show removed keys, has none)
+            continue
         sub_text = sub_path.read_text()
         # the parent's overrides of the subchart's defaults win, as in Helm
-        defaults[key] = _merge(yaml.safe_load(sub_text) or {}, defaults.get(key) or {})
+        defaults[key] = _merge(load_yaml(sub_text) or {}, defaults.get(key) or {})
         documented.update({f"{key}.{p}": block for p, block in documented_blocks(sub_text).items()})
         sources.append(sub_path.name)
     return ChartValues(chart, version, defaults, documented, tuple(sources))
@@ -368,19 +382,43 @@ def schema_version_for(kubernetes_version: str) -> str:
     return shipped[best]
 
 
+@functools.cache
+def _definitions(schema_dir: str) -> referencing.Registry:
+    defs = kv_utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json", schema_dir)
+    return referencing.Resource.from_contents(defs) @ referencing.Registry()
+
+
+@functools.cache
+def _kubernetes_validator(schema_dir: str, kind: str, api_version: str) -> jsonschema.protocols.Validator | None:
+    """kubernetes-validate's schema for one kind (what `kubernetes_validate.validate` loads on every
+    call), built once. None when Kubernetes has no such kind (a custom resource)."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = kv_utils.schema_contents(
+            f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", schema_dir
+        )
+    except FileNotFoundError:
+        return None
+    registry = referencing.Resource.from_contents(schema) @ _definitions(schema_dir)
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def has_kubernetes_schema(api_version: str, kind: str, kubernetes_version: str = KUBERNETES_VERSION) -> bool:
+    """Whether Kubernetes itself serves this kind at that version (else it is a custom resource)."""
+    schema_dir = f"v{schema_version_for(kubernetes_version)}-local"
+    return _kubernetes_validator(schema_dir, kind, api_version) is not None
+
+
 def kubernetes_errors(obj: Mapping[str, Any], kubernetes_version: str = KUBERNETES_VERSION,
                       strict: bool = True) -> list[str]:
-    """Problems of one core object against the Kubernetes OpenAPI schema of that version; strict
-    rejects fields the schema does not declare. Stops at the first problem (kubernetes-validate)."""
-    try:
-        kubernetes_validate.validate(as_api(json.loads(json.dumps(obj))), schema_version_for(kubernetes_version),
-                                     strict)
-    except kubernetes_validate.ValidationError as err:
-        return [f"{'.'.join(map(str, err.path)) or '<root>'}: {err.message}"]
-    except kubernetes_validate.SchemaNotFoundError as err:
-        return [f"no Kubernetes {kubernetes_version} schema for {obj.get('apiVersion')} {obj.get('kind')}: "
-                f"{err.message}"]
-    return []
+    """Problems of one core object against the Kubernetes OpenAPI schema of that version (the
+    schemas kubernetes-validate ships); strict rejects fields the schema does not declare."""
+    schema_dir = f"v{schema_version_for(kubernetes_version)}-local" + ("-strict" if strict else "")
+    obj = as_api(json.loads(json.dumps(obj)))
+    validator = _kubernetes_validator(schema_dir, str(obj.get("kind")), str(obj.get("apiVersion")))
+    if validator is None:
+        return [f"no Kubernetes {kubernetes_version} schema for {obj.get('apiVersion')} {obj.get('kind')}"]
+    return sorted(f"{e.json_path}: {e.message}" for e in validator.iter_errors(obj))
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,7 +428,7 @@ def kubernetes_errors(obj: Mapping[str, Any], kubernetes_version: str = KUBERNET
 
 def crd_schema(crd_path: Path, kind: str, version: str) -> dict[str, Any]:
     """The strict JSON Schema of `kind` at `version` from one CRD file (which may hold several)."""
-    for (api_version, k), crd in _crds_in(crd_path).items():
+    for (_, k), crd in _crds_in(crd_path).items():
         if k == kind and crd.version == version:
             return openapi_to_jsonschema(crd.schema)
     raise LookupError(f"no CRD for {kind} {version} in {crd_path}")

@@ -1,0 +1,227 @@
+"""Fidelity of the Kubernetes layer: what the program declares, checked against the upstream facts
+in ../shared/reference (skipped, with the reason, where that folder is absent).
+
+(a) every custom resource passes its CRD's openAPIV3Schema (strictly: an undeclared field is an
+    error), and the RDMA device plugin's `config` string passes the plugin's schema;
+(b) every Helm value key path exists in the pinned chart's values.yaml, NFD's values also pass the
+    chart's values schema, and the checker is shown to fail on invented and removed keys;
+(c) core objects pass the Kubernetes schema of the cluster's version (kubernetes-validate).
+
+Rendered in both rdmaModes, for an A100 size, an H100 size (the dev stack) and a CPU-only HB size.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schema_checks as sc
+import yaml
+from conftest import dev_config
+
+import stack_config
+from components import volcano as volcano_component
+from offline import engine
+
+NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NOT_OBJECTS = ("kubernetes:helm.sh/v3:Release", "kubernetes:yaml/v2:ConfigFile")
+
+SIZES = {"a100": "Standard_ND96asr_v4", "h100": "Standard_ND96isr_H100_v5", "hb": "Standard_HB176rs_v4"}
+STACKS = [(size, mode) for size in SIZES for mode in ("shared", "sriov")]
+
+
+@pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
+def stack(request) -> engine.Rendering:
+    size, mode = request.param
+    return engine.render("dev", config=dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]}))
+
+
+@pytest.fixture(scope="module")
+def crds(reference: Path) -> dict[tuple[str, str], sc.Crd]:
+    return sc.load_crds(reference)
+
+
+def kubernetes_objects(rendering: engine.Rendering) -> list[engine.Resource]:
+    """Every Kubernetes object the program declares itself (not Helm releases or manifests)."""
+    return [
+        r for r in rendering.resources
+        if r.custom and r.type.startswith("kubernetes:") and r.type not in NOT_OBJECTS
+        and "apiVersion" in r.inputs and "kind" in r.inputs
+    ]
+
+
+def is_core(obj: dict[str, Any]) -> bool:
+    """Whether Kubernetes itself serves this kind (kubernetes-validate has its schema)."""
+    return sc.has_kubernetes_schema(obj["apiVersion"], obj["kind"])
+
+
+# --- (a) custom resources --------------------------------------------------------------------
+
+
+def test_every_custom_resource_passes_its_crd(stack, crds):
+    custom = [r for r in kubernetes_objects(stack) if not is_core(r.inputs)]
+    types = {r.type for r in custom}
+    assert {NIC_CLUSTER_POLICY, NODE_FEATURE_RULE} <= types, f"the layer's CRs are missing: {sorted(types)}"
+    for r in custom:
+        assert sc.custom_resource_errors(r.inputs, crds) == [], f"{r.type} {r.name}"
+
+
+def test_the_crd_check_catches_what_the_api_server_would_prune_or_reject(dev, crds):
+    policy = copy.deepcopy(dev.one(NIC_CLUSTER_POLICY).inputs)
+    policy["spec"]["ofedDriver"]["imageTag"] = "doca3.4.1"  # not a field: pruned silently
+    policy["spec"]["tolerations"][0]["tolerationSeconds"] = "forever"  # wrong type: rejected
+    del policy["spec"]["ofedDriver"]["image"]  # required
+    problems = "\n".join(sc.custom_resource_errors(policy, crds))
+    assert "'imageTag' was unexpected" in problems
+    assert "$.spec.tolerations[0].tolerationSeconds" in problems
+    assert "'image' is a required property" in problems
+
+    rule = copy.deepcopy(dev.one(NODE_FEATURE_RULE).inputs)
+    rule["spec"]["rules"][0]["matchFeature"] = rule["spec"]["rules"][0].pop("matchFeatures")
+    assert any("'matchFeature' was unexpected" in p for p in sc.custom_resource_errors(rule, crds))
+
+
+def test_the_crd_check_accepts_the_upstream_example_policy(reference, crds):
+    """Not over-strict: NVIDIA's own example NicClusterPolicy for the pinned release passes."""
+    example = yaml.safe_load((reference / "examples" / "example-nicclusterpolicy_cr.v26.4.1.yaml").read_text())
+    assert sc.custom_resource_errors(example, crds) == []
+
+
+def test_crd_rules_that_cannot_be_checked_here_are_transition_rules_only(dev, crds):
+    """CEL rules are dropped by the conversion; for the CRDs we use they only guard later updates."""
+    for r in kubernetes_objects(dev):
+        crd = crds.get((r.inputs["apiVersion"], r.inputs["kind"]))
+        if crd:
+            for path, rule in sc.cel_rules(crd.schema):
+                assert rule == "self == oldSelf", f"{crd.kind} {path}: CEL rule {rule!r} is not checked offline"
+
+
+def test_rdma_shared_device_plugin_config_passes_the_plugin_schema(reference, render):
+    schema = json.loads((reference / "schemas" / "rdma_shared_device_plugin.schema.v26.4.1.json").read_text())
+    for size in SIZES.values():
+        spec = render(rdmaMode="shared", ibPool={"vmSize": size}).one(NIC_CLUSTER_POLICY).inputs["spec"]
+        config = json.loads(spec["rdmaSharedDevicePlugin"]["config"])
+        assert sc.json_schema_errors(config, schema) == []
+    # and the schema is a real check: a config without rdmaHcaMax, or with a typo'd selector, fails
+    broken = copy.deepcopy(config)
+    del broken["configList"][0]["rdmaHcaMax"]
+    broken["configList"][0]["selectors"]["linkType"] = ["infiniband"]
+    problems = "\n".join(sc.json_schema_errors(broken, schema))
+    assert "'rdmaHcaMax' is a required property" in problems and "'linkType' was unexpected" in problems
+
+
+def test_sriov_device_plugin_config_uses_only_keys_of_azures_working_config(reference, render):
+    """No schema is published for the SR-IOV plugin's config; Azure's overlay is a config known to
+    work on these VMs, so every key we set must appear in it."""
+    overlay = yaml.safe_load(
+        (reference / "azure-aks-rdma-infiniband/configs/nicclusterpolicy/sriov-device-plugin/sriov.yaml").read_text()
+    )
+    azure = json.loads(overlay["spec"]["sriovDevicePlugin"]["config"])["resourceList"][0]
+    spec = render(rdmaMode="sriov").one(NIC_CLUSTER_POLICY).inputs["spec"]
+    ours = json.loads(spec["sriovDevicePlugin"]["config"])
+    assert set(ours) == {"resourceList"}
+    for entry in ours["resourceList"]:
+        assert set(sc.key_paths(entry)) <= set(sc.key_paths(azure)), sc.key_paths(entry)
+
+
+# --- (b) Helm values -------------------------------------------------------------------------
+
+
+def test_every_helm_value_key_exists_in_the_pinned_chart(stack, reference):
+    releases = stack.of_type(RELEASE)
+    assert {r.inputs["chart"] for r in releases} >= {"node-feature-discovery", "network-operator"}
+    for r in releases:
+        chart = sc.chart_values(reference, r.inputs["chart"], r.inputs["version"])
+        assert sc.helm_key_errors(r.inputs.get("values") or {}, chart) == [], r.name
+
+
+def test_nfd_values_pass_the_charts_values_schema(dev, reference):
+    schema = json.loads((reference / "schemas" / "node-feature-discovery.values.schema.v0.19.0.json").read_text())
+    values = sc.as_api(dev.one(RELEASE, "nfd-release").inputs["values"])
+    assert sc.json_schema_errors(values, schema) == []
+    # the schema checks the toleration's shape (it is Kubernetes' Toleration)
+    broken = copy.deepcopy(values)
+    broken["worker"]["tolerations"][0]["tolerationSeconds"] = "forever"
+    assert sc.json_schema_errors(broken, schema)
+
+
+def test_key_checker_fails_on_an_invented_key(reference):
+    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert sc.helm_key_errors({"driver": {"rdma": {"useHostMofed": False}}}, gpu) == []
+    problems = sc.helm_key_errors({"driver": {"rdma": {"useHostMofedd": False}}}, gpu)
+    assert len(problems) == 1 and problems[0].startswith("driver.rdma.useHostMofedd: no such key")
+    nfd = sc.chart_values(reference, "node-feature-discovery", stack_config.DEFAULT_VERSIONS["nodeFeatureDiscovery"])
+    # inside the free-form worker.config, checked against the chart's documented block
+    problems = sc.helm_key_errors({"worker": {"config": {"sources": {"pci": {"deviceClassWhitelst": ["0207"]}}}}}, nfd)
+    assert len(problems) == 1 and "deviceClassWhitelst" in problems[0]
+
+
+def test_key_checker_fails_on_removed_keys(reference):
+    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert sc.helm_key_errors({"operator": {"defaultRuntime": "containerd"}}, gpu)  # removed in 25.3
+    legacy = sc.chart_values(reference, "network-operator", "24.7.1-legacy")
+    current = sc.chart_values(reference, "network-operator", stack_config.DEFAULT_VERSIONS["networkOperator"])
+    for removed in ({"ofedDriver": {"deploy": True}}, {"deployCR": True}, {"rdmaSharedDevicePlugin": {"deploy": True}}):
+        assert sc.helm_key_errors(removed, legacy) == [], f"{removed} was a real key in 24.7.1"
+        assert sc.helm_key_errors(removed, current), f"{removed} must be rejected for 26.4"
+
+
+def test_key_checker_fails_on_a_value_of_the_wrong_kind(reference):
+    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert sc.helm_key_errors({"nfd": {"enabled": "false"}}, gpu)  # a truthy string in a template
+    assert sc.helm_key_errors({"daemonsets": {"tolerations": {"key": "x"}}}, gpu)
+
+
+def test_network_operator_sets_no_keys_of_its_disabled_nfd_subchart(stack):
+    values = stack.one(RELEASE, "network-operator-release").inputs["values"]
+    assert values["nfd"]["enabled"] is False
+    assert "node-feature-discovery" not in values, "dead configuration: the subchart is disabled"
+
+
+def test_tolerations_in_helm_values_are_valid_kubernetes_tolerations(dev):
+    """List items are not key-checked against values.yaml; check them as what they become."""
+    for r in dev.of_type(RELEASE):
+        for path in sc.key_paths(r.inputs["values"]):
+            if not path.endswith("tolerations"):
+                continue
+            value: Any = r.inputs["values"]
+            for part in path.split("."):
+                value = value[part]
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+                   "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": value}}
+            assert sc.kubernetes_errors(pod) == [], f"{r.name} {path}"
+
+
+# --- (c) core objects -------------------------------------------------------------------------
+
+
+def test_schema_version_is_the_clusters_minor():
+    """kubernetes-validate 1.37.0 ships 1.32-1.37, so the default 1.34 is checked at 1.34 itself."""
+    assert sc.schema_version_for(stack_config.DEFAULT_KUBERNETES_VERSION).startswith(
+        stack_config.DEFAULT_KUBERNETES_VERSION + ".")
+
+
+def test_core_objects_pass_the_kubernetes_schema_of_the_clusters_version(stack):
+    version = stack_config.DEFAULT_KUBERNETES_VERSION
+    core = [r for r in kubernetes_objects(stack) if is_core(r.inputs)]
+    assert {r.inputs["kind"] for r in core} >= {"Namespace"}
+    for r in core:
+        assert sc.kubernetes_errors(r.inputs, version) == [], f"{r.type} {r.name}"
+
+
+def test_the_pinned_volcano_manifest_uses_apis_the_cluster_serves(reference):
+    """The manifest applied is the one kept in the reference (same tag); each of its objects passes
+    the cluster version's schema (CRDs, webhooks, Deployments, RBAC)."""
+    tag = stack_config.DEFAULT_VERSIONS["volcano"]
+    path = reference / "examples" / f"volcano-development.{tag}.yaml"
+    assert path.exists(), f"no copy of Volcano {tag}'s manifest in the reference"
+    docs = [d for d in sc.load_yaml_all(path.read_text()) if d]
+    assert {d["kind"] for d in docs} >= {"Namespace", "CustomResourceDefinition", "Deployment"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} >= {volcano_component.NAMESPACE}
+    for d in docs:
+        assert sc.kubernetes_errors(d, stack_config.DEFAULT_KUBERNETES_VERSION) == [], f"{d['kind']} {d['metadata']}"
