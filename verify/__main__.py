@@ -54,9 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--namespace", required=True)
     col.add_argument("--job", required=True, help="the Volcano Job's name")
     col.add_argument("--task", default=collect_mod.LAUNCHER_TASK, help="the launcher task (default %(default)s)")
-    col.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG_CONTENT, then $KUBECONFIG, ~/.kube/config)")
-    col.add_argument("--timeout-minutes", type=_positive_float, default=60.0, help="give up after (default %(default)s)")
-    col.add_argument("--poll-seconds", type=_positive_float, default=15.0, help="status poll interval (default %(default)s)")
+    col.add_argument("--kubeconfig",
+                     help="kubeconfig file (default: $KUBECONFIG_CONTENT, then $KUBECONFIG, ~/.kube/config)")
+    col.add_argument("--timeout-minutes", type=_positive_float, default=60.0,
+                     help="give up after (default %(default)s)")
+    col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
+                     help="status poll interval (default %(default)s)")
     col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
     _judging_args(col, required=True)
     return parser

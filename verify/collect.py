@@ -32,6 +32,8 @@ LAUNCHER_TASK = "mpimaster"
 DONE_PHASES = frozenset({"Completed"})
 FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
 REQUEST_TIMEOUT_SECONDS = 30
+# A long wait should survive an API server blip: this many failed polls in a row end it (401/403/404 at once).
+MAX_CONSECUTIVE_POLL_ERRORS = 5
 LOG_TAIL_LINES = 30
 
 
@@ -80,7 +82,8 @@ def _api_error(what: str, exc: Exception) -> CollectError:
     reason = getattr(exc, "reason", None)
     if status:
         return CollectError(f"{what}: Kubernetes API answered {status} {reason or ''}".rstrip())
-    return CollectError(f"{what}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return CollectError(f"{what}: {exc.__class__.__name__}: {first_line}".rstrip(": "))
 
 
 def wait_for_job(
@@ -98,17 +101,29 @@ def wait_for_job(
 
     custom = k.CustomObjectsApi(client)
     start = clock()
+    errors_in_a_row = 0
     while True:
         try:
             obj: Any = custom.get_namespaced_custom_object(
-                VOLCANO_GROUP, VOLCANO_VERSION, namespace, VOLCANO_PLURAL, job, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                VOLCANO_GROUP, VOLCANO_VERSION, namespace, VOLCANO_PLURAL, job,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
         except Exception as exc:
             if getattr(exc, "status", None) == 404:
                 raise CollectError(
                     f"Volcano job {namespace}/{job} not found (not created yet, wrong name, or deleted after its TTL)"
                 ) from None
-            raise _api_error(f"reading Volcano job {namespace}/{job}", exc) from None
+            error = _api_error(f"reading Volcano job {namespace}/{job}", exc)
+            errors_in_a_row += 1
+            if getattr(exc, "status", None) in (401, 403) or errors_in_a_row >= MAX_CONSECUTIVE_POLL_ERRORS:
+                raise error from None
+            if clock() - start + poll_seconds > timeout_seconds:
+                raise CollectError(f"timed out waiting for Volcano job {namespace}/{job}; last error: {error}") \
+                    from None
+            _progress(f"{error} (attempt {errors_in_a_row} of {MAX_CONSECUTIVE_POLL_ERRORS}; retrying)")
+            sleep(poll_seconds)
+            continue
+        errors_in_a_row = 0
         status = (obj or {}).get("status") or {}
         state = status.get("state") or {}
         phase = state.get("phase") or "Pending"

@@ -32,9 +32,11 @@ def write_png(result: NcclResult, judgement: Judgement, path: str | Path) -> Pat
     oop = [(r.size_bytes, r.out_of_place.busbw_gbps) for r in rows if r.out_of_place]
     ip = [(r.size_bytes, r.in_place.busbw_gbps) for r in rows if r.in_place]
     if oop:
-        ax.plot(*zip(*oop), marker="o", markersize=3.5, linewidth=1.6, label="out-of-place busbw")
+        ax.plot([s for s, _ in oop], [v for _, v in oop], marker="o", markersize=3.5, linewidth=1.6,
+                label="out-of-place busbw")
     if ip:
-        ax.plot(*zip(*ip), marker="s", markersize=3, linewidth=1.2, linestyle="--", label="in-place busbw")
+        ax.plot([s for s, _ in ip], [v for _, v in ip], marker="s", markersize=3, linewidth=1.2, linestyle="--",
+                label="in-place busbw")
     if judgement.baseline_gbps is not None:
         ax.axhline(judgement.baseline_gbps, color="#1a7f37", linewidth=1, linestyle=":",
                    label=f"baseline {judgement.baseline_gbps:g} GB/s")

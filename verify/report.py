@@ -114,7 +114,8 @@ def table(result: NcclResult, judgement: Judgement) -> str:
     basis = [f"sku:          {judgement.sku or 'not given'}"]
     if judgement.baseline_gbps is not None or judgement.threshold_gbps is not None:
         basis.append(
-            f"baseline:     {_fmt(judgement.baseline_gbps, 'g')} GB/s   threshold: {_fmt(judgement.threshold_gbps, 'g')} GB/s"
+            f"baseline:     {_fmt(judgement.baseline_gbps, 'g')} GB/s   "
+            f"threshold: {_fmt(judgement.threshold_gbps, 'g')} GB/s"
         )
     verdict = [f"VERDICT: {judgement.verdict.value}"] + [f"  - {r}" for r in judgement.reasons]
     return "\n".join(lines + [""] + who + [""] + figures + [""] + basis + [""] + verdict) + "\n"

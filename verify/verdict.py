@@ -35,7 +35,7 @@ MIN_JUDGED_SIZE_BYTES = 1 << 30
 FROM_CATALOG = object()  # judge()'s default: look the expectation up in the catalog
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     PASS = "PASS"
     WARN = "WARN"
     UNKNOWN = "UNKNOWN"
@@ -143,7 +143,9 @@ def judge(
         expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
     assert expectation is None or isinstance(expectation, catalog.Expectation)
     baseline = expectation.baseline_gbps if expectation else None
-    threshold = float(threshold_gbps) if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
+    threshold = expectation.threshold_gbps if expectation else None
+    if threshold_gbps is not None:
+        threshold = float(threshold_gbps)
     warn_below = baseline * WARN_FRACTION_OF_BASELINE if baseline is not None else None
     judged = result.busbw_at_max_size_gbps
 

@@ -1,0 +1,248 @@
+"""`python -m verify collect` against a FAKE Kubernetes API: a small HTTP server on 127.0.0.1 in the
+test process that serves exactly the endpoints the collector calls (there is no cluster here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+
+from verify import __main__ as cli
+from verify import collect
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
+NS, JOB, TOKEN = "fabric-test", "nccl-allreduce", "fake-token-123"
+JOB_PATH = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs/{JOB}"
+PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
+
+
+class FakeKube:
+    """Job phases served in order (the last one repeats), one launcher pod, its log."""
+
+    def __init__(self, phases: list[str], log: str, *, pods: bool = True, job_exists: bool = True):
+        self.phases, self.log, self.pods, self.job_exists = list(phases), log, pods, job_exists
+        self.requests: list[tuple[str, dict, str | None]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _send(self, code: int, body, content_type="application/json"):
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                url = urlparse(self.path)
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                fake.requests.append((url.path, query, self.headers.get("Authorization")))
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+                if url.path == JOB_PATH:
+                    if not fake.job_exists:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    phase = fake.phases.pop(0) if len(fake.phases) > 1 else fake.phases[0]
+                    return self._send(200, {
+                        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                        "metadata": {"name": JOB, "namespace": NS},
+                        "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
+                                   "succeeded": 3 if phase == "Completed" else 0},
+                    })
+                if url.path == PODS_PATH:
+                    items = []
+                    if fake.pods:
+                        items = [
+                            {"metadata": {"name": f"{JOB}-mpimaster-0", "namespace": NS,
+                                          "creationTimestamp": "2026-01-01T00:00:00Z",
+                                          "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": "mpimaster"}},
+                             "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
+                             "status": {"phase": "Succeeded"}},
+                        ]
+                    return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+                if url.path == f"{PODS_PATH}/{JOB}-mpimaster-0/log":
+                    return self._send(200, fake.log, content_type="text/plain")
+                return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def kubeconfig(self) -> str:
+        host, port = self.server.server_address[:2]
+        return yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": f"http://{host}:{port}"}}],
+            "users": [{"name": "fake", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        })
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def azure_log(reference) -> str:
+    return (reference / "nccl-tests" / AZURE).read_text()
+
+
+def argv(*extra: str) -> list[str]:
+    return ["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+            "--poll-seconds", "0.05", "--json", *extra]
+
+
+def test_waits_through_pending_running_then_reads_the_launcher(azure_log, monkeypatch, capsys):
+    with FakeKube(["Pending", "Running", "Running", "Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["verdict"] == "PASS" and out["busbw_at_max_size_gbps"] == 187.22 and out["ranks"] == 16
+    assert out["job_phase"] == "Completed" and out["pod"] == f"{JOB}-mpimaster-0"
+    assert out["log_tail"][-1].startswith("# Avg bus bandwidth")
+    assert len(out["log_tail"]) == len(azure_log.splitlines())  # fewer than 30 lines: all of them
+    # progress on stderr, one line per poll
+    progress = [line for line in captured.err.splitlines() if "[verify collect] job" in line]
+    assert [p.split(": ")[1].split(" ")[0] for p in progress] == ["Pending", "Running", "Running", "Completed"]
+    # the launcher is found by Volcano's pod labels, and the kubeconfig's credentials are used
+    pod_lists = [q for path, q, _ in kube.requests if path == PODS_PATH]
+    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={JOB},volcano.sh/task-spec=mpimaster"}]
+    log_reads = [q for path, q, _ in kube.requests if path.endswith("/log")]
+    assert log_reads == [{"container": "mpimaster"}]
+    assert {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
+
+
+def test_kubeconfig_file_argument(azure_log, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("KUBECONFIG_CONTENT", raising=False)
+    with FakeKube(["Completed"], azure_log) as kube:
+        path = tmp_path / "kubeconfig"
+        path.write_text(kube.kubeconfig())
+        assert cli.main(argv("--kubeconfig", str(path))) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "PASS"
+
+
+def test_low_bandwidth_fails_with_reasons_and_log_tail(azure_log, monkeypatch, capsys):
+    with FakeKube(["Running", "Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(argv("--threshold-gbps", "190", "--fail-on-low-bandwidth"))
+    captured = capsys.readouterr()
+    assert code == 1
+    assert json.loads(captured.out)["verdict"] == "FAIL"  # the JSON still goes to stdout
+    assert "below the threshold 190" in captured.err
+    assert "# Avg bus bandwidth    : 56.3994" in captured.err  # the tail of the log
+
+
+def test_low_bandwidth_without_the_flag_exits_0(azure_log, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(argv("--threshold-gbps", "190")) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "FAIL"
+
+
+def test_failed_job_with_garbage_log_is_a_fail_not_a_crash(monkeypatch, capsys):
+    log = "ssh: connect to host nccl-allreduce-mpiworker-0 port 22: Connection refused\n" * 3
+    with FakeKube(["Running", "Failed"], log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(argv("--fail-on-low-bandwidth"))
+    captured = capsys.readouterr()
+    assert code == 1
+    out = json.loads(captured.out)
+    assert out["verdict"] == "FAIL" and out["job_phase"] == "Failed"
+    assert any("Failed" in r for r in out["reasons"]) and any("no nccl-tests result" in r for r in out["reasons"])
+    assert out["log_tail"][0].startswith("ssh: connect")
+    assert "Connection refused" in captured.err
+
+
+def test_timeout_is_one_line_exit_2(azure_log, monkeypatch, capsys):
+    with FakeKube(["Pending", "Running"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(argv("--timeout-minutes", "0.005"))  # 0.3 s
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "timed out" in errors[0] and "last phase Running" in errors[0]
+    assert not any(path == PODS_PATH for path, _, _ in kube.requests)
+
+
+def test_missing_job_and_missing_pod_and_auth_are_exit_2(azure_log, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log, job_exists=False) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(argv()) == 2
+    assert "not found" in capsys.readouterr().err
+
+    with FakeKube(["Completed"], azure_log, pods=False) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(argv()) == 2
+    assert "no launcher pod" in capsys.readouterr().err
+
+    with FakeKube(["Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig().replace(TOKEN, "wrong"))
+        assert cli.main(argv()) == 2
+    assert "401" in capsys.readouterr().err
+
+
+def test_unreachable_api_and_bad_kubeconfig_are_exit_2(monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG_CONTENT", "just a string")
+    assert cli.main(argv()) == 2
+    assert "KUBECONFIG_CONTENT" in capsys.readouterr().err
+    monkeypatch.delenv("KUBECONFIG_CONTENT")
+    assert cli.main(argv("--kubeconfig", "/nonexistent/kubeconfig")) == 2
+    assert "kubeconfig" in capsys.readouterr().err
+
+
+def test_subprocess_reads_kubeconfig_from_the_environment_only(azure_log):
+    """As the Pulumi step runs it: the kubeconfig in KUBECONFIG_CONTENT, nothing secret on the command line."""
+    with FakeKube(["Running", "Completed"], azure_log) as kube:
+        env = {"KUBECONFIG_CONTENT": kube.kubeconfig(), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+        p = subprocess.run([sys.executable, "-m", "verify", *argv()], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    assert json.loads(p.stdout)["verdict"] == "PASS"
+
+
+def test_terminal_phases_match_the_volcano_crd(reference):
+    text = (reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml").read_text()
+    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
+    phases = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"]["properties"]
+                 ["phase"]["enum"])
+    assert collect.DONE_PHASES | collect.FAILED_PHASES <= phases
+    assert crd["spec"]["group"] == collect.VOLCANO_GROUP and crd["spec"]["names"]["plural"] == collect.VOLCANO_PLURAL
+
+
+def test_a_transient_api_error_during_the_wait_is_retried(azure_log, monkeypatch, capsys):
+    with FakeKube(["Running", "Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        from kubernetes import client as k
+
+        original = k.CustomObjectsApi.get_namespaced_custom_object
+        calls = {"n": 0}
+
+        def flaky(self, *args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise k.exceptions.ApiException(status=503, reason="Service Unavailable")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(k.CustomObjectsApi, "get_namespaced_custom_object", flaky)
+        assert cli.main(argv()) == 0
+    captured = capsys.readouterr()
+    assert "503 Service Unavailable (attempt 1 of 5; retrying)" in captured.err
+    assert json.loads(captured.out)["verdict"] == "PASS"
