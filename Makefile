@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STACK  ?= dev
 
-.PHONY: venv tools test synth golden lint clean sync-config
+.PHONY: venv tools scan-venv test synth golden lint clean sync-config
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,16 @@ tools/node_modules/.installed: tools/package.json tools/package-lock.json
 
 tools: tools/node_modules/.installed
 
-test: venv tools
+# checkov (tests/test_checkov.py) in its own virtualenv: it pins packaging<24, pulumi needs >=26.
+SCAN_VENV ?= .venv-scan
+$(SCAN_VENV)/bin/.installed: requirements-scan.txt
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+	touch $@
+
+scan-venv: $(SCAN_VENV)/bin/.installed
+
+test: venv tools scan-venv
 	$(BIN)/python -m pytest -q
 
 # Render the stack offline into build/ (no cloud, no credentials): make synth [STACK=name]
