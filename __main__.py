@@ -5,9 +5,12 @@ import pulumi
 
 import stack_config
 from components.cluster import Cluster, ClusterArgs
+from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
+from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.volcano import Volcano, VolcanoArgs
@@ -76,6 +79,55 @@ gpu_operator = (
 )
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 
+# 8-9. The fabric test: the NCCL all-reduce job, which alone waits for everything, and the step
+# that collects its result into the outputs below. CPU-only HB/HX sizes get the MPI point-to-point
+# job instead.
+ft = cfg.fabric_test
+fabric_job = fabric_check = None
+if ft.enabled and sku.has_gpus:
+    fabric_job = NcclJob(
+        "fabric-test",
+        NcclJobArgs(
+            sku=sku,
+            node_count=cfg.ib_pool.node_count,
+            rdma_mode=cfg.rdma_mode,
+            image=ft.image,
+            all_reduce_args=ft.all_reduce_args,
+            timeout_minutes=ft.timeout_minutes,
+            wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
+        ),
+        opts=k8s_opts,
+    )
+    fabric_check = FabricCheck(
+        "fabric-check",
+        FabricCheckArgs(
+            kubeconfig=cluster.kubeconfig,
+            namespace=fabric_job.namespace_name,
+            job_name=fabric_job.job_name,
+            vm_size=sku.vm_size,
+            node_count=cfg.ib_pool.node_count,
+            gpus_per_node=sku.gpus_per_vm,
+            timeout_minutes=ft.timeout_minutes,
+            job_spec_sha256=fabric_job.spec_sha256,
+            threshold_gbps=ft.threshold_gbps,
+            fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+            wait_for=[fabric_job.job],
+        ),
+    )
+elif ft.enabled:
+    # CPU-only HB/HX sizes: MPI point to point (osu_bw, osu_latency) between two nodes over RDMA.
+    fabric_job = MpiBandwidthJob(
+        "fabric-test-p2p",
+        MpiBandwidthJobArgs(
+            sku=sku,
+            rdma_mode=cfg.rdma_mode,
+            image=ft.image,
+            timeout_minutes=ft.timeout_minutes,
+            wait_for=[ib_pool.agent_pool, network_operator.policy, volcano.manifest],
+        ),
+        opts=k8s_opts,
+    )
+
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
 pulumi.export("nodePoolName", ib_pool.agent_pool.name)
@@ -83,3 +135,14 @@ pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("featureState", feature.state if feature else "not applicable to " + sku.vm_size)
+if not fabric_check:
+    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false" if not fabric_job else (
+        f"not collected in the stack for {sku.vm_size} (no GPUs): read the launcher log of the "
+        f"{fabric_job.namespace_name}/{fabric_job.job_name} job with `python -m verify`"))
+else:
+    pulumi.export("fabricVerdict", fabric_check.verdict)
+    pulumi.export("allReduceMaxBusBwGbps", fabric_check.max_busbw_gbps)
+    pulumi.export("allReduceBusBwAtMaxSizeGbps", fabric_check.busbw_at_max_size_gbps)
+    pulumi.export("fabricRanks", fabric_check.ranks)
+    pulumi.export("ncclVersion", fabric_check.nccl_version)
+    pulumi.export("fabricVerdictReasons", fabric_check.reasons)

@@ -1,0 +1,187 @@
+"""Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
+turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
+
+The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
+the project directory (relative paths only: an absolute path would differ between checkouts and
+show as a diff in every other user's preview). The kubeconfig reaches it as the secret environment
+variable `KUBECONFIG_CONTENT`, never on the command line. Progress goes to stderr, which Pulumi
+shows; the result is the one JSON object on stdout, parsed by `parse_result`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+
+PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
+KUBECONFIG_ENV = "KUBECONFIG_CONTENT"
+# The collector waits a little longer than the job's own deadline, so that it reports the job's
+# real end (Terminated at its deadline) rather than "still running"; Pulumi waits longer still.
+COLLECT_MARGIN_MINUTES = 5
+PULUMI_MARGIN_MINUTES = 5
+PENDING = "PENDING"
+
+
+@dataclass(frozen=True)
+class FabricCheckArgs:
+    kubeconfig: pulumi.Input[str]  # secret
+    namespace: str
+    job_name: str
+    vm_size: str
+    node_count: int
+    gpus_per_node: int
+    timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes)
+    job_spec_sha256: str  # re-run the collection exactly when the job is replaced
+    threshold_gbps: float | None = None  # None: the catalog's threshold for the size
+    fail_on_low_bandwidth: bool = False
+    # What the command waits for: the fabric test job. Passed to the Command itself (a
+    # component's depends_on is not inherited by its children).
+    wait_for: Sequence[pulumi.Resource] = ()
+
+    @property
+    def collect_timeout_minutes(self) -> int:
+        return self.timeout_minutes + COLLECT_MARGIN_MINUTES
+
+
+def _number(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else repr(float(n))
+
+
+def collect_command(args: FabricCheckArgs) -> str:
+    """The command line (no secrets: the kubeconfig is in the environment)."""
+    argv = [
+        PYTHON, "-m", "verify", "collect",
+        "--namespace", args.namespace,
+        "--job", args.job_name,
+        "--sku", args.vm_size,
+        "--nodes", str(args.node_count),
+        "--timeout-minutes", str(args.collect_timeout_minutes),
+    ]
+    if args.threshold_gbps is not None:
+        argv += ["--threshold-gbps", _number(args.threshold_gbps)]
+    if args.fail_on_low_bandwidth:
+        argv.append("--fail-on-low-bandwidth")
+    argv.append("--json")
+    return shlex.join(argv)
+
+
+@dataclass(frozen=True)
+class FabricResult:
+    """What the stack reports. Numbers are None until a run has produced them: never made up."""
+
+    verdict: str
+    max_busbw_gbps: float | None = None
+    busbw_at_max_size_gbps: float | None = None
+    max_size_bytes: int | None = None
+    ranks: int | None = None
+    hosts: int | None = None  # distinct host names in the log
+    gpus_per_node: int | None = None
+    nccl_version: str | None = None
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    def ranks_text(self, expected_nodes: int, gpus_per_node: int) -> str:
+        expected = f"{expected_nodes} nodes x {gpus_per_node} GPUs = {expected_nodes * gpus_per_node} ranks"
+        if self.ranks is None:
+            return f"{PENDING.lower()} (expected {expected})"
+        if self.hosts and self.gpus_per_node:
+            return f"{self.hosts} nodes x {self.gpus_per_node} GPUs = {self.ranks} ranks"
+        return f"{self.ranks} ranks (expected {expected})"
+
+
+def _float(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _hosts(v: Any) -> int | None:
+    """`hosts` is the list of host names the log shows (a count is accepted too)."""
+    if isinstance(v, list):
+        return len(set(map(str, v))) or None
+    return _int(v)
+
+
+def parse_result(stdout: str | None) -> FabricResult:
+    """The collect step's stdout -> the stack's result. Empty stdout (a preview, the offline mocks,
+    or a step that has not run) is PENDING; anything but a JSON object is UNKNOWN with the reason."""
+    text = (stdout or "").strip()
+    if not text:
+        return FabricResult(verdict=PENDING, reasons=("the collect step has produced no result yet",))
+    try:
+        doc = json.loads(text.splitlines()[-1]) if not text.startswith("{") else json.loads(text)
+    except json.JSONDecodeError as err:
+        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step printed no JSON result ({err.msg})",))
+    if not isinstance(doc, dict):
+        return FabricResult(verdict="UNKNOWN", reasons=("the collect step printed JSON that is not an object",))
+    reasons = doc.get("reasons") or ()
+    return FabricResult(
+        verdict=str(doc.get("verdict") or "UNKNOWN"),
+        max_busbw_gbps=_float(doc.get("max_busbw_gbps")),
+        busbw_at_max_size_gbps=_float(doc.get("busbw_at_max_size_gbps")),
+        max_size_bytes=_int(doc.get("max_size_bytes")),
+        ranks=_int(doc.get("ranks")),
+        hosts=_hosts(doc.get("hosts")),
+        gpus_per_node=_int(doc.get("gpus_per_node")),
+        nccl_version=doc.get("nccl_version") if isinstance(doc.get("nccl_version"), str) else None,
+        reasons=tuple(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else (str(reasons),),
+    )
+
+
+class FabricCheck(pulumi.ComponentResource):
+    """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
+
+    Outputs: `verdict`, `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`, `nccl_version`,
+    `reasons`; each says PENDING / None until a run has produced it.
+    """
+
+    collect: command.local.Command
+    result: pulumi.Output[FabricResult]
+    verdict: pulumi.Output[str]
+    max_busbw_gbps: pulumi.Output[float | None]
+    busbw_at_max_size_gbps: pulumi.Output[float | None]
+    ranks: pulumi.Output[str]
+    nccl_version: pulumi.Output[str]
+    reasons: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
+        self.collect = command.local.Command(
+            f"{name}-collect",
+            command.local.CommandArgs(
+                create=collect_command(args),
+                environment={KUBECONFIG_ENV: pulumi.Output.secret(args.kubeconfig)},
+                # a new job (its spec hash) is a new run to collect; nothing else re-runs it
+                triggers=[args.job_spec_sha256],
+                # progress (stderr) is shown during `pulumi up`; the JSON result (stdout) is captured
+                logging=command.local.Logging.STDERR,
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(args.wait_for),
+                additional_secret_outputs=["environment"],
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES}m"
+                ),
+            ),
+        )
+        self.result = self.collect.stdout.apply(parse_result)
+        self.verdict = self.result.apply(lambda r: r.verdict)
+        self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
+        self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
+        self.ranks = self.result.apply(lambda r: r.ranks_text(args.node_count, args.gpus_per_node))
+        self.nccl_version = self.result.apply(
+            lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")
+        )
+        self.reasons = self.result.apply(lambda r: list(r.reasons))
+        self.register_outputs({"verdict": self.verdict, "max_busbw_gbps": self.max_busbw_gbps})

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The fabric test's launcher: runs in the `mpimaster` pod of the Volcano job (mounted from the
+# `nccl-launcher` ConfigMap). Reads the worker hosts that Volcano's svc plugin writes, waits
+# (bounded) until every worker's sshd answers, then runs all_reduce_perf under mpirun with one rank
+# per GPU. Its stdout is the log that `python -m verify collect` parses. Exit status: mpirun's, or
+# 2 for a missing input, 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
+#
+# Inputs (environment; the job sets them from the SKU catalog and the stack configuration):
+#   NODES             workers expected (the pool's node count)
+#   GPUS_PER_NODE     ranks per worker (the catalog's GPUs per VM)
+#   ALL_REDUCE_ARGS   arguments of all_reduce_perf, e.g. "-b 8 -e 16G -f 2 -g 1"
+#   ALL_REDUCE_BIN    default /opt/nccl_tests/build/all_reduce_perf (the nccl-tests image's path)
+#   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
+#   MPI_HOME          default /opt/hpcx/ompi (HPC-X OpenMPI); passed as --prefix so that the remote
+#                     orted finds its binaries and libraries over a non-login ssh shell
+#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
+#   SSH_POLL_SECONDS  pause between attempts (default 5)
+# Every NCCL_* and UCX_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
+# LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
+set -euo pipefail
+
+log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
+die() { local code=$1; shift; log "error: $*"; exit "$code"; }
+
+[ -n "${NODES:-}" ] || die 2 "NODES is not set"
+[ -n "${GPUS_PER_NODE:-}" ] || die 2 "GPUS_PER_NODE is not set"
+[ -n "${ALL_REDUCE_ARGS:-}" ] || die 2 "ALL_REDUCE_ARGS is not set"
+hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
+bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
+mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
+wait_s="${SSH_WAIT_SECONDS:-600}"
+poll_s="${SSH_POLL_SECONDS:-5}"
+
+# 1. The workers, as Volcano's svc plugin names them (<job>-mpiworker-<i>.<job>).
+[ -r "$hostfile_in" ] || die 2 "no hostfile at $hostfile_in (does the job have the svc plugin?)"
+mapfile -t hosts < <(grep -v '^[[:space:]]*$' "$hostfile_in")
+if [ "${#hosts[@]}" -ne "$NODES" ]; then
+  die 3 "expected $NODES workers in $hostfile_in, found ${#hosts[@]}: ${hosts[*]:-none}"
+fi
+
+# 2. Wait until each worker's sshd answers (the ssh plugin's key is mounted at /root/.ssh).
+start=$SECONDS
+for h in "${hosts[@]}"; do
+  until ssh -o BatchMode=yes -o ConnectTimeout=5 "$h" true >/dev/null 2>&1; do
+    if [ $((SECONDS - start)) -ge "$wait_s" ]; then
+      die 4 "worker $h: sshd did not answer within ${wait_s}s (is the pod running? kubectl describe pod)"
+    fi
+    sleep "$poll_s"
+  done
+  log "worker $h: sshd answers"
+done
+
+# 3. An OpenMPI hostfile with one slot per GPU, so -npernode never oversubscribes.
+hostfile=$(mktemp)
+for h in "${hosts[@]}"; do echo "$h slots=$GPUS_PER_NODE"; done >"$hostfile"
+
+np=$((NODES * GPUS_PER_NODE))
+forward=()
+while IFS= read -r var; do
+  forward+=(-x "$var")
+done < <(compgen -e | grep -E '^(NCCL_|UCX_)' | sort)
+for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
+  if [ -n "${!var:-}" ]; then forward+=(-x "$var"); fi
+done
+read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
+
+cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
+  -np "$np" -npernode "$GPUS_PER_NODE" --hostfile "$hostfile"
+  # NCCL pins its own threads from the topology file; MPI must not bind the ranks first.
+  --bind-to none
+  # mpirun starts every orted itself, so workers need not ssh to each other.
+  -mca plm_rsh_no_tree_spawn 1
+  # MPI's own traffic (launch, bootstrap) stays on the pod network; NCCL alone uses InfiniBand.
+  -mca oob_tcp_if_include eth0 -mca btl_tcp_if_include eth0
+  # HPC-X's HCOLL would probe the HCAs for MPI collectives that this test does not need.
+  -mca coll ^hcoll
+  "${forward[@]}"
+  "$bench" "${bench_args[@]}")
+log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np"
+log "running: ${cmd[*]}"
+rc=0
+"${cmd[@]}" || rc=$?
+log "mpirun exited with status $rc"
+exit "$rc"

@@ -1,0 +1,191 @@
+"""Row 9: the collect step (pulumi-command running `python -m verify collect`) and its outputs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from components import fabric_check
+from components.fabric_check import PENDING, parse_result
+from offline import mocks
+
+COMMAND = "command:local:Command"
+JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+COLLECT = "fabric-check-collect"
+ROOT = fabric_check.__file__.rsplit("/components/", 1)[0]
+
+
+def argv(stack) -> list[str]:
+    return shlex.split(stack.one(COMMAND, COLLECT).inputs["create"])
+
+
+def option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_collect_runs_after_the_job(dev):
+    collect, job = dev.one(COMMAND, COLLECT), dev.one(JOB, "fabric-test-job")
+    assert job.urn in collect.dependencies
+    assert dev.depends_on(collect, job)
+
+
+def test_collect_names_the_job_the_stack_creates(dev):
+    args, job = argv(dev), dev.one(JOB, "fabric-test-job")
+    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert option(args, "--namespace") == job.inputs["metadata"]["namespace"]
+    assert option(args, "--job") == job.inputs["metadata"]["name"]
+    assert option(args, "--sku") == dev.outputs["vmSize"]
+    assert option(args, "--nodes") == str(dev.outputs["nodeCount"])
+    assert "--json" in args
+
+
+def test_paths_are_relative_to_the_project(dev):
+    collect = dev.one(COMMAND, COLLECT)
+    assert not [a for a in argv(dev) if a.startswith("/")], "an absolute path differs between checkouts"
+    assert "dir" not in collect.inputs
+    assert ROOT not in json.dumps(collect.inputs)
+
+
+def test_kubeconfig_only_as_a_secret_environment_variable(dev):
+    collect = dev.one(COMMAND, COLLECT)
+    assert collect.inputs["environment"]["value"] == {fabric_check.KUBECONFIG_ENV: mocks.FAKE_KUBECONFIG}
+    assert "environment" in collect.secret_inputs
+    assert "environment" in collect.additional_secret_outputs
+    # nothing of it on the command line, which Pulumi shows in every preview
+    assert "offline-render-not-a-credential" not in collect.inputs["create"]
+    assert "kubeconfig" not in collect.inputs["create"].lower()
+
+
+def test_progress_is_shown_and_the_result_captured(dev):
+    assert dev.one(COMMAND, COLLECT).inputs["logging"] == "stderr"
+
+
+@pytest.mark.parametrize("minutes", [10, 120])
+def test_timeouts_outlast_the_jobs_deadline(render, minutes):
+    stack = render(fabricTest={"timeoutMinutes": minutes})
+    collect = stack.one(COMMAND, COLLECT)
+    waits = int(option(argv(stack), "--timeout-minutes"))
+    pulumi_limit = int(collect.custom_timeouts["create"].removesuffix("m"))
+    assert minutes < waits < pulumi_limit
+
+
+def test_fail_on_low_bandwidth_flag_only_when_configured(render, dev):
+    assert "--fail-on-low-bandwidth" not in argv(dev)
+    assert "--fail-on-low-bandwidth" in argv(render(fabricTest={"failOnLowBandwidth": True}))
+
+
+def test_threshold_only_when_configured(render, dev):
+    assert "--threshold-gbps" not in argv(dev)
+    assert option(argv(render(fabricTest={"thresholdGbps": 170})), "--threshold-gbps") == "170"
+
+
+def trigger(stack) -> list[str]:
+    return stack.one(COMMAND, COLLECT).inputs["triggers"]
+
+
+def test_trigger_is_deterministic(dev, render):
+    assert trigger(dev) == trigger(render())
+
+
+def test_trigger_changes_with_the_job_and_only_then(dev, render):
+    assert trigger(render(fabricTest={"image": "example.io/nccl:9.9.9"})) != trigger(dev)
+    assert trigger(render(ibPool={"nodeCount": 3})) != trigger(dev)
+    assert trigger(render(rdmaMode="sriov")) != trigger(dev)
+    # a change that leaves the job alone does not re-run the test
+    assert trigger(render(tags={"owner": "someone-else"})) == trigger(dev)
+    assert trigger(render(fabricTest={"failOnLowBandwidth": True})) == trigger(dev)
+
+
+def test_trigger_digests_the_rendered_job(dev):
+    """The hash covers the spec that is sent, not a hand-picked subset of the config."""
+    from components.nccl_job import spec_hash
+    from tests.schema_checks import as_api
+
+    job = as_api(dev.one(JOB, "fabric-test-job").inputs)
+    meta = job["metadata"]
+    assert trigger(dev) == [spec_hash({"namespace": meta["namespace"], "name": meta["name"], "spec": job["spec"]})]
+
+
+# --- outputs ------------------------------------------------------------------------------------
+def test_outputs_are_pending_offline_never_a_number(dev):
+    assert dev.outputs["fabricVerdict"] == PENDING
+    assert dev.outputs["allReduceMaxBusBwGbps"] is None
+    assert dev.outputs["allReduceBusBwAtMaxSizeGbps"] is None
+    assert dev.outputs["ncclVersion"] == "pending"
+    assert dev.outputs["fabricRanks"] == "pending (expected 2 nodes x 8 GPUs = 16 ranks)"
+
+
+def test_no_collect_step_when_the_test_is_disabled(render):
+    stack = render(fabricTest={"enabled": False})
+    assert not [r for r in stack.of_type(COMMAND) if r.name == COLLECT]
+    assert "allReduceMaxBusBwGbps" not in stack.outputs
+
+
+SAMPLE = {
+    "verdict": "PASS",
+    "reasons": ["busbw 187.22 GB/s at 8 GiB >= baseline"],
+    "max_size_bytes": 8589934592,
+    "busbw_at_max_size_gbps": 187.22,
+    "max_busbw_gbps": 187.5,
+    "avg_busbw_gbps": 60.1,
+    "ranks": 16,
+    "hosts": ["node-a", "node-b"],
+    "gpus_per_node": 8,
+    "wrong": 0,
+    "nccl_version": "2.28.3",
+}
+
+
+def test_parse_a_result():
+    r = parse_result(json.dumps(SAMPLE, indent=2))
+    assert (r.verdict, r.busbw_at_max_size_gbps, r.max_busbw_gbps) == ("PASS", 187.22, 187.5)
+    assert (r.ranks, r.hosts, r.gpus_per_node, r.nccl_version) == (16, 2, 8, "2.28.3")
+    assert r.ranks_text(2, 8) == "2 nodes x 8 GPUs = 16 ranks"
+    assert r.reasons == ("busbw 187.22 GB/s at 8 GiB >= baseline",)
+
+
+@pytest.mark.parametrize("stdout", ["", "   \n", None])
+def test_no_output_is_pending(stdout):
+    r = parse_result(stdout)
+    assert r.verdict == PENDING
+    assert r.max_busbw_gbps is None and r.busbw_at_max_size_gbps is None and r.ranks is None
+
+
+@pytest.mark.parametrize("stdout", ["Traceback (most recent call last):", "[1, 2]", "{not json"])
+def test_garbage_is_unknown_with_a_reason(stdout):
+    r = parse_result(stdout)
+    assert r.verdict == "UNKNOWN"
+    assert r.reasons and r.max_busbw_gbps is None
+
+
+def test_missing_or_odd_numbers_stay_unknown():
+    r = parse_result(json.dumps({"verdict": "UNKNOWN", "max_busbw_gbps": None, "busbw_at_max_size_gbps": "fast",
+                                 "ranks": True}))
+    assert (r.max_busbw_gbps, r.busbw_at_max_size_gbps, r.ranks) == (None, None, None)
+
+
+def test_parse_what_the_verify_cli_prints(reference):
+    """The contract with `verify/`: its --json output, on Azure's published 2-node A100 run."""
+    log = reference / "nccl-tests" / "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "report", str(log), "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    r = parse_result(done.stdout)
+    assert r.busbw_at_max_size_gbps == pytest.approx(187.22)
+    assert r.ranks == 16
+    assert r.verdict in ("PASS", "WARN")
+
+
+def test_verify_cli_accepts_every_flag_the_step_passes(render):
+    stack = render(fabricTest={"failOnLowBandwidth": True, "thresholdGbps": 170})
+    done = subprocess.run([sys.executable, "-m", "verify", "collect", "--help"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for flag in (a for a in argv(stack) if a.startswith("--")):
+        assert flag in done.stdout, f"verify collect has no {flag}"

@@ -1,0 +1,383 @@
+"""Row 8: the NCCL all-reduce Volcano Job, its namespace and ConfigMaps, and the launcher script."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import catalog
+import fabric
+from components import nccl_job
+from components.nccl_topology import render_xml
+from tests.schema_checks import as_api, core_errors, crd_errors
+
+JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+POOL = "azure-native:containerservice:AgentPool"
+POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
+A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def job(stack) -> dict[str, Any]:
+    return as_api(stack.one(JOB).inputs)
+
+
+def task(stack, name: str) -> dict[str, Any]:
+    return next(t for t in job(stack)["spec"]["tasks"] if t["name"] == name)
+
+
+def pod(stack, name: str) -> dict[str, Any]:
+    return task(stack, name)["template"]["spec"]
+
+
+def container(stack, name: str) -> dict[str, Any]:
+    (c,) = pod(stack, name)["containers"]
+    return c
+
+
+def env(stack) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container(stack, "mpimaster")["env"]}
+
+
+# --- the job's shape ----------------------------------------------------------------------------
+@pytest.mark.parametrize("vm_size", [A100, H100])
+def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
+    stack = render(ibPool={"vmSize": vm_size})
+    gpus = catalog.lookup(vm_size).gpus_per_vm
+    res = container(stack, "mpiworker")["resources"]
+    assert res["limits"][fabric.GPU_RESOURCE] == str(gpus)
+    assert res["requests"][fabric.GPU_RESOURCE] == str(gpus)
+    assert env(stack)["GPUS_PER_NODE"] == str(gpus)
+    # the launcher holds no GPU: all of a node's GPUs go to its worker
+    assert fabric.GPU_RESOURCE not in (container(stack, "mpimaster").get("resources") or {}).get("limits", {})
+
+
+@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("vm_size", [A100, H100])
+def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
+    stack = render(rdmaMode=mode, ibPool={"vmSize": vm_size})
+    sku = catalog.lookup(vm_size)
+    limits = container(stack, "mpiworker")["resources"]["limits"]
+    rdma = {k: v for k, v in limits.items() if k.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/")}
+    if mode == "shared":
+        assert rdma == {"rdma/shared_ib": "1"}
+    else:  # one SR-IOV VF per HCA of the VM
+        assert rdma == {"rdma/ib": str(sku.ib_hcas_per_vm)}
+        assert sku.ib_hcas_per_vm == 8
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_gang_of_launcher_and_one_worker_per_node(render, nodes):
+    stack = render(ibPool={"nodeCount": nodes})
+    spec = job(stack)["spec"]
+    assert spec["schedulerName"] == "volcano"
+    assert spec["minAvailable"] == nodes + 1
+    assert task(stack, "mpiworker")["replicas"] == nodes
+    assert task(stack, "mpimaster")["replicas"] == 1
+    assert env(stack)["NODES"] == str(nodes)
+    assert spec["plugins"] == {"ssh": [], "svc": []}
+
+
+def test_job_ends_with_the_launcher_and_fails_cleanly(dev):
+    spec = job(dev)["spec"]
+    assert task(dev, "mpimaster")["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    failing = {p["event"]: p["action"] for p in spec["policies"]}
+    assert failing == {"PodFailed": "TerminateJob", "PodEvicted": "TerminateJob"}
+    for name in ("mpimaster", "mpiworker"):
+        assert pod(dev, name)["restartPolicy"] == "Never"
+    assert spec["ttlSecondsAfterFinished"] > 0
+
+
+@pytest.mark.parametrize("minutes", [20, 90])
+def test_every_pod_has_the_configured_deadline(render, minutes):
+    stack = render(fabricTest={"timeoutMinutes": minutes})
+    for name in ("mpimaster", "mpiworker"):
+        assert pod(stack, name)["activeDeadlineSeconds"] == minutes * 60
+
+
+def test_workers_lock_memory_without_privilege(dev):
+    sc = container(dev, "mpiworker")["securityContext"]
+    assert sc["capabilities"]["add"] == ["IPC_LOCK"]
+    assert sc["privileged"] is False
+    for name in ("mpimaster", "mpiworker"):
+        assert pod(dev, name)["hostNetwork"] is False
+        assert container(dev, name)["securityContext"].get("privileged") is False
+
+
+def test_all_pods_tolerate_the_pool_taint_and_select_the_pool(dev):
+    for name in ("mpimaster", "mpiworker"):
+        spec = pod(dev, name)
+        assert fabric.toleration() in spec["tolerations"]
+        assert any(t["key"] == fabric.IB_TAINT_KEY for t in spec["tolerations"])
+        assert spec["nodeSelector"] == fabric.pool_node_selector()
+
+
+def test_one_worker_per_node(dev):
+    template = task(dev, "mpiworker")["template"]
+    (term,) = template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    selector = term["labelSelector"]["matchLabels"]
+    assert selector.items() <= template["metadata"]["labels"].items(), "the workers must repel each other"
+    launcher_labels = task(dev, "mpimaster")["template"]["metadata"]["labels"]
+    assert not selector.items() <= launcher_labels.items(), "the launcher may share a node with a worker"
+
+
+def test_dev_shm_is_memory(dev):
+    spec = pod(dev, "mpiworker")
+    mount = next(m for m in container(dev, "mpiworker")["volumeMounts"] if m["mountPath"] == "/dev/shm")
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["emptyDir"]["medium"] == "Memory"
+
+
+@pytest.mark.parametrize("vm_size, topo", [(A100, "ndv4"), (H100, "ndv5"), ("Standard_ND96isr_H200_v5", "ndv5")])
+def test_topology_of_the_sku_is_mounted_where_nccl_looks(render, vm_size, topo):
+    stack = render(ibPool={"vmSize": vm_size})
+    assert catalog.lookup(vm_size).nccl_topology == topo
+    cm = as_api(stack.one(CONFIGMAP, "fabric-test-topology").inputs)
+    assert cm["data"] == {"topo.xml": render_xml(topo)}
+    # NCCL_TOPO_FILE names a file that the worker's mount of that ConfigMap provides
+    path = Path(env(stack)["NCCL_TOPO_FILE"])
+    spec = pod(stack, "mpiworker")
+    mount = next(m for m in container(stack, "mpiworker")["volumeMounts"] if m["mountPath"] == str(path.parent))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == cm["metadata"]["name"]
+    assert {"key": path.name, "path": path.name} in volume["configMap"]["items"]
+    assert cm["metadata"]["namespace"] == job(stack)["metadata"]["namespace"]
+
+
+def test_nccl_environment(dev):
+    e = env(dev)
+    assert e["NCCL_IB_DISABLE"] == "0"
+    assert e["NCCL_NET_GDR_LEVEL"] == "SYS"
+    assert e["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
+    assert e["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert e["UCX_NET_DEVICES"] == "eth0" and e["UCX_TLS"] == "tcp"
+    assert e["NCCL_TOPO_FILE"].endswith("/topo.xml")
+
+
+def test_image_and_benchmark_arguments_come_from_config(render):
+    stack = render(fabricTest={"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1"})
+    for name in ("mpimaster", "mpiworker"):
+        assert container(stack, name)["image"] == "example.io/nccl:1.2.3"
+    assert env(stack)["ALL_REDUCE_ARGS"] == "-b 1G -e 8G -f 2 -g 1"
+
+
+def test_launcher_configmap_carries_the_script(dev):
+    cm = as_api(dev.one(CONFIGMAP, "fabric-test-launcher").inputs)
+    assert cm["data"] == {"launcher.sh": LAUNCHER.read_text()}
+    master = pod(dev, "mpimaster")
+    volume = next(v for v in master["volumes"] if v.get("configMap", {}).get("name") == cm["metadata"]["name"])
+    mount = next(m for m in container(dev, "mpimaster")["volumeMounts"] if m["name"] == volume["name"])
+    assert container(dev, "mpimaster")["command"] == ["/bin/bash", f"{mount['mountPath']}/launcher.sh"]
+
+
+def test_namespace_enforces_privileged_and_warns_at_baseline(dev):
+    ns = as_api(dev.one(NAMESPACE, "fabric-test-namespace-ns").inputs)
+    labels = ns["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"  # IPC_LOCK is beyond baseline
+    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+    assert labels["pod-security.kubernetes.io/audit"] == "baseline"
+    assert job(dev)["metadata"]["namespace"] == ns["metadata"]["name"]
+
+
+def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
+    annotations = {t["name"]: t["template"]["metadata"]["annotations"] for t in job(dev)["spec"]["tasks"]}
+    (digest,) = {a[nccl_job.CONFIG_HASH_ANNOTATION] for a in annotations.values()}
+    expected = nccl_job.spec_hash({
+        "launcher": {"launcher.sh": LAUNCHER.read_text()},
+        "topology": {"topo.xml": render_xml("ndv5")},
+    })
+    assert digest == expected
+
+
+# --- schemas ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+def test_job_passes_the_volcano_job_crd(reference, render, mode):
+    stack = render(rdmaMode=mode)
+    errors = crd_errors(job(stack), reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")
+    assert errors == []
+
+
+def test_crd_check_catches_a_misplaced_field(reference):
+    broken = copy.deepcopy(job_from_dev())
+    broken["spec"]["activeDeadlineSeconds"] = 60  # a pod field, not a Volcano Job field
+    broken["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["securityContex"] = {}
+    errors = crd_errors(broken, reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")
+    assert any("activeDeadlineSeconds" in e for e in errors)
+    assert any("securityContex" in e for e in errors)
+
+
+def job_from_dev() -> dict[str, Any]:
+    from offline import engine
+
+    return job(engine.render("dev"))
+
+
+def test_pod_templates_pass_kubernetes_schemas(dev):
+    for t in job(dev)["spec"]["tasks"]:
+        template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": t["name"]},
+                    "template": t["template"]}
+        assert core_errors(template) == []
+
+
+def test_configmaps_and_namespace_pass_kubernetes_schemas(dev):
+    for r in [*dev.of_type(CONFIGMAP), *dev.of_type(NAMESPACE)]:
+        if r.name.startswith("fabric-test"):
+            doc = as_api(r.inputs)
+            doc.setdefault("apiVersion", "v1")
+            doc.setdefault("kind", r.type.rsplit(":", 1)[-1])
+            assert core_errors(doc) == []
+
+
+# --- dependencies -------------------------------------------------------------------------------
+def test_job_waits_for_pool_policy_gpu_operator_and_volcano(dev):
+    j = dev.one(JOB)
+    assert dev.depends_on(j, dev.one(POOL))
+    assert dev.depends_on(j, dev.one(POLICY))
+    assert dev.depends_on(j, dev.one(RELEASE, "gpu-operator-release"))
+    assert dev.depends_on(j, dev.one(CONFIG_FILE, "volcano-manifest"))
+
+
+def test_job_waits_for_nothing_else(dev):
+    j = dev.one(JOB)
+    allowed = {dev.one(POOL).urn, dev.one(POLICY).urn, dev.one(RELEASE, "gpu-operator-release").urn,
+               dev.one(CONFIG_FILE, "volcano-manifest").urn}
+    allowed |= {r.urn for r in dev.resources if r.name.startswith("fabric-test")}  # its namespace, ConfigMaps
+    assert set(j.dependencies) <= allowed, set(j.dependencies) - allowed
+    # the operators themselves never wait for the job or its pool
+    assert not dev.depends_on(dev.one(POLICY), dev.one(POOL))
+
+
+def test_no_nccl_job_for_cpu_only_sizes(render):
+    stack = render(ibPool={"vmSize": "Standard_HB120rs_v3"})
+    assert not [r for r in stack.of_type(JOB) if r.name == "fabric-test-job"]
+    assert not [r for r in stack.resources if r.name.startswith("fabric-check")]
+    assert "allReduceMaxBusBwGbps" not in stack.outputs
+
+
+def test_no_job_when_disabled(render):
+    stack = render(fabricTest={"enabled": False})
+    assert stack.of_type(JOB) == []
+    assert not [r for r in stack.resources if r.name.startswith("fabric-")]
+    assert stack.outputs["fabricVerdict"] == "not run: fabricTest.enabled is false"
+
+
+def test_args_refuse_a_cpu_only_size():
+    with pytest.raises(ValueError, match="no GPUs"):
+        nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_HX176rs"), node_count=2, rdma_mode="shared",
+                             image="x/y:1", all_reduce_args="-b 8", timeout_minutes=10)
+
+
+def test_spec_hash_is_stable_and_order_free():
+    assert nccl_job.spec_hash({"a": 1, "b": [1, 2]}) == nccl_job.spec_hash({"b": [1, 2], "a": 1})
+    assert nccl_job.spec_hash({"a": 1}) != nccl_job.spec_hash({"a": 2})
+
+
+# --- the launcher script ------------------------------------------------------------------------
+def test_launcher_is_valid_bash():
+    subprocess.run(["bash", "-n", str(LAUNCHER)], check=True)
+
+
+@pytest.fixture
+def fake_cluster(tmp_path):
+    """A PATH with stub ssh (answers after SSH_FAILS attempts per host) and mpirun (records argv)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(
+        '#!/usr/bin/env bash\n'
+        'host=""; for a in "$@"; do case "$a" in -o) ;; *=*) ;; true) ;; *) host="$a";; esac; done\n'
+        'n=$(cat "$STUB_DIR/ssh.$host" 2>/dev/null || echo 0); echo $((n+1)) > "$STUB_DIR/ssh.$host"\n'
+        '[ "$n" -ge "${SSH_FAILS:-0}" ]\n'
+    )
+    (bin_dir / "mpirun").write_text(
+        '#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$STUB_DIR/mpirun.args"\n'
+        'cp "$(for a in "$@"; do [ "$prev" = --hostfile ] && echo "$a"; prev="$a"; done)" "$STUB_DIR/hostfile"\n'
+        'echo "#  Avg bus bandwidth    : 0"\nexit "${MPIRUN_EXIT:-0}"\n'
+    )
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return tmp_path
+
+
+def run_launcher(fake_cluster: Path, stack, hosts: int, **extra: str) -> subprocess.CompletedProcess:
+    hostfile = fake_cluster / "mpiworker.host"
+    hostfile.write_text("".join(f"nccl-allreduce-mpiworker-{i}.nccl-allreduce\n" for i in range(hosts)))
+    run_env = {
+        **env(stack),  # exactly what the job sets on the launcher container
+        "PATH": f"{fake_cluster / 'bin'}:{os.environ['PATH']}",
+        "HOSTFILE": str(hostfile),
+        "STUB_DIR": str(fake_cluster),
+        "SSH_POLL_SECONDS": "0",
+        **extra,
+    }
+    return subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
+
+
+def mpirun_args(fake_cluster: Path) -> list[str]:
+    return (fake_cluster / "mpirun.args").read_text().splitlines()
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize("vm_size, nodes", [(A100, 2), (H100, 4)])
+def test_launcher_runs_one_rank_per_gpu(fake_cluster, render, vm_size, nodes):
+    stack = render(ibPool={"vmSize": vm_size, "nodeCount": nodes})
+    gpus = catalog.lookup(vm_size).gpus_per_vm
+    done = run_launcher(fake_cluster, stack, hosts=nodes)
+    assert done.returncode == 0, done.stderr
+    args = mpirun_args(fake_cluster)
+    assert flag(args, "-np") == str(nodes * gpus)
+    assert flag(args, "-npernode") == str(gpus)
+    assert (fake_cluster / "hostfile").read_text().splitlines() == [
+        f"nccl-allreduce-mpiworker-{i}.nccl-allreduce slots={gpus}" for i in range(nodes)
+    ]
+    # the benchmark and its configured arguments close the command line
+    bench = args.index(nccl_job.ALL_REDUCE_BIN)
+    assert args[bench + 1:] == env(stack)["ALL_REDUCE_ARGS"].split()
+    assert flag(args, "--prefix") == nccl_job.MPI_HOME
+
+
+def test_launcher_forwards_the_nccl_environment(fake_cluster, dev):
+    assert run_launcher(fake_cluster, dev, hosts=2).returncode == 0
+    args = mpirun_args(fake_cluster)
+    forwarded = {args[i + 1] for i, a in enumerate(args) if a == "-x"}
+    wanted = {k for k in env(dev) if k.startswith(("NCCL_", "UCX_"))} | {"CUDA_DEVICE_ORDER", "PATH"}
+    assert wanted <= forwarded
+    assert "NCCL_TOPO_FILE" in forwarded and "NCCL_IB_DISABLE" in forwarded
+
+
+def test_launcher_waits_for_a_slow_sshd(fake_cluster, dev):
+    done = run_launcher(fake_cluster, dev, hosts=2, SSH_FAILS="3")
+    assert done.returncode == 0, done.stderr
+    assert (fake_cluster / "ssh.nccl-allreduce-mpiworker-0.nccl-allreduce").read_text().strip() == "4"
+
+
+def test_launcher_gives_up_on_a_dead_worker(fake_cluster, dev):
+    done = run_launcher(fake_cluster, dev, hosts=2, SSH_FAILS="1000000", SSH_WAIT_SECONDS="1")
+    assert done.returncode == 4
+    assert "did not answer within 1s" in done.stderr
+    assert not (fake_cluster / "mpirun.args").exists()
+
+
+def test_launcher_refuses_a_wrong_number_of_workers(fake_cluster, dev):
+    done = run_launcher(fake_cluster, dev, hosts=1)
+    assert done.returncode == 3
+    assert "expected 2 workers" in done.stderr
+
+
+def test_launcher_passes_on_mpiruns_failure(fake_cluster, dev):
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7")
+    assert done.returncode == 7
+    assert "mpirun exited with status 7" in done.stderr
