@@ -411,7 +411,8 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
               f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
-    lines += ["## Time to the first all-reduce (estimate)", ""]
+    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the MPI bandwidth test "
+              "(estimate)", ""]
     target = tl.target or "apply complete (no fabric test job in this stack)"
     lines += [
         f"Target: `{target}`. Durations per resource type come from `offline/durations.py`, each with its source; "
