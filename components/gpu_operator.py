@@ -9,10 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
-from components.namespace import Namespace, NamespaceArgs
+from components.namespace import Namespace
+from components.operator_release import Chart, operator_release
 
-CHART = "gpu-operator"
-CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
+CHART = Chart(name="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 
 # The chart's own default toleration for its DaemonSets (values.yaml daemonsets.tolerations);
 # Helm replaces a list rather than merging it, so it is kept next to the IB pool's.
@@ -63,22 +63,13 @@ class GpuOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:GpuOperator", name, None, opts)
-        self.namespace = Namespace(
-            f"{name}-namespace",
-            NamespaceArgs(namespace_name=args.namespace_name, pod_security="privileged"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name=CHART,
-                chart=CHART,
-                version=args.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
-                namespace=self.namespace.name,
-                values=chart_values(),
-                timeout=args.timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
+        self.namespace, self.release = operator_release(
+            name,
+            self,
+            chart=CHART,
+            version=args.version,
+            namespace_name=args.namespace_name,
+            values=chart_values(),
+            timeout_seconds=args.timeout_seconds,
         )
         self.register_outputs({"release": self.release.status})

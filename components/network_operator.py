@@ -10,10 +10,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
-from components.namespace import Namespace, NamespaceArgs
+from components.namespace import Namespace
+from components.operator_release import Chart, operator_release
 
-CHART = "network-operator"
-CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
+CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
 # The operator reconciles only the policy of this name.
 NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
@@ -153,23 +153,14 @@ class NetworkOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NetworkOperator", name, None, opts)
-        self.namespace = Namespace(
-            f"{name}-namespace",
-            NamespaceArgs(namespace_name=args.namespace_name, pod_security="privileged"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name=CHART,
-                chart=CHART,
-                version=args.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
-                namespace=self.namespace.name,
-                values=chart_values(),
-                timeout=args.timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
+        self.namespace, self.release = operator_release(
+            name,
+            self,
+            chart=CHART,
+            version=args.version,
+            namespace_name=args.namespace_name,
+            values=chart_values(),
+            timeout_seconds=args.timeout_seconds,
         )
         self.policy = k8s.apiextensions.CustomResource(
             f"{name}-policy",

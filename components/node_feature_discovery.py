@@ -9,10 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
-from components.namespace import Namespace, NamespaceArgs
+from components.namespace import Namespace
+from components.operator_release import Chart, operator_release
 
-CHART = "node-feature-discovery"
-CHART_REPO = "https://kubernetes-sigs.github.io/node-feature-discovery/charts"
+CHART = Chart(name="node-feature-discovery", repo="https://kubernetes-sigs.github.io/node-feature-discovery/charts")
 NODE_FEATURE_RULE_API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
 NODE_FEATURE_RULE_NAME = "aks-infiniband-mellanox-ib"
 
@@ -94,23 +94,14 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NodeFeatureDiscovery", name, None, opts)
-        self.namespace = Namespace(
-            f"{name}-namespace",
-            NamespaceArgs(namespace_name=args.namespace_name, pod_security="privileged"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name=CHART,
-                chart=CHART,
-                version=args.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CHART_REPO),
-                namespace=self.namespace.name,
-                values=chart_values(),
-                timeout=args.timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
+        self.namespace, self.release = operator_release(
+            name,
+            self,
+            chart=CHART,
+            version=args.version,
+            namespace_name=args.namespace_name,
+            values=chart_values(),
+            timeout_seconds=args.timeout_seconds,
         )
         self.rule = k8s.apiextensions.CustomResource(
             f"{name}-rule",
