@@ -9,11 +9,13 @@ from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.mpi_bandwidth_job import WORKERS as P2P_NODES
 from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
 from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.volcano import Volcano, VolcanoArgs
+from verify import kinds
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
@@ -81,7 +83,7 @@ volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 
 # 8-9. The fabric test: the NCCL all-reduce job, which alone waits for everything, and the step
 # that collects its result into the outputs below. CPU-only HB/HX sizes get the MPI point-to-point
-# job instead.
+# job instead, collected and judged the same way (in Gb/s rather than GB/s busbw).
 ft = cfg.fabric_test
 fabric_job = fabric_check = None
 if ft.enabled and sku.has_gpus:
@@ -127,6 +129,23 @@ elif ft.enabled:
         ),
         opts=k8s_opts,
     )
+    fabric_check = FabricCheck(
+        "fabric-check",
+        FabricCheckArgs(
+            kind=kinds.P2P,
+            kubeconfig=cluster.kubeconfig,
+            namespace=fabric_job.namespace_name,
+            job_name=fabric_job.job_name,
+            vm_size=sku.vm_size,
+            node_count=P2P_NODES,
+            gpus_per_node=0,
+            timeout_minutes=ft.timeout_minutes,
+            job_spec_sha256=fabric_job.spec_sha256,
+            threshold_gbits=ft.p2p_threshold_gbits,
+            fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+            wait_for=[fabric_job.job],
+        ),
+    )
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
@@ -136,13 +155,17 @@ pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("featureState", feature.state if feature else "not applicable to " + sku.vm_size)
 if not fabric_check:
-    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false" if not fabric_job else (
-        f"not collected in the stack for {sku.vm_size} (no GPUs): read the launcher log of the "
-        f"{fabric_job.namespace_name}/{fabric_job.job_name} job with `python -m verify`"))
-else:
+    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
+elif sku.has_gpus:
     pulumi.export("fabricVerdict", fabric_check.verdict)
     pulumi.export("allReduceMaxBusBwGbps", fabric_check.max_busbw_gbps)
     pulumi.export("allReduceBusBwAtMaxSizeGbps", fabric_check.busbw_at_max_size_gbps)
     pulumi.export("fabricRanks", fabric_check.ranks)
     pulumi.export("ncclVersion", fabric_check.nccl_version)
+    pulumi.export("fabricVerdictReasons", fabric_check.reasons)
+else:
+    pulumi.export("fabricVerdict", fabric_check.verdict)
+    pulumi.export("p2pBandwidthAtMaxSizeGbits", fabric_check.bw_at_max_size_gbits)
+    pulumi.export("p2pMaxBandwidthGbits", fabric_check.max_bw_gbits)
+    pulumi.export("p2pLatencyUs", fabric_check.latency_us)
     pulumi.export("fabricVerdictReasons", fabric_check.reasons)

@@ -212,8 +212,11 @@ SCHEMA: tuple[Key, ...] = (
             Key("timeoutMinutes", "integer", "Deadline of the job and of the wait for its result.", default=60,
                 check=_int_range(5, 720)),
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
-            Key("thresholdGbps", "integer", "Override the catalog's fail threshold (GB/s busbw).",
+            Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
                 default_doc="from the SKU catalog", check=_optional(_int_range(1, 3200))),
+            Key("p2pThresholdGbits", "integer",
+                "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
+                "largest message).", default_doc="from the SKU catalog", check=_optional(_int_range(1, 1600))),
         )),
     Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
         default=30, check=_int_range(1, 120)),
@@ -263,7 +266,8 @@ class FabricTest:
     all_reduce_args: str
     timeout_minutes: int
     fail_on_low_bandwidth: bool
-    threshold_gbps: float | None
+    threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
+    p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
 
 
 @dataclass(frozen=True)
@@ -407,6 +411,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
                 f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
                 f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
             )
+    if values["ibPool"] and values["ibPool"]["vmSize"]:
+        # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
+        sku = catalog.lookup(values["ibPool"]["vmSize"])
+        wrong, right, test = (("p2pThresholdGbits", "thresholdGbps", "the NCCL all-reduce, judged in GB/s busbw")
+                              if sku.has_gpus else
+                              ("thresholdGbps", "p2pThresholdGbits", "MPI point to point, judged in Gb/s (bits)"))
+        if ft_cfg.get(wrong) is not None:
+            problems.append(f"{prefix}fabricTest.{wrong}: got {ft_cfg[wrong]}; on {sku.vm_size} the fabric test is "
+                            f"{test}: set fabricTest.{right} instead")
     if problems:
         raise ConfigError(problems)
 
@@ -426,7 +439,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         fabric_test=FabricTest(
             enabled=ft["enabled"], image=ft["image"], all_reduce_args=ft["allReduceArgs"],
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
-            threshold_gbps=ft["thresholdGbps"],
+            threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),

@@ -1,6 +1,10 @@
 """Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
 turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
 
+Both fabric tests go through it: `kind` "nccl" (the all-reduce on GPU sizes, judged in GB/s busbw)
+and "p2p" (osu_bw / osu_latency between two CPU-only HB / HX nodes, judged in Gb/s); the kind is on
+the command line as `--kind p2p` (nccl is the collector's default, so the GPU command is unchanged).
+
 The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
 the project directory (relative paths only: an absolute path would differ between checkouts and
 show as a diff in every other user's preview). The kubeconfig reaches it as the secret environment
@@ -20,6 +24,8 @@ from typing import Any
 import pulumi
 import pulumi_command as command
 
+from verify import kinds
+
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
 KUBECONFIG_ENV = "KUBECONFIG_CONTENT"
 # The collector waits a little longer than the job's own deadline, so that it reports the job's
@@ -35,15 +41,28 @@ class FabricCheckArgs:
     namespace: str
     job_name: str
     vm_size: str
-    node_count: int
-    gpus_per_node: int
+    node_count: int  # the nodes the job spans (the p2p job: always its 2 workers)
+    gpus_per_node: int  # 0 for the p2p job
     timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes)
     job_spec_sha256: str  # re-run the collection exactly when the job is replaced
-    threshold_gbps: float | None = None  # None: the catalog's threshold for the size
+    threshold_gbps: float | None = None  # nccl: GB/s busbw; None: the catalog's threshold for the size
     fail_on_low_bandwidth: bool = False
     # What the command waits for: the fabric test job. Passed to the Command itself (a
     # component's depends_on is not inherited by its children).
     wait_for: Sequence[pulumi.Resource] = ()
+    kind: str = kinds.NCCL  # kinds.KINDS: which test the job runs, so how its log is judged
+    threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
+
+    def __post_init__(self) -> None:
+        if self.kind not in kinds.KINDS:
+            raise ValueError(f"kind: got {self.kind!r}; expected one of {', '.join(kinds.KINDS)}")
+        if self.kind == kinds.P2P and (self.threshold_gbps is not None or self.gpus_per_node):
+            raise ValueError(f"kind p2p: got threshold_gbps={self.threshold_gbps!r}, gpus_per_node="
+                             f"{self.gpus_per_node}; a point-to-point test has no GPU and is judged in Gb/s "
+                             f"(threshold_gbits)")
+        if self.kind == kinds.NCCL and self.threshold_gbits is not None:
+            raise ValueError(f"kind nccl: got threshold_gbits={self.threshold_gbits!r}; an all-reduce is judged "
+                             f"in GB/s busbw (threshold_gbps)")
 
     @property
     def collect_timeout_minutes(self) -> int:
@@ -56,16 +75,20 @@ def _number(n: float) -> str:
 
 def collect_command(args: FabricCheckArgs) -> str:
     """The command line (no secrets: the kubeconfig is in the environment)."""
+    p2p = args.kind == kinds.P2P
     argv = [
         PYTHON, "-m", "verify", "collect",
+        *(["--kind", kinds.P2P] if p2p else []),
         "--namespace", args.namespace,
         "--job", args.job_name,
         "--sku", args.vm_size,
-        "--nodes", str(args.node_count),
+        *([] if p2p else ["--nodes", str(args.node_count)]),  # p2p: always two nodes
         "--timeout-minutes", str(args.collect_timeout_minutes),
     ]
     if args.threshold_gbps is not None:
         argv += ["--threshold-gbps", _number(args.threshold_gbps)]
+    if args.threshold_gbits is not None:
+        argv += ["--threshold-gbits", _number(args.threshold_gbits)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
     argv.append("--json")
@@ -85,6 +108,10 @@ class FabricResult:
     gpus_per_node: int | None = None
     nccl_version: str | None = None
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    # p2p (`python -m verify` JSON keys of the same names): Gb/s and microseconds
+    bw_at_max_size_gbits: float | None = None
+    max_bw_gbits: float | None = None
+    latency_us: float | None = None
 
     def ranks_text(self, expected_nodes: int, gpus_per_node: int) -> str:
         expected = f"{expected_nodes} nodes x {gpus_per_node} GPUs = {expected_nodes * gpus_per_node} ranks"
@@ -135,14 +162,18 @@ def parse_result(stdout: str | None) -> FabricResult:
         gpus_per_node=_int(doc.get("gpus_per_node")),
         nccl_version=doc.get("nccl_version") if isinstance(doc.get("nccl_version"), str) else None,
         reasons=tuple(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else (str(reasons),),
+        bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
+        max_bw_gbits=_float(doc.get("max_bw_gbits")),
+        latency_us=_float(doc.get("latency_us")),
     )
 
 
 class FabricCheck(pulumi.ComponentResource):
     """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
 
-    Outputs: `verdict`, `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`, `nccl_version`,
-    `reasons`; each says PENDING / None until a run has produced it.
+    Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
+    `nccl_version`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
+    None until a run has produced it.
     """
 
     collect: command.local.Command
@@ -153,6 +184,9 @@ class FabricCheck(pulumi.ComponentResource):
     ranks: pulumi.Output[str]
     nccl_version: pulumi.Output[str]
     reasons: pulumi.Output[list[str]]
+    bw_at_max_size_gbits: pulumi.Output[float | None]
+    max_bw_gbits: pulumi.Output[float | None]
+    latency_us: pulumi.Output[float | None]
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
@@ -179,9 +213,17 @@ class FabricCheck(pulumi.ComponentResource):
         self.verdict = self.result.apply(lambda r: r.verdict)
         self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
         self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
-        self.ranks = self.result.apply(lambda r: r.ranks_text(args.node_count, args.gpus_per_node))
+        self.ranks = self.result.apply(
+            lambda r: f"not counted: point to point, one rank on each of {args.node_count} nodes"
+            if args.kind == kinds.P2P else r.ranks_text(args.node_count, args.gpus_per_node)
+        )
         self.nccl_version = self.result.apply(
             lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")
         )
         self.reasons = self.result.apply(lambda r: list(r.reasons))
-        self.register_outputs({"verdict": self.verdict, "max_busbw_gbps": self.max_busbw_gbps})
+        self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
+        self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
+        self.latency_us = self.result.apply(lambda r: r.latency_us)
+        figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
+                   if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
+        self.register_outputs({"verdict": self.verdict, **figures})

@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import dev_config
 
+import stack_config
 from components import fabric_check
 from components.fabric_check import PENDING, parse_result
 from offline import mocks
@@ -189,3 +191,35 @@ def test_verify_cli_accepts_every_flag_the_step_passes(render):
     assert done.returncode == 0, done.stderr
     for flag in (a for a in argv(stack) if a.startswith("--")):
         assert flag in done.stdout, f"verify collect has no {flag}"
+
+
+def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
+    """The GPU stack's command is what it was before the p2p kind existed: nccl is the collector's
+    default, so no --kind, and the all-reduce's node count."""
+    job = dev.one(JOB, "fabric-test-job")
+    assert argv(dev) == [
+        ".venv/bin/python", "-m", "verify", "collect",
+        "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
+        "--sku", dev.outputs["vmSize"], "--nodes", str(dev.outputs["nodeCount"]),
+        "--timeout-minutes", str(stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
+                                 + fabric_check.COLLECT_MARGIN_MINUTES),
+        "--json",
+    ]
+    assert not [k for k in dev.outputs if k.startswith("p2p")]
+
+
+def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
+    """The contract with `verify/` for the CPU-only kind: its --json output on a published HBv3 run."""
+    from tests.test_osu_perftest import HBV3_BW, raw_rows
+
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "report", str(HBV3_BW), "--sku", "Standard_HB120rs_v3", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    r = parse_result(done.stdout)
+    rows = raw_rows(HBV3_BW)
+    assert r.bw_at_max_size_gbits == pytest.approx(float(rows[max(rows)][0]) * 8 / 1000, abs=0.01)
+    assert r.max_bw_gbits == pytest.approx(max(float(v[0]) for v in rows.values()) * 8 / 1000, abs=0.01)
+    assert r.latency_us is None  # osu_bw alone: no latency table
+    assert r.verdict == "PASS" and r.max_busbw_gbps is None and r.nccl_version is None

@@ -4,15 +4,24 @@ all, and its fabric test is the MPI point-to-point Volcano job, which passes the
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import catalog
 import fabric
+from components import fabric_check
+from components.fabric_check import PENDING, FabricCheckArgs, parse_result
 from components.mpi_bandwidth_job import OSU_DIR, WORKERS, MpiBandwidthJobArgs
 from offline import engine
+from verify import collect as collect_mod
+from verify import kinds
+
+ROOT = Path(__file__).resolve().parent.parent
 
 JOB_TYPE = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 HB = "Standard_HB176rs_v4"
@@ -118,3 +127,102 @@ def test_launcher_script_is_valid_bash():
     from components.mpi_bandwidth_job import LAUNCHER_SCRIPT
 
     subprocess.run(["bash", "-n", str(LAUNCHER_SCRIPT)], check=True)
+
+
+# --- row 9 on CPU-only sizes: the collect step judges the p2p job --------------------------------
+COMMAND = "command:local:Command"
+COLLECT = "fabric-check-collect"
+CHECK_TYPE = "aks-infiniband:verify:FabricCheck"
+
+
+def _collect_argv(r: engine.Rendering) -> list[str]:
+    return shlex.split(r.one(COMMAND, COLLECT).inputs["create"])
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
+    check, collect, job = hb.one(CHECK_TYPE, "fabric-check"), hb.one(COMMAND, COLLECT), _job(hb)
+    assert collect.parent == check.urn
+    assert hb.depends_on(collect, job)
+    args = _collect_argv(hb)
+    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert _option(args, "--kind") == kinds.P2P
+    assert _option(args, "--namespace") == job.inputs["metadata"]["namespace"]
+    assert _option(args, "--job") == job.inputs["metadata"]["name"]
+    assert _option(args, "--sku") == HB
+    # a point-to-point result is judged in Gb/s and spans two nodes: no GB/s threshold, no --nodes
+    assert "--nodes" not in args and "--threshold-gbps" not in args and "--threshold-gbits" not in args
+    # the collector looks for the launcher under the task name the p2p job gives it
+    assert collect_mod.LAUNCHER_TASK in _tasks(hb)
+
+
+def test_hb_collect_trigger_is_the_p2p_jobs_spec_hash(hb):
+    from components.nccl_job import spec_hash
+    from tests.schema_checks import as_api
+
+    job = as_api(_job(hb).inputs)
+    meta = job["metadata"]
+    assert hb.one(COMMAND, COLLECT).inputs["triggers"] == [
+        spec_hash({"namespace": meta["namespace"], "name": meta["name"], "spec": job["spec"]})]
+
+
+def test_hb_outputs_are_pending_offline_never_a_number(hb):
+    assert hb.outputs["fabricVerdict"] == PENDING
+    assert hb.outputs["fabricVerdictReasons"] == ["the collect step has produced no result yet"]
+    for key in ("p2pBandwidthAtMaxSizeGbits", "p2pMaxBandwidthGbits", "p2pLatencyUs"):
+        assert key in hb.outputs and hb.outputs[key] is None, key
+    # the all-reduce's outputs belong to GPU sizes only
+    assert not [k for k in hb.outputs if k.startswith("allReduce") or k in ("ncclVersion", "fabricRanks")]
+
+
+def test_hb_threshold_and_fail_switch_reach_the_command(render):
+    args = _collect_argv(render(ibPool={"vmSize": HB}, fabricTest={"p2pThresholdGbits": 350,
+                                                                   "failOnLowBandwidth": True}))
+    assert _option(args, "--threshold-gbits") == "350" and "--fail-on-low-bandwidth" in args
+    assert "--threshold-gbps" not in args
+
+
+def test_hb_no_collect_step_when_the_test_is_disabled(render):
+    r = render(ibPool={"vmSize": HB}, fabricTest={"enabled": False})
+    assert r.of_type(CHECK_TYPE) == [] and r.outputs["fabricVerdict"].startswith("not run")
+    assert "p2pBandwidthAtMaxSizeGbits" not in r.outputs
+
+
+def test_fabric_check_args_refuse_the_other_kinds_threshold_and_gpus():
+    base = dict(kubeconfig="k", namespace="fabric-test", job_name="mpi-p2p", vm_size=HB, node_count=WORKERS,
+                gpus_per_node=0, timeout_minutes=60, job_spec_sha256="0" * 64, kind=kinds.P2P)
+    FabricCheckArgs(**base)  # the control: valid as __main__ builds it
+    for bad in ({"threshold_gbps": 50.0}, {"gpus_per_node": 8}, {"kind": "osu"}):
+        with pytest.raises(ValueError):
+            FabricCheckArgs(**{**base, **bad})
+    with pytest.raises(ValueError, match="GB/s"):
+        FabricCheckArgs(**{**base, "kind": kinds.NCCL, "gpus_per_node": 8, "threshold_gbits": 150.0})
+
+
+def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render):
+    """End to end, offline: the command line the HB stack renders, run as the Pulumi step runs it
+    (kubeconfig only in the environment) against the fake API serving a real two-VM HBv3 log; its
+    stdout read by the stack's own parse_result. The figure is the one the fixture's last row gives."""
+    from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
+    from tests.test_verify_collect import FakeKube
+
+    hbv3 = "Standard_HB120rs_v3"
+    stack = render(ibPool={"vmSize": hbv3})
+    args, job = _collect_argv(stack), _job(stack)
+    assert args[0] == fabric_check.PYTHON
+    args = [sys.executable, *args[1:], "--poll-seconds", "0.05"]
+    log = HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
+    with FakeKube(["Running", "Completed"], log, namespace=job.inputs["metadata"]["namespace"],
+                  job=job.inputs["metadata"]["name"]) as kube:
+        env = {fabric_check.KUBECONFIG_ENV: kube.kubeconfig(), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = parse_result(done.stdout)
+    rows = raw_rows(HBV3_BW)
+    assert result.verdict == "PASS"
+    assert result.bw_at_max_size_gbits == round(float(rows[max(rows)][0]) * 8 / 1000, 2)
+    assert result.latency_us == round(float(raw_rows(HBV3_LAT)[1][0]), 2)
+    assert result.busbw_at_max_size_gbps is None  # not an all-reduce

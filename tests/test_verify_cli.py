@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import catalog
+from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, PT_BW, raw_rows
+from verify import p2p
+
 ROOT = Path(__file__).resolve().parent.parent
 AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
 H200_FILE = "h200x2_single-node_nccl-tests-2.19.6_8B-8G.txt"
@@ -102,3 +106,106 @@ def test_plot_is_a_deterministic_png(reference, tmp_path):
     assert len(data) > 10_000
     assert b"Software" not in data  # no matplotlib version stamped into the file
     assert data == paths[1].read_bytes()
+
+
+# --- point-to-point logs (CPU-only HB / HX): OSU and perftest, auto-detected ------------------------
+# Expected figures are read from the fixture rows (raw value x the tool's unit factor), never typed in.
+HBV3 = "Standard_HB120rs_v3"
+# the keys the NCCL and the p2p JSON share (same name, same meaning)
+CORE_KEYS = {"kind", "verdict", "reasons", "max_size_bytes", "sku", "plot"}
+
+
+@pytest.fixture
+def hbv3_log(tmp_path) -> Path:
+    """What the p2p launcher prints: osu_bw, then osu_latency, in one log."""
+    log = tmp_path / "mpi-p2p-launcher.log"
+    log.write_text(HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text())
+    return log
+
+
+def test_report_osu_log_json_figures_come_from_the_rows(hbv3_log):
+    p = run("report", str(hbv3_log), "--sku", HBV3, "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    bw, lat = raw_rows(HBV3_BW), raw_rows(HBV3_LAT)
+    assert CORE_KEYS <= set(out) and out["kind"] == "p2p" and out["sku"] == HBV3
+    assert out["tool"] == "osu_bw" and out["unit"] == "Gb/s"
+    assert out["max_size_bytes"] == max(bw)
+    assert out["bw_at_max_size_gbits"] == round(float(bw[max(bw)][0]) * 8 / 1000, 2)  # OSU MB/s = 10^6 B/s
+    assert out["max_bw_gbits"] == round(max(float(v[0]) for v in bw.values()) * 8 / 1000, 2)
+    assert out["latency_us"] == round(float(lat[1][0]), 2) and out["latency_size_bytes"] == 1
+    expect = catalog.lookup(HBV3).p2p
+    assert (out["threshold_gbits"], out["line_rate_gbits"]) == (expect.threshold_gbits, expect.baseline_gbits)
+    assert out["verdict"] == ("PASS" if out["bw_at_max_size_gbits"] >= expect.threshold_gbits else "FAIL")
+    assert out["plot"] is None
+
+
+def test_report_perftest_log_judges_the_bw_average_column():
+    p = run("report", str(PT_BW), "--sku", HBV3, "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    rows = raw_rows(PT_BW)
+    assert out["kind"] == "p2p" and out["tool"] == "ib_write_bw" and out["max_size_bytes"] == max(rows)
+    assert out["bw_at_max_size_gbits"] == round(float(rows[max(rows)][2]), 2)  # #iterations, peak, AVERAGE
+    assert out["latency_us"] is None
+
+
+def test_report_osu_table_names_the_verdict_and_the_tools(hbv3_log):
+    p = run("report", str(hbv3_log), "--sku", HBV3)
+    assert p.returncode == 0, p.stderr
+    assert "osu_bw" in p.stdout and "osu_latency" in p.stdout
+    assert p.stdout.splitlines()[-2].startswith("VERDICT: ")
+
+
+def test_p2p_threshold_is_in_gbits_and_changes_the_verdict():
+    rows = raw_rows(AKS_DROP)  # bandwidth falls at the largest message: FAIL against the catalog
+    judged = float(rows[max(rows)][0]) * 8 / 1000
+    assert json.loads(run("report", str(AKS_DROP), "--sku", HBV3, "--json").stdout)["verdict"] == "FAIL"
+    below = f"{judged - 1:.2f}"
+    out = json.loads(run("report", str(AKS_DROP), "--sku", HBV3, "--threshold-gbits", below, "--json").stdout)
+    assert out["verdict"] == "PASS" and out["threshold_gbits"] == float(below)
+    above = json.loads(run("report", str(AKS_DROP), "--sku", HBV3, "--threshold-gbits", f"{judged + 1:.2f}",
+                           "--json").stdout)
+    assert above["verdict"] == "FAIL"
+
+
+def test_the_other_kinds_threshold_is_refused_not_converted(hbv3_log, reference):
+    p = run("report", str(hbv3_log), "--sku", HBV3, "--threshold-gbps", "24")
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    assert "--threshold-gbits" in p.stderr and "GB/s" in p.stderr
+    p = run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+            "--threshold-gbits", "180")
+    assert p.returncode == 2 and "--threshold-gbps" in p.stderr
+
+
+def test_p2p_needs_a_known_sku_and_two_nodes(hbv3_log):
+    for extra, says in ((), "--sku is required"), (("--sku", "Standard_X1"), "not an InfiniBand-capable size"), \
+                       (("--sku", HBV3, "--nodes", "3"), "spans 2 nodes"):
+        p = run("report", str(hbv3_log), *extra)
+        assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert run("report", str(hbv3_log), "--sku", HBV3, "--nodes", "2").returncode == 0
+
+
+def test_kind_can_be_forced(hbv3_log):
+    p = run("report", str(hbv3_log), "--kind", "nccl", "--sku", HBV3)
+    assert p.returncode == 2 and "Traceback" not in p.stderr  # an OSU log holds no nccl-tests table
+    assert json.loads(run("report", "-", "--kind", "p2p", "--sku", HBV3, "--json",
+                          stdin=hbv3_log.read_text()).stdout)["kind"] == "p2p"
+
+
+def test_nccl_json_says_its_kind(reference):
+    out = json.loads(run("report", str(reference / "nccl-tests" / AZURE), "--json").stdout)
+    assert out["kind"] == "nccl" and p2p.detect((reference / "nccl-tests" / AZURE).read_text()) is None
+
+
+def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
+    pytest.importorskip("matplotlib")
+    pngs = []
+    for name in ("a.png", "b.png"):
+        out = tmp_path / name
+        p = run("report", str(hbv3_log), "--sku", HBV3, "--plot", str(out), "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["plot"] == str(out)
+        pngs.append(out.read_bytes())
+    assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
+    assert b"Software" not in pngs[0] and pngs[0] == pngs[1]

@@ -14,6 +14,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
+import catalog
+from components.mpi_bandwidth_job import MpiBandwidthJobArgs
+from components.nccl_job import MASTER_TASK
+from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect
 
@@ -25,10 +29,15 @@ PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
 
 
 class FakeKube:
-    """Job phases served in order (the last one repeats), one launcher pod, its log."""
+    """Job phases served in order (the last one repeats), one launcher pod, its log. `namespace` and
+    `job` name the one Volcano Job it knows (the NCCL job by default; the p2p tests pass theirs)."""
 
-    def __init__(self, phases: list[str], log: str, *, pods: bool = True, job_exists: bool = True):
+    def __init__(self, phases: list[str], log: str, *, pods: bool = True, job_exists: bool = True,
+                 namespace: str = NS, job: str = JOB):
         self.phases, self.log, self.pods, self.job_exists = list(phases), log, pods, job_exists
+        self.namespace, self.job = namespace, job
+        self.job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{job}"
+        self.pods_path = f"/api/v1/namespaces/{namespace}/pods"
         self.requests: list[tuple[str, dict, str | None]] = []
         fake = self
 
@@ -50,28 +59,29 @@ class FakeKube:
                 fake.requests.append((url.path, query, self.headers.get("Authorization")))
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
-                if url.path == JOB_PATH:
+                if url.path == fake.job_path:
                     if not fake.job_exists:
                         return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     phase = fake.phases.pop(0) if len(fake.phases) > 1 else fake.phases[0]
                     return self._send(200, {
                         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                        "metadata": {"name": JOB, "namespace": NS},
+                        "metadata": {"name": fake.job, "namespace": fake.namespace},
                         "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
                                    "succeeded": 3 if phase == "Completed" else 0},
                     })
-                if url.path == PODS_PATH:
+                if url.path == fake.pods_path:
                     items = []
                     if fake.pods:
                         items = [
-                            {"metadata": {"name": f"{JOB}-mpimaster-0", "namespace": NS,
+                            {"metadata": {"name": f"{fake.job}-mpimaster-0", "namespace": fake.namespace,
                                           "creationTimestamp": "2026-01-01T00:00:00Z",
-                                          "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": "mpimaster"}},
+                                          "labels": {"volcano.sh/job-name": fake.job,
+                                                     "volcano.sh/task-spec": "mpimaster"}},
                              "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
                              "status": {"phase": "Succeeded"}},
                         ]
                     return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
-                if url.path == f"{PODS_PATH}/{JOB}-mpimaster-0/log":
+                if url.path == f"{fake.pods_path}/{fake.job}-mpimaster-0/log":
                     return self._send(200, fake.log, content_type="text/plain")
                 return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
 
@@ -246,3 +256,70 @@ def test_a_transient_api_error_during_the_wait_is_retried(azure_log, monkeypatch
     captured = capsys.readouterr()
     assert "503 Service Unavailable (attempt 1 of 5; retrying)" in captured.err
     assert json.loads(captured.out)["verdict"] == "PASS"
+
+
+# --- --kind p2p: the CPU-only job's launcher log (osu_bw then osu_latency) ---------------------------
+P2P_NS, P2P_JOB = MpiBandwidthJobArgs.namespace_name, MpiBandwidthJobArgs.job_name  # as the component names them
+HBV3 = "Standard_HB120rs_v3"
+
+
+@pytest.fixture
+def p2p_log() -> str:
+    return HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
+
+
+def p2p_argv(*extra: str) -> list[str]:
+    return ["collect", "--kind", "p2p", "--namespace", P2P_NS, "--job", P2P_JOB, "--sku", HBV3,
+            "--poll-seconds", "0.05", "--json", *extra]
+
+
+def test_p2p_collect_reads_the_p2p_launcher_and_judges_in_gbits(p2p_log, monkeypatch, capsys):
+    with FakeKube(["Running", "Completed"], p2p_log, namespace=P2P_NS, job=P2P_JOB) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(p2p_argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    bw, lat = raw_rows(HBV3_BW), raw_rows(HBV3_LAT)
+    assert out["kind"] == "p2p" and out["tool"] == "osu_bw" and out["sku"] == HBV3
+    assert out["max_size_bytes"] == max(bw)
+    assert out["bw_at_max_size_gbits"] == round(float(bw[max(bw)][0]) * 8 / 1000, 2)
+    assert out["latency_us"] == round(float(lat[1][0]), 2)
+    assert out["verdict"] == "PASS" and out["threshold_gbits"] == catalog.lookup(HBV3).p2p.threshold_gbits
+    assert out["job"] == P2P_JOB and out["job_phase"] == "Completed" and out["pod"] == f"{P2P_JOB}-mpimaster-0"
+    # the launcher of the p2p job is found by the task name that job gives it
+    pod_lists = [q for path, q, _ in kube.requests if path == kube.pods_path]
+    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={P2P_JOB},volcano.sh/task-spec={MASTER_TASK}"}]
+
+
+def test_p2p_low_bandwidth_fails_with_the_threshold_in_gbits(monkeypatch, capsys):
+    log = AKS_DROP.read_text()  # bandwidth falls at the largest message
+    with FakeKube(["Completed"], log, namespace=P2P_NS, job=P2P_JOB) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(p2p_argv("--fail-on-low-bandwidth"))
+    captured = capsys.readouterr()
+    assert code == 1
+    out = json.loads(captured.out)
+    assert out["verdict"] == "FAIL" and any("Gb/s" in r and "below the threshold" in r for r in out["reasons"])
+    assert "point to point" in captured.err and out["log_tail"][-1] in captured.err
+
+
+def test_p2p_failed_job_with_no_table_is_a_fail_naming_the_tools(monkeypatch, capsys):
+    log = "[mpi-p2p-launcher 10:00:00] error: worker mpi-p2p-mpiworker-1: sshd did not answer within 600s\n"
+    with FakeKube(["Running", "Failed"], log, namespace=P2P_NS, job=P2P_JOB) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(p2p_argv()) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "p2p" and out["verdict"] == "FAIL" and out["job_phase"] == "Failed"
+    assert any("Failed" in r for r in out["reasons"]) and any("osu_bw" in r for r in out["reasons"])
+
+
+def test_p2p_wrong_unit_or_missing_nodes_stop_before_any_request(p2p_log, monkeypatch, capsys):
+    with FakeKube(["Completed"], p2p_log, namespace=P2P_NS, job=P2P_JOB) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(p2p_argv("--threshold-gbps", "24")) == 2
+        assert "--threshold-gbits" in capsys.readouterr().err
+        nccl_without_nodes = ["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--json"]
+        assert cli.main(nccl_without_nodes) == 2
+        assert "--nodes is required" in capsys.readouterr().err
+    assert kube.requests == []

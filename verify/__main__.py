@@ -1,5 +1,12 @@
 """python -m verify report LOG ... | python -m verify collect ...
 
+Two kinds of result (verify/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
+GB/s of bus bandwidth) and `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
+nodes, judged in Gb/s of link bandwidth). `report` detects the kind from the log; `collect` is told
+it (`--kind`, default nccl), because it knows which job it waits for. Each kind has its own threshold
+flag with its unit in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing
+the other kind's flag is an error, never a silent conversion.
+
 Exit codes: 0 = a result was read and judged (whatever the verdict, unless --fail-on-low-bandwidth);
 1 = verdict FAIL with --fail-on-low-bandwidth; 2 = no result: unreadable/garbage input, timeout,
 Kubernetes API error, bad arguments. Errors are one line on stderr, never a traceback.
@@ -10,13 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+import catalog
 from verify import collect as collect_mod
-from verify.nccl import ParseError, parse, parse_file
+from verify import kinds, p2p
+from verify.nccl import ParseError, parse
 from verify.report import summary, table
 from verify.verdict import Verdict, judge
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+P2P_NODES = 2  # a point-to-point result: one rank on each of two nodes
 
 
 def _positive_int(text: str) -> int:
@@ -33,24 +44,40 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _judging_args(p: argparse.ArgumentParser, *, required: bool) -> None:
-    p.add_argument("--sku", required=required, help="VM size, e.g. Standard_ND96asr_v4 (the catalog's baseline)")
-    p.add_argument("--nodes", type=_positive_int, required=required,
-                   help="nodes the run was meant to span" + ("" if required else " (default: the hosts the log names)"))
-    p.add_argument("--threshold-gbps", type=_positive_float, help="override the catalog's FAIL threshold (GB/s busbw)")
-    p.add_argument("--plot", metavar="OUT.png", help="also write a PNG of busbw against message size")
+def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
+    p.add_argument("--sku", required=collect,
+                   help="VM size, e.g. Standard_ND96asr_v4 or Standard_HB176rs_v4 (the catalog's expectation)")
+    p.add_argument("--nodes", type=_positive_int,
+                   help="nccl: nodes the run was meant to span" + (" (required)" if collect else
+                                                                   " (default: the hosts the log names)")
+                   + f"; p2p: always {P2P_NODES}, may be omitted")
+    p.add_argument("--threshold-gbps", type=_positive_float,
+                   help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth")
+    p.add_argument("--threshold-gbits", type=_positive_float,
+                   help="p2p only: override the catalog's FAIL threshold, in Gb/s (gigaBITS/s) of link bandwidth "
+                        "at the largest message")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="also write a PNG of bandwidth against message size (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m verify", description="Read and judge an nccl-tests result.")
+    parser = argparse.ArgumentParser(
+        prog="python -m verify",
+        description="Read and judge a fabric test: nccl-tests (GPU sizes) or OSU / perftest (CPU-only sizes).")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    rep = sub.add_parser("report", help="parse an nccl-tests log (text or -J JSON) and judge it")
+    rep = sub.add_parser("report", help="parse a saved log (nccl-tests text or -J JSON, OSU, perftest) and judge it")
     rep.add_argument("log", help="the log file ('-' for stdin)")
-    _judging_args(rep, required=False)
+    rep.add_argument("--kind", choices=("auto", *kinds.KINDS), default="auto",
+                     help="what the log holds (default %(default)s: p2p when it has an OSU or perftest table, "
+                          "else nccl)")
+    _judging_args(rep, collect=False)
 
     col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it")
+    col.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL,
+                     help="which test the job runs: nccl (all-reduce, GPU sizes) or p2p (osu_bw / osu_latency, "
+                          "CPU-only sizes); default %(default)s")
     col.add_argument("--namespace", required=True)
     col.add_argument("--job", required=True, help="the Volcano Job's name")
     col.add_argument("--task", default=collect_mod.LAUNCHER_TASK, help="the launcher task (default %(default)s)")
@@ -61,8 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
                      help="status poll interval (default %(default)s)")
     col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
-    _judging_args(col, required=True)
+    _judging_args(col, collect=True)
     return parser
+
+
+def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
+    """The flags that do not apply to `kind`, as an error message (None: all good). Thresholds are in
+    different units (GB/s busbw vs Gb/s link): the wrong one is refused, never converted."""
+    if kind == kinds.P2P:
+        if args.threshold_gbps is not None:
+            return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
+                    f"perftest) result is judged in Gb/s: use --threshold-gbits (e.g. {args.threshold_gbps * 8:g} "
+                    f"for {args.threshold_gbps:g} GB/s)")
+        if args.nodes is not None and args.nodes != P2P_NODES:
+            return f"--nodes {args.nodes}: a point-to-point result spans {P2P_NODES} nodes (omit --nodes)"
+        if not args.sku:
+            return "--sku is required to judge a point-to-point result (the link rate comes from the catalog)"
+        try:
+            catalog.lookup(args.sku)
+        except KeyError as exc:
+            return f"--sku: {exc.args[0]}"
+        return None
+    if args.threshold_gbits is not None:
+        return ("--threshold-gbits is the point-to-point threshold in Gb/s; an nccl-tests result is judged in "
+                "GB/s of bus bandwidth: use --threshold-gbps")
+    if args.command == "collect" and args.nodes is None:
+        return "--nodes is required with --kind nccl (the nodes the all-reduce was meant to span)"
+    return None
 
 
 def _error(message: str) -> int:
@@ -78,9 +130,28 @@ def _plot(result, judgement, path: str | None) -> str | None:
     return str(write_png(result, judgement, path))
 
 
+def _read_log(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def _report(args: argparse.Namespace) -> int:
     try:
-        result = parse(sys.stdin.read()) if args.log == "-" else parse_file(args.log)
+        text = _read_log(args.log)
+    except ParseError as exc:
+        return _error(str(exc))
+    kind = args.kind if args.kind != "auto" else (kinds.P2P if p2p.detect(text) else kinds.NCCL)
+    problem = _check_kind_args(args, kind)
+    if problem:
+        return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem)
+    if kind == kinds.P2P:
+        return _report_p2p(args, text)
+    try:
+        result = parse(text)
     except ParseError as exc:
         return _error(f"{args.log}: {exc}")
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps)
@@ -96,7 +167,67 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report_p2p(args: argparse.Namespace, text: str) -> int:
+    try:
+        series = p2p.parse(text)
+    except p2p.ParseError as exc:
+        return _error(f"{args.log}: {exc}")
+    verdict = p2p.judge(series, args.sku, threshold_gbits=args.threshold_gbits)
+    plot = str(p2p.plot(verdict, args.plot)) if args.plot else None
+    if args.json:
+        print(json.dumps({**verdict.as_dict(), "plot": plot}, indent=2))
+    else:
+        print(p2p.table(verdict), end="")
+        if plot:
+            print(f"plot: {plot}")
+    return EXIT_OK
+
+
+def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
+    try:
+        result = parse(log)
+    except ParseError as exc:
+        out = {
+            "kind": kinds.NCCL,
+            "verdict": Verdict.FAIL.value,
+            "reasons": ([job_failed] if job_failed else []) + [f"the launcher log holds no nccl-tests result: {exc}"],
+            "sku": args.sku,
+            "nodes": args.nodes,
+        }
+        return out, _verdict_text(out)
+    judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
+                      job_failed=job_failed)
+    out = summary(result, judgement)
+    out["plot"] = _plot(result, judgement, args.plot)
+    return out, table(result, judgement)
+
+
+def _judge_collected_p2p(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
+    try:
+        series = p2p.parse(log)
+    except p2p.ParseError as exc:
+        out = {
+            "kind": kinds.P2P,
+            "verdict": Verdict.FAIL.value,
+            "reasons": ([job_failed] if job_failed else [])
+            + [f"the launcher log holds no point-to-point result: {exc}"],
+            "sku": args.sku,
+        }
+        return out, _verdict_text(out)
+    verdict = p2p.judge(series, args.sku, threshold_gbits=args.threshold_gbits, job_failed=job_failed)
+    out = verdict.as_dict()
+    out["plot"] = str(p2p.plot(verdict, args.plot)) if args.plot else None
+    return out, p2p.table(verdict)
+
+
+def _verdict_text(out: dict) -> str:
+    return f"VERDICT: {out['verdict']}\n" + "".join(f"  - {r}\n" for r in out["reasons"])
+
+
 def _collect(args: argparse.Namespace) -> int:
+    problem = _check_kind_args(args, args.kind)
+    if problem:  # before waiting up to an hour for the job
+        return _error(problem)
     try:
         got = collect_mod.collect(
             args.namespace,
@@ -112,31 +243,17 @@ def _collect(args: argparse.Namespace) -> int:
     if got.phase in collect_mod.FAILED_PHASES:
         job_failed = f"Volcano job phase {got.phase}" + (f" ({got.job_message})" if got.job_message else "")
     log_tail = collect_mod.tail(got.log)
-    try:
-        result = parse(got.log)
-    except ParseError as exc:
-        out = {
-            "verdict": Verdict.FAIL.value,
-            "reasons": ([job_failed] if job_failed else []) + [f"the launcher log holds no nccl-tests result: {exc}"],
-            "sku": args.sku,
-            "nodes": args.nodes,
-        }
-        judgement = result = None
-    else:
-        judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
-                          job_failed=job_failed)
-        out = summary(result, judgement)
-        out["plot"] = _plot(result, judgement, args.plot)
+    judged = _judge_collected_p2p if args.kind == kinds.P2P else _judge_collected_nccl
+    out, text = judged(args, got.log, job_failed)
     out.update({"namespace": args.namespace, "job": args.job, "job_phase": got.phase, "pod": got.pod,
                 "log_tail": log_tail})
     if args.json:
         print(json.dumps(out, indent=2))
-    elif result is not None and judgement is not None:
-        print(table(result, judgement), end="")
     else:
-        print(f"VERDICT: {out['verdict']}\n" + "\n".join(f"  - {r}" for r in out["reasons"]))
+        print(text, end="")
     if args.fail_on_low_bandwidth and out["verdict"] == Verdict.FAIL.value:
-        print(f"FAIL: {args.namespace}/{args.job} on {args.sku} x {args.nodes} nodes", file=sys.stderr)
+        where = f"{args.sku} x {args.nodes} nodes" if args.kind == kinds.NCCL else f"{args.sku}, point to point"
+        print(f"FAIL: {args.namespace}/{args.job} on {where}", file=sys.stderr)
         for reason in out["reasons"]:
             print(f"  - {reason}", file=sys.stderr)
         print(f"--- last {len(log_tail)} lines of {got.pod} ---", file=sys.stderr)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import catalog
+from verify import kinds
 from verify.verdict import Verdict
 
 # Unit conversions to Gb/s (10^9 bits per second), each with where the unit's definition comes from.
@@ -145,11 +146,14 @@ class P2pVerdict:
         return self.status == PASS
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready. Keys are public API (the stack exports some): `verdict`, `reasons`,
+        `max_size_bytes` and `sku` mean what they mean in the NCCL summary; the figures carry their
+        unit in the name (Gb/s = 10^9 bits/s, unlike the NCCL path's GB/s busbw)."""
         return {
-            "kind": "p2p",
+            "kind": kinds.P2P,
             "verdict": self.status.value,
             "reasons": list(self.reasons),
-            "vm_size": self.vm_size,
+            "sku": self.vm_size,
             "tool": self.tool,
             "unit": "Gb/s",
             "max_size_bytes": self.max_size_bytes,
@@ -273,15 +277,30 @@ def _verdict(findings: list[tuple[Verdict, str]], fields: dict[str, Any]) -> P2p
     return P2pVerdict(status=status, reasons=reasons, **fields)
 
 
-def plot(verdict: P2pVerdict, path: str | Path) -> Path:
-    """Bandwidth against message size, with the line rate and the fail threshold (needs matplotlib)."""
-    import matplotlib
+def table(verdict: P2pVerdict) -> str:
+    """A readable report: each table's rows in the normalised unit, then the verdict and why."""
+    lines: list[str] = []
+    for s in verdict.series:
+        head = f"{s.tool}" + (f" {s.version}" if s.version else "") + (f" ({s.accelerator})" if s.accelerator else "")
+        lines += [head, f"{'size':>10}  {s.kind + ' (' + s.unit + ')':>18}"]
+        lines += [f"{_size(p.size_bytes).replace(' ', ''):>10}  {p.value:>18.2f}" for p in s.points]
+        lines.append("")
+    return "\n".join(lines) + "VERDICT: " + verdict.summary() + "\n"
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot(verdict: P2pVerdict, path: str | Path) -> Path:
+    """Bandwidth against message size, with the line rate and the fail threshold. matplotlib's
+    object API on the Agg canvas (no pyplot state); no "Software" stamp, so a re-run gives the same bytes."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # a dev requirement: the verdict works without it
+        raise RuntimeError(f"--plot needs matplotlib ({exc}); pip install -r requirements-dev.txt") from None
 
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
     for s in verdict.series:
         if s.kind != BANDWIDTH:
             continue
@@ -300,6 +319,6 @@ def plot(verdict: P2pVerdict, path: str | Path) -> Path:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": None})
     return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from verify import kinds
 from verify.nccl import NcclResult
 from verify.verdict import Judgement
 
@@ -33,6 +34,7 @@ def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
     elif result.ranks is not None and judgement.nodes and result.ranks % judgement.nodes == 0:
         gpus_per_node = result.ranks // judgement.nodes
     return {
+        "kind": kinds.NCCL,
         "verdict": judgement.verdict.value,
         "reasons": list(judgement.reasons),
         "max_size_bytes": result.max_size_bytes,
