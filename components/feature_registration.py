@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
