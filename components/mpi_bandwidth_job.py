@@ -11,8 +11,8 @@ carries HPC-X with its OSU micro-benchmarks at `OSU_DIR` (coreweave/nccl-tests D
 HPCX_OSU_DIR) and sshd. It is a CUDA image: on a GPU-less node its CPU binaries run (nothing here
 asks for `-d cuda`), but it is large and this combination has not been run on real HB/HX hardware.
 
-Shared pieces (placement on the pool, TTL, labels, plain/spec_hash, task names, namespace policy)
-come from `components.nccl_job`, so the two fabric tests cannot drift apart.
+The job's shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is
+`components.mpi_job`, shared with the NCCL test, so the two fabric tests cannot drift apart.
 """
 
 from __future__ import annotations
@@ -27,26 +27,12 @@ import pulumi_kubernetes as k8s
 
 import fabric
 from catalog import Sku
-from components.namespace import Namespace, NamespaceArgs
-from components.nccl_job import (
-    CONFIG_HASH_ANNOTATION,
-    MASTER_TASK,
-    MPI_HOME,
-    SSH_PORT,
-    SSH_WAIT_SECONDS,
-    TTL_SECONDS_AFTER_FINISHED,
-    WORKER_TASK,
-    labels,
-    plain,
-    pool_placement,
-    spec_hash,
-)
+from components import mpi_job
+from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 
 core = k8s.core.v1
-meta = k8s.meta.v1
 
 LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mpi-p2p-launcher.sh"
-LAUNCHER_DIR = "/opt/aks-infiniband"
 OSU_DIR = "/opt/hpcx/ompi/tests/osu-micro-benchmarks"  # HPC-X's OMB in the default image
 WORKERS = 2  # point to point: one rank on each of two nodes
 # A rank of osu_bw needs one core and little memory; the window of 64 x 4 MiB messages fits in 2 Gi.
@@ -66,7 +52,7 @@ class MpiBandwidthJobArgs:
     osu_latency_args: str = ""
     # What the job must wait for: the IB pool, the NicClusterPolicy, Volcano (no GPU Operator).
     wait_for: Sequence[pulumi.Resource] = ()
-    namespace_name: str = "fabric-test"
+    namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "mpi-p2p"
 
     def __post_init__(self) -> None:
@@ -76,8 +62,7 @@ class MpiBandwidthJobArgs:
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"
             )
         fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
-        if len(f"{self.job_name}-{WORKER_TASK}-{WORKERS - 1}") > 63:
-            raise ValueError(f"job_name: {self.job_name!r} makes pod host names longer than 63 characters")
+        mpi_job.check_host_names(self.job_name, WORKERS)
 
 
 def worker_resources(args: MpiBandwidthJobArgs) -> core.ResourceRequirementsArgs:
@@ -89,57 +74,8 @@ def worker_resources(args: MpiBandwidthJobArgs) -> core.ResourceRequirementsArgs
     )
 
 
-def _pod_basics(args: MpiBandwidthJobArgs) -> dict[str, Any]:
-    return dict(
-        restart_policy="Never",
-        active_deadline_seconds=args.timeout_minutes * 60,
-        termination_grace_period_seconds=5,
-        host_network=False,  # RDMA reaches the pod through the device plugin, not the host's stack
-        enable_service_links=False,
-        automount_service_account_token=False,
-        **pool_placement(),
-    )
-
-
-def worker_pod(args: MpiBandwidthJobArgs, config_hash: str) -> core.PodTemplateSpecArgs:
-    worker_labels = labels(args, "worker")  # type: ignore[arg-type]  (uses job_name only)
-    return core.PodTemplateSpecArgs(
-        metadata=meta.ObjectMetaArgs(labels=worker_labels, annotations={CONFIG_HASH_ANNOTATION: config_hash}),
-        spec=core.PodSpecArgs(
-            **_pod_basics(args),
-            affinity=core.AffinityArgs(
-                pod_anti_affinity=core.PodAntiAffinityArgs(
-                    # one worker per node: otherwise the two ranks would talk over shared memory
-                    required_during_scheduling_ignored_during_execution=[
-                        core.PodAffinityTermArgs(
-                            label_selector=meta.LabelSelectorArgs(match_labels=worker_labels),
-                            topology_key="kubernetes.io/hostname",
-                        )
-                    ]
-                )
-            ),
-            containers=[
-                core.ContainerArgs(
-                    name=WORKER_TASK,
-                    image=args.image,
-                    command=["/bin/bash", "-c",
-                             "ssh-keygen -A >/dev/null; mkdir -p /run/sshd; exec /usr/sbin/sshd -D -e"],
-                    ports=[core.ContainerPortArgs(name="ssh", container_port=SSH_PORT)],
-                    resources=worker_resources(args),
-                    security_context=core.SecurityContextArgs(
-                        privileged=False,
-                        # RDMA registers (pins) host memory: IPC_LOCK, nothing more.
-                        capabilities=core.CapabilitiesArgs(add=["IPC_LOCK"]),
-                    ),
-                    volume_mounts=[core.VolumeMountArgs(name="dshm", mount_path="/dev/shm")],
-                )
-            ],
-            volumes=[core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory"))],
-        ),
-    )
-
-
-def master_pod(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: str) -> core.PodTemplateSpecArgs:
+def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: str) -> dict[str, Any]:
+    """The Volcano Job's spec: the OSU launcher and two workers with the RDMA resource, no GPU."""
     env = {
         "OSU_DIR": OSU_DIR,
         "OSU_BW_ARGS": args.osu_bw_args,
@@ -148,65 +84,24 @@ def master_pod(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: 
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
         **UCX_ENV,
     }
-    return core.PodTemplateSpecArgs(
-        metadata=meta.ObjectMetaArgs(labels=labels(args, "launcher"),  # type: ignore[arg-type]
-                                     annotations={CONFIG_HASH_ANNOTATION: config_hash}),
-        spec=core.PodSpecArgs(
-            **_pod_basics(args),
-            containers=[
-                core.ContainerArgs(
-                    name=MASTER_TASK,
-                    image=args.image,
-                    command=["/bin/bash", f"{LAUNCHER_DIR}/launcher.sh"],
-                    env=[core.EnvVarArgs(name=k, value=v) for k, v in env.items()],
-                    resources=core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}),
-                    security_context=core.SecurityContextArgs(privileged=False),
-                    volume_mounts=[core.VolumeMountArgs(name="launcher", mount_path=LAUNCHER_DIR, read_only=True)],
-                )
-            ],
-            volumes=[
-                core.VolumeArgs(
-                    name="launcher",
-                    config_map=core.ConfigMapVolumeSourceArgs(name=launcher_configmap, default_mode=0o555),
-                )
-            ],
+    return mpi_job.job_spec(
+        workers=WORKERS,
+        launcher=mpi_job.launcher_template(
+            args.job_name, args.image, env, core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}),
+            args.timeout_minutes, config_hash, launcher_configmap,
+        ),
+        worker=mpi_job.worker_template(
+            args.job_name, args.image, worker_resources(args), args.timeout_minutes, config_hash
         ),
     )
 
 
-def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: str) -> dict[str, Any]:
-    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
-    return plain({
-        "schedulerName": "volcano",
-        "queue": "default",
-        "minAvailable": WORKERS + 1,  # gang: the launcher and both workers, or nothing
-        "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
-        "plugins": {"ssh": [], "svc": []},
-        "policies": [
-            {"event": "PodFailed", "action": "TerminateJob"},
-            {"event": "PodEvicted", "action": "TerminateJob"},
-        ],
-        "tasks": [
-            {
-                "name": MASTER_TASK,
-                "replicas": 1,
-                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-                "template": master_pod(args, launcher_configmap, config_hash),
-            },
-            {"name": WORKER_TASK, "replicas": WORKERS, "template": worker_pod(args, config_hash)},
-        ],
-    })
-
-
 class MpiBandwidthJob(pulumi.ComponentResource):
-    """The CPU-only fabric test: a namespace, the launcher ConfigMap, the Volcano Job.
+    """The CPU-only fabric test: a namespace, the launcher ConfigMap, the Volcano Job (see
+    `mpi_job.declare_mpi_job`), with the same contract as `NcclJob` so the collect step treats
+    both alike."""
 
-    Same contract as `NcclJob` (namespace `fabric-test` with Pod Security `privileged` enforced for
-    IPC_LOCK, warn/audit `baseline`; the Job replaced, delete first, whenever its spec changes;
-    `spec_sha256` changes exactly when the run would differ), so the collect step treats both alike.
-    """
-
-    namespace: Namespace
+    namespace: pulumi.Resource
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource
     job_name: str
@@ -216,45 +111,17 @@ class MpiBandwidthJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MpiBandwidthJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:MpiBandwidthJob", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
-        self.namespace = Namespace(
-            f"{name}-namespace",
-            NamespaceArgs(
-                namespace_name=args.namespace_name,
-                pod_security="privileged",
-                labels={"pod-security.kubernetes.io/warn": "baseline", "pod-security.kubernetes.io/audit": "baseline"},
-            ),
-            opts=child,
+        declared = mpi_job.declare_mpi_job(
+            name,
+            self,
+            job_name=args.job_name,
+            namespace_name=args.namespace_name,
+            launcher_script=LAUNCHER_SCRIPT,
+            build_spec=lambda launcher, _configmaps, config_hash: job_spec(args, launcher, config_hash),
+            wait_for=args.wait_for,
         )
-        launcher_data = {"launcher.sh": LAUNCHER_SCRIPT.read_text()}
-        launcher_cm = f"{args.job_name}-launcher"
-        config_hash = spec_hash({"launcher": launcher_data})
-        self.launcher = core.ConfigMap(
-            f"{name}-launcher",
-            core.ConfigMapInitArgs(
-                metadata=meta.ObjectMetaArgs(name=launcher_cm, namespace=self.namespace.name),
-                data=launcher_data,
-            ),
-            opts=child,
-        )
-        self.spec = job_spec(args, launcher_cm, config_hash)
-        self.spec_sha256 = spec_hash({"namespace": args.namespace_name, "name": args.job_name, "spec": self.spec})
-        self.job = k8s.apiextensions.CustomResource(
-            f"{name}-job",
-            api_version="batch.volcano.sh/v1alpha1",
-            kind="Job",
-            metadata=meta.ObjectMetaArgs(
-                name=args.job_name, namespace=self.namespace.name,
-                labels=labels(args, "job"),  # type: ignore[arg-type]
-            ),
-            spec=self.spec,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[*args.wait_for, self.launcher],
-                replace_on_changes=["spec"],
-                delete_before_replace=True,
-            ),
-        )
+        self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
+        self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256
         self.register_outputs({"job_name": args.job_name, "namespace": self.namespace.name,
                                "spec_sha256": self.spec_sha256})

@@ -104,7 +104,7 @@ def test_trigger_changes_with_the_job_and_only_then(dev, render):
 
 def test_trigger_digests_the_rendered_job(dev):
     """The hash covers the spec that is sent, not a hand-picked subset of the config."""
-    from components.nccl_job import spec_hash
+    from components.mpi_job import spec_hash
     from tests.schema_checks import as_api
 
     job = as_api(dev.one(JOB, "fabric-test-job").inputs)

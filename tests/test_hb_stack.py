@@ -162,7 +162,7 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
 
 
 def test_hb_collect_trigger_is_the_p2p_jobs_spec_hash(hb):
-    from components.nccl_job import spec_hash
+    from components.mpi_job import spec_hash
     from tests.schema_checks import as_api
 
     job = as_api(_job(hb).inputs)

@@ -12,7 +12,7 @@ import pytest
 
 import catalog
 import fabric
-from components import nccl_job
+from components import mpi_job, nccl_job
 from components.nccl_topology import render_xml
 from tests.schema_checks import as_api, core_errors, crd_errors
 
@@ -114,6 +114,15 @@ def test_workers_lock_memory_without_privilege(dev):
         assert container(dev, name)["securityContext"].get("privileged") is False
 
 
+def test_pods_are_hardened_beyond_not_privileged(dev):
+    for name in ("mpimaster", "mpiworker"):
+        sc = container(dev, name)["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["NET_RAW"]
+        assert pod(dev, name)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "add" not in container(dev, "mpimaster")["securityContext"]["capabilities"]  # the launcher pins nothing
+
+
 def test_all_pods_tolerate_the_pool_taint_and_select_the_pool(dev):
     for name in ("mpimaster", "mpiworker"):
         spec = pod(dev, name)
@@ -192,8 +201,8 @@ def test_namespace_enforces_privileged_and_warns_at_baseline(dev):
 
 def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
     annotations = {t["name"]: t["template"]["metadata"]["annotations"] for t in job(dev)["spec"]["tasks"]}
-    (digest,) = {a[nccl_job.CONFIG_HASH_ANNOTATION] for a in annotations.values()}
-    expected = nccl_job.spec_hash({
+    (digest,) = {a[mpi_job.CONFIG_HASH_ANNOTATION] for a in annotations.values()}
+    expected = mpi_job.spec_hash({
         "launcher": {"launcher.sh": LAUNCHER.read_text()},
         "topology": {"topo.xml": render_xml("ndv5")},
     })
@@ -280,8 +289,8 @@ def test_args_refuse_a_cpu_only_size():
 
 
 def test_spec_hash_is_stable_and_order_free():
-    assert nccl_job.spec_hash({"a": 1, "b": [1, 2]}) == nccl_job.spec_hash({"b": [1, 2], "a": 1})
-    assert nccl_job.spec_hash({"a": 1}) != nccl_job.spec_hash({"a": 2})
+    assert mpi_job.spec_hash({"a": 1, "b": [1, 2]}) == mpi_job.spec_hash({"b": [1, 2], "a": 1})
+    assert mpi_job.spec_hash({"a": 1}) != mpi_job.spec_hash({"a": 2})
 
 
 # --- the launcher script ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import yaml
 
 import catalog
 from components.mpi_bandwidth_job import MpiBandwidthJobArgs
-from components.nccl_job import MASTER_TASK
+from components.mpi_job import MASTER_TASK
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect

@@ -1,0 +1,294 @@
+"""What both fabric tests share: a gang-scheduled Volcano MPI job on the InfiniBand pool.
+
+One `mpimaster` pod runs a launcher script (mounted from a ConfigMap); `mpiworker` pods, one per
+node, run sshd and hold their node's RDMA devices (and GPUs, for the NCCL test). Volcano's `ssh`
+plugin gives the pods a shared key, its `svc` plugin a headless service and the hostfile
+`/etc/volcano/mpiworker.host`. `NcclJob` (GPU sizes) and `MpiBandwidthJob` (CPU-only sizes)
+differ only in their launcher, its environment, the workers' resources and extra mounts.
+
+The pod templates are built with the typed `pulumi_kubernetes.core.v1` Args classes (a misspelt
+field fails at construction) and turned into plain dicts by `plain()`: the Volcano Job has no typed
+class, its spec must be hashed deterministically for the collect step's trigger, and the tests
+check the same dict against the Job CRD's schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi import _types as pulumi_types
+
+import fabric
+from components.namespace import Namespace, NamespaceArgs
+
+core = k8s.core.v1
+meta = k8s.meta.v1
+
+NAMESPACE = "fabric-test"
+LAUNCHER_DIR = "/opt/aks-infiniband"
+MPI_HOME = "/opt/hpcx/ompi"  # HPC-X Open MPI in the default (nccl-tests) image
+SSH_PORT = 22  # the ssh plugin's default port, which its generated ssh config uses
+# Finished jobs stay a day, so the launcher's log can still be read (by the collect step, and by a
+# human the morning after); the pods of a finished job hold no GPUs or HCAs.
+TTL_SECONDS_AFTER_FINISHED = 24 * 3600
+# The launcher's bounded wait for every worker's sshd (pods start together; images are large).
+SSH_WAIT_SECONDS = 900
+# Host keys if the image has none, then sshd in the foreground, logging to stderr.
+WORKER_COMMAND = "ssh-keygen -A >/dev/null; mkdir -p /run/sshd; exec /usr/sbin/sshd -D -e"
+CONFIG_HASH_ANNOTATION = "aks-infiniband.io/config-sha256"
+ROLE_LABEL = "aks-infiniband.io/fabric-test-role"
+MASTER_TASK, WORKER_TASK = "mpimaster", "mpiworker"
+
+
+def plain(value: Any) -> Any:
+    """Typed pulumi input classes -> plain dicts with the API's (camelCase) field names."""
+    if pulumi_types.is_input_type(type(value)):
+        return {k: plain(v) for k, v in pulumi_types.input_type_to_dict(value).items()}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def spec_hash(value: Any) -> str:
+    """A stable digest of plain data (sorted keys, no whitespace): same input, same hash, any run."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def labels(job_name: str, role: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "aks-infiniband", ROLE_LABEL: role}
+
+
+def check_host_names(job_name: str, workers: int) -> None:
+    """The svc plugin names pods <job>-<task>-<index> and uses them as DNS labels (<= 63)."""
+    if len(f"{job_name}-{WORKER_TASK}-{workers - 1}") > 63:
+        raise ValueError(f"job_name: {job_name!r} makes pod host names longer than 63 characters")
+
+
+def container_security(ipc_lock: bool) -> core.SecurityContextArgs:
+    """Unprivileged, no privilege escalation, NET_RAW dropped (nothing here uses raw sockets).
+    `ipc_lock`: RDMA registers (pins) GPU and host memory, which needs IPC_LOCK and nothing more."""
+    return core.SecurityContextArgs(
+        privileged=False,
+        allow_privilege_escalation=False,
+        capabilities=core.CapabilitiesArgs(add=["IPC_LOCK"] if ipc_lock else None, drop=["NET_RAW"]),
+    )
+
+
+def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes: list[core.VolumeArgs],
+             affinity: core.AffinityArgs | None = None) -> core.PodSpecArgs:
+    """What every pod of a fabric test has: on the IB pool, bounded, no host network, no API token."""
+    return core.PodSpecArgs(
+        restart_policy="Never",  # a failed pod fails the job (policies below); no silent retry
+        active_deadline_seconds=timeout_minutes * 60,
+        termination_grace_period_seconds=5,
+        host_network=False,  # RDMA reaches the pod through the device plugin, not the host's stack
+        enable_service_links=False,
+        automount_service_account_token=False,
+        # the container runtime's default seccomp filter; verbs and CUDA need only ordinary syscalls
+        security_context=core.PodSecurityContextArgs(seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+        node_selector=fabric.pool_node_selector(),
+        tolerations=[core.TolerationArgs(**fabric.toleration())],
+        affinity=affinity,
+        containers=containers,
+        volumes=volumes,
+    )
+
+
+def worker_template(
+    job_name: str,
+    image: str,
+    resources: core.ResourceRequirementsArgs,
+    timeout_minutes: int,
+    config_hash: str,
+    extra_mounts: Sequence[core.VolumeMountArgs] = (),
+    extra_volumes: Sequence[core.VolumeArgs] = (),
+) -> core.PodTemplateSpecArgs:
+    """An sshd worker with `resources`, /dev/shm in memory, one per node."""
+    worker_labels = labels(job_name, "worker")
+    return core.PodTemplateSpecArgs(
+        metadata=meta.ObjectMetaArgs(labels=worker_labels, annotations={CONFIG_HASH_ANNOTATION: config_hash}),
+        spec=pod_spec(
+            timeout_minutes,
+            affinity=core.AffinityArgs(
+                pod_anti_affinity=core.PodAntiAffinityArgs(
+                    # one worker per node: each owns its node's HCAs (and GPUs); two ranks on one
+                    # node would talk over shared memory instead of the fabric
+                    required_during_scheduling_ignored_during_execution=[
+                        core.PodAffinityTermArgs(
+                            label_selector=meta.LabelSelectorArgs(match_labels=worker_labels),
+                            topology_key="kubernetes.io/hostname",
+                        )
+                    ]
+                )
+            ),
+            containers=[
+                core.ContainerArgs(
+                    name=WORKER_TASK,
+                    image=image,
+                    command=["/bin/bash", "-c", WORKER_COMMAND],
+                    ports=[core.ContainerPortArgs(name="ssh", container_port=SSH_PORT)],
+                    resources=resources,
+                    security_context=container_security(ipc_lock=True),
+                    volume_mounts=[core.VolumeMountArgs(name="dshm", mount_path="/dev/shm"), *extra_mounts],
+                )
+            ],
+            volumes=[
+                # the ranks' shared memory (NCCL's intra-node buffers); the container default is 64 MiB
+                core.VolumeArgs(name="dshm", empty_dir=core.EmptyDirVolumeSourceArgs(medium="Memory")),
+                *extra_volumes,
+            ],
+        ),
+    )
+
+
+def launcher_template(
+    job_name: str,
+    image: str,
+    env: Mapping[str, str],
+    resources: core.ResourceRequirementsArgs,
+    timeout_minutes: int,
+    config_hash: str,
+    launcher_configmap: str,
+) -> core.PodTemplateSpecArgs:
+    """The mpimaster: runs the launcher script with `env`; its exit status is the test's result.
+    On the IB pool too: the image is pulled there for the workers anyway; it uses no GPU or HCA."""
+    return core.PodTemplateSpecArgs(
+        metadata=meta.ObjectMetaArgs(
+            labels=labels(job_name, "launcher"), annotations={CONFIG_HASH_ANNOTATION: config_hash}
+        ),
+        spec=pod_spec(
+            timeout_minutes,
+            containers=[
+                core.ContainerArgs(
+                    name=MASTER_TASK,
+                    image=image,
+                    command=["/bin/bash", f"{LAUNCHER_DIR}/launcher.sh"],
+                    env=[core.EnvVarArgs(name=k, value=v) for k, v in env.items()],
+                    resources=resources,
+                    security_context=container_security(ipc_lock=False),
+                    volume_mounts=[core.VolumeMountArgs(name="launcher", mount_path=LAUNCHER_DIR, read_only=True)],
+                )
+            ],
+            volumes=[
+                core.VolumeArgs(
+                    name="launcher",
+                    config_map=core.ConfigMapVolumeSourceArgs(name=launcher_configmap, default_mode=0o555),
+                )
+            ],
+        ),
+    )
+
+
+def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs) -> dict[str, Any]:
+    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
+    return plain({
+        "schedulerName": "volcano",
+        "queue": "default",
+        # gang: nothing starts until the launcher and every worker can be placed at once
+        "minAvailable": workers + 1,
+        "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+        "plugins": {"ssh": [], "svc": []},
+        # any pod that fails (its deadline included) or is evicted ends the job as Terminated
+        "policies": [
+            {"event": "PodFailed", "action": "TerminateJob"},
+            {"event": "PodEvicted", "action": "TerminateJob"},
+        ],
+        "tasks": [
+            {
+                "name": MASTER_TASK,
+                "replicas": 1,
+                # the launcher's success completes the job (and stops the workers' sshd)
+                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                "template": launcher,
+            },
+            {"name": WORKER_TASK, "replicas": workers, "template": worker},
+        ],
+    })
+
+
+# build_spec(launcher ConfigMap name, {suffix: ConfigMap name}, config hash) -> the Job's spec
+SpecBuilder = Callable[[str, dict[str, str], str], dict[str, Any]]
+
+
+@dataclass
+class MpiJobResources:
+    namespace: Namespace
+    launcher: k8s.core.v1.ConfigMap
+    configmaps: dict[str, k8s.core.v1.ConfigMap]
+    job: k8s.apiextensions.CustomResource
+    spec: dict[str, Any]
+    spec_sha256: str  # changes exactly when the run would differ (spec, launcher, mounted data)
+
+
+def declare_mpi_job(
+    name: str,
+    parent: pulumi.Resource,
+    *,
+    job_name: str,
+    namespace_name: str,
+    launcher_script: Path,
+    build_spec: SpecBuilder,
+    wait_for: Sequence[pulumi.Resource],
+    configmaps: Mapping[str, Mapping[str, str] | None] | None = None,
+) -> MpiJobResources:
+    """Declare `{name}-namespace`, `{name}-launcher`, `{name}-<suffix>` for each extra ConfigMap and
+    `{name}-job`, as children of `parent`.
+
+    - the namespace enforces `privileged` because the workers add IPC_LOCK, which is beyond
+      `baseline`; warn and audit stay at `baseline`, so anything else that needs more shows up;
+    - the Job waits for `wait_for` itself (a component's depends_on is not inherited by children);
+    - the Job is replaced (delete first: it has a fixed name) whenever its spec changes, since
+      Volcano forbids most spec updates and a finished job never runs again.
+    """
+    child = pulumi.ResourceOptions(parent=parent)
+    namespace = Namespace(
+        f"{name}-namespace",
+        NamespaceArgs(namespace_name=namespace_name, pod_security="privileged", warn="baseline", audit="baseline"),
+        opts=child,
+    )
+    mounted = {"launcher": {"launcher.sh": launcher_script.read_text()}, **(configmaps or {})}
+    names = {suffix: f"{job_name}-{suffix}" for suffix in mounted}
+    config_hash = spec_hash(mounted)
+    declared = {
+        suffix: core.ConfigMap(
+            f"{name}-{suffix}",
+            core.ConfigMapInitArgs(
+                metadata=meta.ObjectMetaArgs(name=names[suffix], namespace=namespace.name), data=dict(data)
+            ),
+            opts=child,
+        )
+        for suffix, data in mounted.items()
+        if data
+    }
+    launcher = declared.pop("launcher")
+    spec = build_spec(names["launcher"], names, config_hash)
+    job = k8s.apiextensions.CustomResource(
+        f"{name}-job",
+        api_version="batch.volcano.sh/v1alpha1",
+        kind="Job",
+        metadata=meta.ObjectMetaArgs(name=job_name, namespace=namespace.name, labels=labels(job_name, "job")),
+        spec=spec,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[*wait_for, launcher, *declared.values()],
+            replace_on_changes=["spec"],
+            delete_before_replace=True,
+        ),
+    )
+    return MpiJobResources(
+        namespace=namespace,
+        launcher=launcher,
+        configmaps=declared,
+        job=job,
+        spec=spec,
+        spec_sha256=spec_hash({"namespace": namespace_name, "name": job_name, "spec": spec}),
+    )
