@@ -9,7 +9,6 @@ from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
-from components.mpi_bandwidth_job import WORKERS as P2P_NODES
 from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
 from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
@@ -81,11 +80,11 @@ gpu_operator = (
 )
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 
-# 8-9. The fabric test: the NCCL all-reduce job, which alone waits for everything, and the step
-# that collects its result into the outputs below. CPU-only HB/HX sizes get the MPI point-to-point
-# job instead, collected and judged the same way (in Gb/s rather than GB/s busbw).
+# 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
+# result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
+# HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
 ft = cfg.fabric_test
-fabric_job = fabric_check = None
+fabric_job = None
 if ft.enabled and sku.has_gpus:
     fabric_job = NcclJob(
         "fabric-test",
@@ -100,24 +99,7 @@ if ft.enabled and sku.has_gpus:
         ),
         opts=k8s_opts,
     )
-    fabric_check = FabricCheck(
-        "fabric-check",
-        FabricCheckArgs(
-            kubeconfig=cluster.kubeconfig,
-            namespace=fabric_job.namespace_name,
-            job_name=fabric_job.job_name,
-            vm_size=sku.vm_size,
-            node_count=cfg.ib_pool.node_count,
-            gpus_per_node=sku.gpus_per_vm,
-            timeout_minutes=ft.timeout_minutes,
-            job_spec_sha256=fabric_job.spec_sha256,
-            threshold_gbps=ft.threshold_gbps,
-            fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
-            wait_for=[fabric_job.job],
-        ),
-    )
 elif ft.enabled:
-    # CPU-only HB/HX sizes: MPI point to point (osu_bw, osu_latency) between two nodes over RDMA.
     fabric_job = MpiBandwidthJob(
         "fabric-test-p2p",
         MpiBandwidthJobArgs(
@@ -129,23 +111,28 @@ elif ft.enabled:
         ),
         opts=k8s_opts,
     )
-    fabric_check = FabricCheck(
+fabric_check = (
+    FabricCheck(
         "fabric-check",
         FabricCheckArgs(
-            kind=kinds.P2P,
+            kind=kinds.NCCL if sku.has_gpus else kinds.P2P,
             kubeconfig=cluster.kubeconfig,
             namespace=fabric_job.namespace_name,
             job_name=fabric_job.job_name,
             vm_size=sku.vm_size,
-            node_count=P2P_NODES,
-            gpus_per_node=0,
+            node_count=fabric_job.node_count,
+            gpus_per_node=sku.gpus_per_vm,
             timeout_minutes=ft.timeout_minutes,
             job_spec_sha256=fabric_job.spec_sha256,
+            threshold_gbps=ft.threshold_gbps,  # the config allows each threshold only on its kind
             threshold_gbits=ft.p2p_threshold_gbits,
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
             wait_for=[fabric_job.job],
         ),
     )
+    if fabric_job
+    else None
+)
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
@@ -154,18 +141,8 @@ pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("featureState", feature.state if feature else "not applicable to " + sku.vm_size)
-if not fabric_check:
-    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
-elif sku.has_gpus:
-    pulumi.export("fabricVerdict", fabric_check.verdict)
-    pulumi.export("allReduceMaxBusBwGbps", fabric_check.max_busbw_gbps)
-    pulumi.export("allReduceBusBwAtMaxSizeGbps", fabric_check.busbw_at_max_size_gbps)
-    pulumi.export("fabricRanks", fabric_check.ranks)
-    pulumi.export("ncclVersion", fabric_check.nccl_version)
-    pulumi.export("fabricVerdictReasons", fabric_check.reasons)
+if fabric_check:
+    for output_name, value in fabric_check.stack_outputs().items():
+        pulumi.export(output_name, value)
 else:
-    pulumi.export("fabricVerdict", fabric_check.verdict)
-    pulumi.export("p2pBandwidthAtMaxSizeGbits", fabric_check.bw_at_max_size_gbits)
-    pulumi.export("p2pMaxBandwidthGbits", fabric_check.max_bw_gbits)
-    pulumi.export("p2pLatencyUs", fabric_check.latency_us)
-    pulumi.export("fabricVerdictReasons", fabric_check.reasons)
+    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")

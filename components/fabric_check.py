@@ -187,6 +187,7 @@ class FabricCheck(pulumi.ComponentResource):
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
     latency_us: pulumi.Output[float | None]
+    kind: str
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
@@ -224,6 +225,24 @@ class FabricCheck(pulumi.ComponentResource):
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
+        self.kind = args.kind
         figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
                    if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
         self.register_outputs({"verdict": self.verdict, **figures})
+
+    def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
+        """The stack outputs of this kind of result, by export name (listed in the README)."""
+        if self.kind == kinds.P2P:
+            figures = {
+                "p2pBandwidthAtMaxSizeGbits": self.bw_at_max_size_gbits,
+                "p2pMaxBandwidthGbits": self.max_bw_gbits,
+                "p2pLatencyUs": self.latency_us,
+            }
+        else:
+            figures = {
+                "allReduceMaxBusBwGbps": self.max_busbw_gbps,
+                "allReduceBusBwAtMaxSizeGbps": self.busbw_at_max_size_gbps,
+                "fabricRanks": self.ranks,
+                "ncclVersion": self.nccl_version,
+            }
+        return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

@@ -106,12 +106,14 @@ class MpiBandwidthJob(pulumi.ComponentResource):
     job: k8s.apiextensions.CustomResource
     job_name: str
     namespace_name: str
+    node_count: int
     spec: dict[str, Any]
     spec_sha256: str
 
     def __init__(self, name: str, args: MpiBandwidthJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:MpiBandwidthJob", name, None, opts)
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
+        self.node_count = WORKERS  # nodes the test spans
         declared = mpi_job.declare_mpi_job(
             name,
             self,

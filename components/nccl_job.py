@@ -149,12 +149,14 @@ class NcclJob(pulumi.ComponentResource):
     job: k8s.apiextensions.CustomResource
     job_name: str
     namespace_name: str
+    node_count: int
     spec: dict[str, Any]
     spec_sha256: str
 
     def __init__(self, name: str, args: NcclJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NcclJob", name, None, opts)
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
+        self.node_count = args.node_count  # nodes the test spans
         topology = args.sku.nccl_topology
         declared = mpi_job.declare_mpi_job(
             name,
