@@ -11,6 +11,7 @@ key with the value received and what is allowed - before any resource is declare
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -34,7 +35,8 @@ DEFAULT_VERSIONS: dict[str, str] = {
     # RDMA shared / SR-IOV device plugin images released with the operator (same example CR)
     "rdmaSharedDevicePlugin": "network-operator-v26.4.1",
     "sriovDevicePlugin": "network-operator-v26.4.1",
-    # NVIDIA/gpu-operator chart; published versions carry a leading v (reference/chart-values/gpu-operator.Chart.v26.7.0.yaml)
+    # NVIDIA/gpu-operator chart; published versions carry a leading v
+    # (reference/chart-values/gpu-operator.Chart.v26.7.0.yaml)
     "gpuOperator": "v26.7.0",
     # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
     "volcano": "v1.15.1",
@@ -49,7 +51,8 @@ VERSION_DESCRIPTIONS = {
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
 }
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
-# reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
+# reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
+# (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 DEFAULT_ALL_REDUCE_ARGS = "-b 8 -e 16G -f 2 -g 1"
 
@@ -178,7 +181,8 @@ SCHEMA: tuple[Key, ...] = (
         check=_regex(r"[A-Za-z0-9](?:[-A-Za-z0-9]{0,52}[A-Za-z0-9])?",
                      "1-54 letters, digits and -, starting and ending with a letter or digit "
                      "(it is also the cluster's DNS prefix)")),
-    Key("kubernetesVersion", "string", "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
+    Key("kubernetesVersion", "string",
+        "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
         default=DEFAULT_KUBERNETES_VERSION, check=_k8s_version),
     Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers.",
         fields=(
@@ -196,7 +200,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=_int_range(128, 2048)),
         )),
-    Key("rdmaMode", "string", "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
+    Key("rdmaMode", "string",
+        "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
         default="shared", check=_one_of(*fabric.RDMA_MODES)),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
         fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v,
@@ -208,7 +213,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("enabled", "boolean", "Run the test job and report its result as stack outputs.", default=True),
             Key("image", "string", "Image with nccl-tests, OpenMPI and sshd.", default=DEFAULT_NCCL_TESTS_IMAGE,
                 check=_pinned_image),
-            Key("allReduceArgs", "string", "Arguments of all_reduce_perf.", default=DEFAULT_ALL_REDUCE_ARGS, check=_args),
+            Key("allReduceArgs", "string", "Arguments of all_reduce_perf.", default=DEFAULT_ALL_REDUCE_ARGS,
+                check=_args),
             Key("timeoutMinutes", "integer", "Deadline of the job and of the wait for its result.", default=60,
                 check=_int_range(5, 720)),
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
@@ -380,6 +386,11 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         problems.append(
             f"{prefix}{unknown}: unknown key; allowed keys: {', '.join(k.name for k in SCHEMA)}"
         )
+    # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if name and namespace != PROJECT and difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.8):
+            problems.append(f"{key}: unknown namespace {namespace!r}; did you mean {prefix}{name}?")
     values = {k.name: _read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
     for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
@@ -481,7 +492,9 @@ PULUMI_YAML_HEAD = """\
 # `type: object` needs Pulumi CLI >= 3.187. `azure-native:location` belongs to the provider's
 # namespace, so it is set in each stack file and not declared here.
 name: aks-infiniband
-description: AKS with InfiniBand RDMA from inside pods (Network Operator, GPU Operator, NFD, Volcano), proven by an NCCL all-reduce.
+description: >-
+  AKS with InfiniBand RDMA from inside pods (Network Operator, GPU Operator, NFD, Volcano),
+  proven by an NCCL all-reduce.
 runtime:
   name: python
   options:

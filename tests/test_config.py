@@ -76,6 +76,19 @@ def test_unknown_keys_are_errors_at_top_level_and_inside_objects():
     assert any(p.startswith(f"{P}:ibPool.nodeCont: unknown key") and "nodeCount" in p for p in found)
 
 
+def test_a_misspelt_project_namespace_is_an_error_not_silently_ignored():
+    cfg = engine.as_cli_config(dev_config())
+    cfg["aks-infinband:rdmaMode"] = "sriov"
+    with pytest.raises(stack_config.ConfigError) as err:
+        stack_config.parse(cfg, "dev")
+    assert err.value.problems == [
+        "aks-infinband:rdmaMode: unknown namespace 'aks-infinband'; did you mean aks-infiniband:rdmaMode?"
+    ]
+    cfg.pop("aks-infinband:rdmaMode")
+    cfg["kubernetes:enableServerSideApply"] = "true"  # other namespaces are not ours to judge
+    stack_config.parse(cfg, "dev")
+
+
 def test_every_problem_is_reported_at_once():
     assert len(problems(rdmaMode="x", ibPool={"nodeCount": -1}, protect="maybe")) == 3
 
