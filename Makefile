@@ -37,9 +37,13 @@ test: venv tools scan-venv
 synth: venv
 	$(BIN)/python -m offline synth --stack $(STACK) --out build
 
-# Accept the current render of the dev stack as the golden files (review the diff before committing).
+# Accept the current render of the dev stack as the golden files, and refresh the README's two
+# pictures of it (docs/dev-*.svg). Review the diff before committing.
 golden: venv
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images
+	$(BIN)/python -m offline synth --stack dev --out build/dev
+	cp build/dev/graph.svg docs/dev-dependency-graph.svg
+	cp build/dev/timeline.svg docs/dev-timeline.svg
 
 lint: venv
 	$(BIN)/ruff check .

@@ -154,6 +154,22 @@ def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Pulumi.no-such-stack.yaml" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("picture, rendered", [("dev-dependency-graph.svg", "graph.svg"),
+                                               ("dev-timeline.svg", "timeline.svg")])
+def test_the_readmes_pictures_are_the_current_render(files: dict[str, bytes], picture: str, rendered: str) -> None:
+    committed = GOLDEN.parent.parent.parent / "docs" / picture
+    assert committed.read_bytes() == files[rendered], f"docs/{picture} is out of date: run `make golden`"
+
+
+def test_the_readmes_time_estimates_are_the_current_render(files: dict[str, bytes]) -> None:
+    timeline = json.loads(files["timeline.json"])
+    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
+    for key in ("critical_path_minutes", "sequential_total_minutes"):
+        t = timeline[key]
+        phrase = f"{round(t['typical'])} minutes ({round(t['low'])}–{round(t['high'])})"
+        assert phrase in readme, f"README should say {phrase!r} for {key} (offline/durations.py changed?)"
+
+
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
     """The dev stack's render, kept under tests/golden/dev. Regenerate with `make golden`."""
     assert GOLDEN.is_dir(), "no golden render: run `make golden`"
