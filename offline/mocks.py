@@ -24,6 +24,8 @@ users:
   user: {token: offline-render-not-a-credential}
 """
 
+OFFLINE_ID = "00000000-0000-0000-0000-000000000000"
+
 # stdout of pulumi-command resources under the mock engine, by the end of the resource name.
 COMMAND_STDOUT: dict[str, str] = {
     "-wait": "Registered",
@@ -59,4 +61,7 @@ class OfflineMocks(pulumi.runtime.Mocks):
         if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
             value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
             return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}
+        if args.token == "azure-native:authorization:getClientConfig":
+            # the identity Pulumi deploys as; all-zero ids, never a real tenant or subscription
+            return {key: OFFLINE_ID for key in ("clientId", "objectId", "subscriptionId", "tenantId")}
         return {}
