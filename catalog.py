@@ -29,7 +29,7 @@ SRC_AZURE_EXPECTED = (
 SRC_AKS_GB200_FLAG = (
     "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_references/aks/README.md section 6: "
     "'Before deploying GB200/GB300 node pools, you must unregister the AKSInfinibandSupport feature flag'; "
-    "GB200/GB300 pools need os-sku Ubuntu2404"
+    "GB200/GB300 pools need Ubuntu 24.04"
 )
 SRC_AKS_IB_FLAG = (
     "Azure/aks-rdma-infiniband@700dabb website/docs/getting-started/02-prerequisites.md "
@@ -80,7 +80,9 @@ class Sku:
     allreduce_more_nodes: Expectation | None
     p2p: LinkExpectation | None  # two-VM RDMA bandwidth over one HCA (judges the CPU-only fabric test)
     sources: tuple[str, ...]
-    os_sku: str = "Ubuntu"  # AKS osSKU of the pool
+    # The oldest Kubernetes minor whose AKS `Ubuntu` node image the size runs on: AKS's osSKU
+    # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
+    min_kubernetes_minor: int | None = None
 
     @property
     def has_gpus(self) -> bool:
@@ -253,7 +255,7 @@ SKUS: dict[str, Sku] = {
             allreduce_more_nodes=None,
             p2p=_NDR_LINK,
             sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG),
-            os_sku="Ubuntu2404",
+            min_kubernetes_minor=35,  # needs Ubuntu 24.04 (SRC_AKS_GB200_FLAG)
         ),
     )
 }

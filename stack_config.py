@@ -24,7 +24,9 @@ import fabric
 PROJECT = "aks-infiniband"
 
 # --- pinned versions: each in exactly one place -------------------------------------------------
-DEFAULT_KUBERNETES_VERSION = "1.34"
+# AKS supports the three newest GA minors; 1.35 is inside that window in late 2026 (1.34 reached
+# upstream end of life on 2026-10-27) and gives Ubuntu 24.04 nodes. Check `az aks get-versions -l <region>`.
+DEFAULT_KUBERNETES_VERSION = "1.35"
 DEFAULT_VERSIONS: dict[str, str] = {
     # kubernetes-sigs/node-feature-discovery chart (reference/chart-values/node-feature-discovery.*.v0.19.0)
     "nodeFeatureDiscovery": "0.19.0",
@@ -108,7 +110,7 @@ def _pinned_image(v: Any) -> str | None:
 def _k8s_version(v: Any) -> str | None:
     if isinstance(v, str) and re.fullmatch(r"1\.\d{2}(\.\d+)?", v):
         return None
-    return "a Kubernetes version that AKS offers, as MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. 1.34"
+    return "a Kubernetes version that AKS offers, as MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. 1.35"
 
 
 def _regex(pattern: str, allowed: str) -> Check:
@@ -348,6 +350,8 @@ def _coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
 
 def _read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     """Coerce, fill defaults, recurse into objects, and check. Returns the value (None on error)."""
+    if raw == "" and key.default is None and not key.required and key.type == "string":
+        raw = None  # Pulumi.yaml's default "" for a derived value (see pulumi_yaml_config)
     if raw is None:
         if key.required:
             allowed = key.check(None) if key.check else None
@@ -394,7 +398,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     values = {k.name: _read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
     for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
-        if values[name] is None and name not in ours:
+        if values[name] is None and ours.get(name) in (None, ""):  # unset, or Pulumi.yaml's ""
             allowed = SCHEMA_BY_NAME[name].check(derived)
             if allowed is not None:
                 problems.append(f"{prefix}{name}: got {derived!r} (derived from the stack name); expected {allowed}; "
@@ -412,6 +416,14 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"{prefix}ibPool.nodeCount: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
             f"(or set fabricTest.enabled: false)"
         )
+    if values["ibPool"] and values["ibPool"]["vmSize"] and values["kubernetesVersion"]:
+        sku = catalog.lookup(values["ibPool"]["vmSize"])
+        minor = int(values["kubernetesVersion"].split(".")[1])
+        if sku.min_kubernetes_minor and minor < sku.min_kubernetes_minor:
+            problems.append(
+                f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {sku.vm_size} needs 1."
+                f"{sku.min_kubernetes_minor} or newer (its nodes need the Ubuntu 24.04 image)"
+            )
     ft_cfg = values["fabricTest"] or {}
     if values["ibPool"] and values["ibPool"]["vmSize"] and ft_cfg.get("enabled") and (
         ft_cfg.get("image") == DEFAULT_NCCL_TESTS_IMAGE
@@ -509,14 +521,26 @@ def pulumi_yaml() -> str:
     return PULUMI_YAML_HEAD + yaml.safe_dump({"config": pulumi_yaml_config()}, sort_keys=False, width=100)
 
 
+def _pulumi_default(key: Key) -> Any:
+    """What Pulumi.yaml declares as a key's default. The CLI refuses a stack that leaves a project
+    key without a default unset, so every optional key has one: the value itself for scalars, `{}`
+    for objects (their fields fall back one by one here), and "" for names derived from the stack."""
+    if key.type == "object":
+        return {}
+    return "" if key.default is None else key.default
+
+
 def pulumi_yaml_config() -> dict[str, Any]:
-    """The `config:` block of Pulumi.yaml: every key of the project namespace, type and description."""
+    """The `config:` block of Pulumi.yaml: every key of the project namespace, type, description and
+    (for every key but the required ones) a default."""
     block: dict[str, Any] = {}
     for key in SCHEMA:
         desc = key.description
         if key.fields:
             desc += " Fields: " + "; ".join(f"{f.name} ({f.type}, {_default_text(f)})" for f in key.fields) + "."
         block[key.name] = {"type": key.type, "description": desc}
+        if not key.required:
+            block[key.name]["default"] = _pulumi_default(key)
     return block
 
 

@@ -71,7 +71,7 @@ class IbNodePool(pulumi.ComponentResource):
             count=args.node_count,
             orchestrator_version=args.kubernetes_version,
             os_type=cs.OSType.LINUX,
-            os_sku=sku.os_sku,  # Ubuntu; Ubuntu2404 where the catalog says the size needs it
+            os_sku=cs.OSSKU.UBUNTU,
             os_disk_size_gb=args.os_disk_size_gb,
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,

@@ -172,6 +172,14 @@ def stack_file_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
     return dict(doc.get("config") or {})
 
 
+def project_defaults(root: Path = ROOT) -> dict[str, Any]:
+    """The defaults Pulumi.yaml declares for the project's keys, by full key: the CLI hands them to
+    the program for every key the stack file leaves unset."""
+    doc = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    return {f"{PROJECT}:{name}": decl["default"]
+            for name, decl in (doc.get("config") or {}).items() if "default" in decl}
+
+
 def as_cli_config(config: Mapping[str, Any]) -> dict[str, str]:
     """Values as the Pulumi CLI hands them to a program: strings; objects and arrays as JSON;
     encrypted values (which cannot be decrypted offline) as a placeholder."""
@@ -196,11 +204,14 @@ async def _resolve(value: Any) -> tuple[Any, bool]:
 
 def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None,
            monitor: RecordingMonitor | None = None) -> Rendering:
-    """Run the program for `stack` under mocks. `config` replaces the stack file's config when given
-    (keys may omit the project prefix). Exceptions from the program (e.g. a RunError for bad
+    """Run the program for `stack` under mocks, with the configuration the CLI would hand it: the
+    stack file's (or `config`, which replaces it; keys may omit the project prefix) over the
+    defaults Pulumi.yaml declares. Exceptions from the program (e.g. a RunError for bad
     configuration) propagate unchanged; pass your own `monitor` to see what was registered before."""
     program = program or ROOT / "__main__.py"
-    cfg = as_cli_config(stack_file_config(stack) if config is None else config)
+    given = stack_file_config(stack) if config is None else config
+    full = {k if ":" in k else f"{PROJECT}:{k}": v for k, v in given.items()}
+    cfg = as_cli_config({**project_defaults(), **full})
     monitor = monitor if monitor is not None else RecordingMonitor(OfflineMocks())
     settings.ROOT.set(None)
     set_all_config(cfg, [])

@@ -51,7 +51,7 @@ def test_sizes_that_must_not_have_the_flag_get_no_registration(render):
     assert stack.of_type(FEATURE) == []
     assert not [r for r in stack.of_type(COMMAND) if r.name.endswith("-wait")]
     assert stack.outputs["featureState"].startswith("not applicable")
-    assert stack.one(POOL).inputs["osSKU"] == "Ubuntu2404"
+    assert stack.one(POOL).inputs["osSKU"] == "Ubuntu"  # Ubuntu 24.04 on Kubernetes >= 1.35
 
 
 def test_feature_state_is_an_output(dev):
@@ -64,7 +64,7 @@ def test_cluster_identity_rbac_oidc_version_and_tags(dev):
     assert aks["identity"] == {"type": "SystemAssigned"}
     assert aks["enableRBAC"] is True
     assert aks["oidcIssuerProfile"] == {"enabled": True}
-    assert aks["kubernetesVersion"] == "1.34"
+    assert aks["kubernetesVersion"] == "1.35"
     assert aks["tags"] == {"project": "aks-infiniband", "stack": "dev", "owner": "platform-team"}
     assert dev.one(RG).inputs["tags"] == aks["tags"]
 

@@ -104,6 +104,15 @@ def test_one_node_cannot_test_the_fabric_unless_the_test_is_off():
     assert parse(ibPool={"nodeCount": 1}, fabricTest={"enabled": False}).ib_pool.node_count == 1
 
 
+def test_sizes_that_need_ubuntu_2404_need_kubernetes_1_35():
+    gb200 = {"ibPool": {"vmSize": "Standard_ND128isr_NDR_GB200_v6"}, "fabricTest": {"image": "x.io/nccl:1.0"}}
+    assert problems(kubernetesVersion="1.34", **gb200) == [
+        f"{P}:kubernetesVersion: got '1.34'; Standard_ND128isr_NDR_GB200_v6 needs 1.35 or newer "
+        "(its nodes need the Ubuntu 24.04 image)"
+    ]
+    assert parse(kubernetesVersion="1.36", **gb200).kubernetes_version == "1.36"
+
+
 def test_arm64_sizes_need_an_arm64_test_image():
     found = problems(ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"})
     assert any("fabricTest.image" in p and "arm64" in p for p in found)
@@ -139,6 +148,25 @@ def test_the_project_schema_check_catches_a_bad_type(reference):
     project["config"]["rdmaMode"]["type"] = "enum"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(project, schema)
+
+
+def test_every_stack_sets_each_key_that_has_no_default():
+    """The CLI refuses a stack that leaves a project key without a default unset."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    required = {name for name, decl in declared.items() if "default" not in decl}
+    assert required == {k.name for k in stack_config.SCHEMA if k.required}
+    for stack_file in sorted(ROOT.glob("Pulumi.*.yaml")):
+        config = yaml.safe_load(stack_file.read_text())["config"]
+        missing = {name for name in required if f"{P}:{name}" not in config}
+        assert not missing, f"{stack_file.name} must set {sorted(missing)} (no default in Pulumi.yaml)"
+
+
+def test_pulumi_yaml_defaults_parse_to_the_documented_defaults():
+    """What the CLI hands the program for unset keys means the same as the keys being absent."""
+    only_required = {k: v for k, v in dev_config().items() if not k.startswith(P) or k.endswith(":ibPool")}
+    with_defaults = {**engine.project_defaults(), **only_required}
+    assert stack_config.parse(engine.as_cli_config(with_defaults), "dev") == stack_config.parse(
+        engine.as_cli_config(only_required), "dev")
 
 
 _PY_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict}

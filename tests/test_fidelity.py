@@ -201,7 +201,7 @@ def test_tolerations_in_helm_values_are_valid_kubernetes_tolerations(dev):
 
 
 def test_schema_version_is_the_clusters_minor():
-    """kubernetes-validate 1.37.0 ships 1.32-1.37, so the default 1.34 is checked at 1.34 itself."""
+    """kubernetes-validate 1.37.0 ships 1.32-1.37, so the default minor is checked at that minor itself."""
     assert sc.schema_version_for(stack_config.DEFAULT_KUBERNETES_VERSION).startswith(
         stack_config.DEFAULT_KUBERNETES_VERSION + ".")
 
