@@ -49,6 +49,12 @@ class Expectation:
         if not 0 < self.threshold_gbps <= self.baseline_gbps:
             raise ValueError(f"threshold {self.threshold_gbps} must be in (0, baseline {self.baseline_gbps}]")
 
+    @property
+    def derived(self) -> bool:
+        """True when the figures are derived rather than published measurements: a run below such a
+        threshold is suspicious, not proven bad (the verdict says WARN, not FAIL)."""
+        return self.source.startswith("DERIVED")
+
 
 @dataclass(frozen=True)
 class LinkExpectation:

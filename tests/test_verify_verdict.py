@@ -44,11 +44,11 @@ def test_threshold_override_replaces_the_catalogs(reference):
 
 
 def test_between_threshold_and_warn_line_warns(reference):
-    # 187.22 is above 150 but below 0.9 x 220 = 198
+    # 187.22 is above 150 but below 0.97 x 220 = 213.4
     j = judge(load(reference, AZURE), sku=A100, nodes=2, expectation=exp(220, 150))
     assert j.verdict is Verdict.WARN
     assert j.warn_below_gbps == pytest.approx(220 * WARN_FRACTION_OF_BASELINE)
-    assert "below 90% of the baseline 220" in j.reasons[0]
+    assert f"below {WARN_FRACTION_OF_BASELINE:.0%} of the baseline 220" in j.reasons[0]
 
 
 def test_verdict_judges_the_largest_size_not_the_footer_average(reference):
@@ -147,3 +147,19 @@ def test_worst_finding_wins_and_comes_first(reference):
     j = judge(load(reference, AZURE), sku=A100, nodes=2, expectation=exp(200, 190), job_failed="x")
     assert j.verdict is Verdict.FAIL
     assert Verdict.FAIL.severity > Verdict.UNKNOWN.severity > Verdict.WARN.severity > Verdict.PASS.severity
+
+
+def test_the_warn_band_is_not_empty_for_any_catalog_expectation():
+    for sku in catalog.SKUS.values():
+        for exp in (sku.allreduce_2_nodes, sku.allreduce_more_nodes):
+            if exp is not None:
+                assert exp.baseline_gbps * WARN_FRACTION_OF_BASELINE > exp.threshold_gbps, sku.vm_size
+
+
+def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(reference):
+    run = load(reference, AZURE)  # 187.22 GB/s at 8 GiB
+    derived = catalog.Expectation(baseline_gbps=200.0, threshold_gbps=190.0, source="DERIVED, not measured: x")
+    j = judge(run, sku=A100, nodes=2, expectation=derived)
+    assert j.verdict is Verdict.WARN and "derived, not a published measurement" in j.reasons[0]
+    assert judge(run, sku=A100, nodes=2, expectation=derived, threshold_gbps=190).verdict is Verdict.FAIL
+    assert judge(run, sku=A100, nodes=2, expectation=exp(200, 190)).verdict is Verdict.FAIL
