@@ -89,6 +89,7 @@ class Sku:
     # The oldest Kubernetes minor whose AKS `Ubuntu` node image the size runs on: AKS's osSKU
     # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
     min_kubernetes_minor: int | None = None
+    gpu_memory_gb: int = 0  # memory per GPU (the size pages in `sources`): bounds all_reduce_perf's -e
 
     @property
     def has_gpus(self) -> bool:
@@ -149,6 +150,7 @@ SKUS: dict[str, Sku] = {
             allreduce_more_nodes=_A100,
             p2p=_HDR_LINK,
             sources=(SRC_NDASRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+            gpu_memory_gb=40,
         ),
         Sku(
             vm_size="Standard_ND96amsr_A100_v4",
@@ -165,6 +167,7 @@ SKUS: dict[str, Sku] = {
             allreduce_more_nodes=_A100,
             p2p=_HDR_LINK,
             sources=(SRC_NDAMSRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+            gpu_memory_gb=80,
         ),
         Sku(
             vm_size="Standard_ND96isr_H100_v5",
@@ -181,6 +184,7 @@ SKUS: dict[str, Sku] = {
             allreduce_more_nodes=_NDR8_DERIVED,
             p2p=_NDR_LINK,
             sources=(SRC_NDH100V5, SRC_AKS_IB_FLAG),
+            gpu_memory_gb=80,
         ),
         Sku(
             vm_size="Standard_ND96isr_H200_v5",
@@ -197,6 +201,7 @@ SKUS: dict[str, Sku] = {
             allreduce_more_nodes=_NDR8_DERIVED,
             p2p=_NDR_LINK,
             sources=(SRC_NDH200V5, SRC_AKS_IB_FLAG),
+            gpu_memory_gb=141,
         ),
         Sku(
             vm_size="Standard_HB120rs_v3",
@@ -262,6 +267,7 @@ SKUS: dict[str, Sku] = {
             p2p=_NDR_LINK,
             sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG),
             min_kubernetes_minor=35,  # needs Ubuntu 24.04 (SRC_AKS_GB200_FLAG)
+            gpu_memory_gb=192,
         ),
     )
 }

@@ -56,7 +56,39 @@ VERSION_DESCRIPTIONS = {
 # reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
 # (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
-DEFAULT_ALL_REDUCE_ARGS = "-b 8 -e 16G -f 2 -g 1"
+# all_reduce_perf from 8 B doubling to -e: the largest rows judge the fabric. -e is derived per SKU
+# (all_reduce_args_for): with its data check on (the default) nccl-tests allocates send, receive and
+# expected buffers of -e bytes each (nccl-tests src/common.cu AllocateBuffs), so 16G needs 48 GiB
+# per GPU and would not fit an A100 40GB.
+MAX_ALL_REDUCE_GIB = 16
+GPU_MEMORY_HEADROOM_GB = 4  # NCCL's own buffers and the CUDA context
+
+
+def all_reduce_buffers_gib(max_gib: float, check: bool = True) -> float:
+    """GPU memory all_reduce_perf needs per GPU for messages up to `max_gib` GiB."""
+    return (3 if check else 2) * max_gib + GPU_MEMORY_HEADROOM_GB
+
+
+def all_reduce_args_for(sku: catalog.Sku) -> str:
+    """The default all_reduce_perf arguments: up to 16 GiB, or the largest power of two that fits."""
+    top = MAX_ALL_REDUCE_GIB
+    while top > 1 and all_reduce_buffers_gib(top) > sku.gpu_memory_gb:
+        top //= 2
+    return f"-b 8 -e {top}G -f 2 -g 1"
+
+
+def _max_bytes_gib(args: str) -> tuple[float | None, bool]:
+    """(-e in GiB, data check on) from all_reduce_perf arguments; -e defaults to 32M, -c to 1."""
+    tokens, max_gib, check = args.split(), 32 / 1024, True
+    for flag, value in zip(tokens, tokens[1:], strict=False):
+        if flag in ("-e", "--maxbytes"):
+            m = re.fullmatch(r"(\d+)([KMG]?)", value)
+            if not m:
+                return None, check
+            max_gib = int(m.group(1)) / {"": 1 << 30, "K": 1 << 20, "M": 1 << 10, "G": 1}[m.group(2)]
+        if flag in ("-c", "--check"):
+            check = value != "0"
+    return max_gib, check
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
 SYSTEM_POOL_NAME = "system"  # the cluster's CPU pool; an IB pool of that name would overwrite it
@@ -215,8 +247,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("enabled", "boolean", "Run the test job and report its result as stack outputs.", default=True),
             Key("image", "string", "Image with nccl-tests, OpenMPI and sshd.", default=DEFAULT_NCCL_TESTS_IMAGE,
                 check=_pinned_image),
-            Key("allReduceArgs", "string", "Arguments of all_reduce_perf.", default=DEFAULT_ALL_REDUCE_ARGS,
-                check=_args),
+            Key("allReduceArgs", "string", "Arguments of all_reduce_perf (its buffers must fit the GPU's memory).",
+                default_doc="-b 8 -e 16G -f 2 -g 1; -e 8G on 40 GB GPUs", check=_args),
             Key("timeoutMinutes", "integer", "Deadline of the job and of the wait for its result.", default=60,
                 check=_int_range(5, 720)),
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
@@ -425,6 +457,17 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
                 f"{sku.min_kubernetes_minor} or newer (its nodes need the Ubuntu 24.04 image)"
             )
     ft_cfg = values["fabricTest"] or {}
+    if values["ibPool"] and values["ibPool"]["vmSize"] and ft_cfg.get("allReduceArgs"):
+        sku = catalog.lookup(values["ibPool"]["vmSize"])
+        max_gib, check = _max_bytes_gib(ft_cfg["allReduceArgs"])
+        need = all_reduce_buffers_gib(max_gib, check) if max_gib is not None else None
+        if sku.has_gpus and (need is None or need > sku.gpu_memory_gb):
+            problems.append(
+                f"{prefix}fabricTest.allReduceArgs: got {ft_cfg['allReduceArgs']!r}; "
+                + ("-e must be a size such as 8G or 512M" if need is None else
+                   f"its buffers need {need:g} GB per GPU ({3 if check else 2} x -e + {GPU_MEMORY_HEADROOM_GB} GB), "
+                   f"{sku.vm_size} has {sku.gpu_memory_gb} GB: lower -e (e.g. {all_reduce_args_for(sku)!r})")
+            )
     if values["ibPool"] and values["ibPool"]["vmSize"] and ft_cfg.get("enabled") and (
         ft_cfg.get("image") == DEFAULT_NCCL_TESTS_IMAGE
     ):
@@ -460,7 +503,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         rdma_mode=values["rdmaMode"],
         versions=Versions(**{_snake(k): val for k, val in v.items()}),
         fabric_test=FabricTest(
-            enabled=ft["enabled"], image=ft["image"], all_reduce_args=ft["allReduceArgs"],
+            enabled=ft["enabled"], image=ft["image"], all_reduce_args=ft["allReduceArgs"] or all_reduce_args_for(sku),
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
         ),

@@ -113,6 +113,17 @@ def test_sizes_that_need_ubuntu_2404_need_kubernetes_1_35():
     assert parse(kubernetesVersion="1.36", **gb200).kubernetes_version == "1.36"
 
 
+def test_all_reduce_size_fits_the_gpus_memory_by_default_and_is_checked_when_set():
+    assert parse().fabric_test.all_reduce_args == "-b 8 -e 16G -f 2 -g 1"  # H100 80 GB: 3 x 16 + 4 <= 80
+    a100_40 = {"ibPool": {"vmSize": "Standard_ND96asr_v4"}}
+    assert parse(**a100_40).fabric_test.all_reduce_args == "-b 8 -e 8G -f 2 -g 1"
+    (problem,) = problems(fabricTest={"allReduceArgs": "-b 8 -e 16G -f 2 -g 1"}, **a100_40)
+    assert problem.startswith(f"{P}:fabricTest.allReduceArgs: got '-b 8 -e 16G -f 2 -g 1'; its buffers need 52 GB")
+    assert "has 40 GB" in problem and "-e 8G" in problem
+    # without the data check (-c 0, as Azure's own job runs it) two buffers fit
+    assert parse(fabricTest={"allReduceArgs": "-b 8 -e 16G -f 2 -g 1 -c 0"}, **a100_40).fabric_test.enabled
+
+
 def test_arm64_sizes_need_an_arm64_test_image():
     found = problems(ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"})
     assert any("fabricTest.image" in p and "arm64" in p for p in found)
