@@ -6,10 +6,20 @@ each of two `mpiworker` pods (one per node: pod anti-affinity). Open MPI's UCX P
 measured traffic over the InfiniBand HCA that the RDMA device plugin hands the pod; the launch
 itself stays on the pod network. No GPU is requested and none is needed.
 
-The image: by default the stack's `fabricTest.image`, the pinned CoreWeave nccl-tests image, which
-carries HPC-X with its OSU micro-benchmarks at `OSU_DIR` (coreweave/nccl-tests Dockerfile.ubuntu22,
-HPCX_OSU_DIR) and sshd. It is a CUDA image: on a GPU-less node its CPU binaries run (nothing here
-asks for `-d cuda`), but it is large and this combination has not been run on real HB/HX hardware.
+The image: by default the stack's `fabricTest.image`, the pinned CoreWeave nccl-tests image (HPC-X
+Open MPI with UCX at `MPI_HOME`, sshd, a compiler: a -devel image). It has NO OSU micro-benchmarks:
+its Dockerfile.ubuntu22 (coreweave/nccl-tests@8b67957, line 151) runs `rm -r /opt/hpcx/ompi`, which
+deletes the HPC-X tree that held `tests/osu-micro-benchmarks`, then rebuilds Open MPI into the same
+prefix without them (its `HPCX_OSU_DIR` is stale); its perftest is CUDA-linked and does not load on
+a GPU-less node. So each worker pod first runs an `osu-build` initContainer in the same image
+(`scripts/build-osu.sh`, unprivileged): if the image has `osu_bw` and `osu_latency` at
+`OSU_PREBUILT_DIR` (HPC-X's path), they are linked as they are, nothing downloaded (an image of your
+own for air-gapped clusters); otherwise OSU `OSU_VERSION` is downloaded from `OSU_URL` (egress to
+mvapich.cse.ohio-state.edu needed), checked against `OSU_SHA256` before it is unpacked, built with
+the image's `mpicc` and installed on an emptyDir; either way the two binaries end up in `OSU_DIR`,
+which the worker container mounts at the same path and where mpirun starts them. The build runs
+within the pod's activeDeadlineSeconds; the launcher checks over ssh that both workers have the
+binaries before it runs anything. Not yet run on real HB/HX hardware.
 
 The job's shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is
 `components.mpi_job`, shared with the NCCL test, so the two fabric tests cannot drift apart.
@@ -33,7 +43,24 @@ from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 core = k8s.core.v1
 
 LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mpi-p2p-launcher.sh"
-OSU_DIR = "/opt/hpcx/ompi/tests/osu-micro-benchmarks"  # HPC-X's OMB in the default image
+BUILD_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build-osu.sh"
+# OSU Micro-Benchmarks, pinned: the official tarball and its sha256, as spack records it
+# (spack/spack-packages@00caeea repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py:
+# version("7.5", sha256="1cf84ac5...")). The only place these pins live; the script gets them as env.
+OSU_VERSION = "7.5"
+OSU_URL = f"https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-{OSU_VERSION}.tar.gz"
+OSU_SHA256 = "1cf84ac5419456202757a757c5f9a4f5c6ecd05c65783c7976421cfd6020b3b3"
+# Where an image that ships OSU has it (HPC-X's layout); used as is when both binaries are there.
+OSU_PREBUILT_DIR = "/opt/hpcx/ompi/tests/osu-micro-benchmarks"
+OSU_BUILD_CONTAINER = "osu-build"  # the workers' initContainer
+OSU_VOLUME = "osu"  # emptyDir shared by the initContainer and the worker container
+OSU_MOUNT = "/opt/osu"  # the emptyDir's path in both containers
+OSU_PREFIX = f"{OSU_MOUNT}/install"  # `make install` prefix (on the emptyDir)
+OSU_DIR = f"{OSU_MOUNT}/bin"  # osu_bw and osu_latency, at a fixed path on every worker
+OSU_BUILD_DIR = "/opt/aks-infiniband-osu"  # build-osu.sh, from the `<job>-osu-build` ConfigMap
+# Modest: configure + make of OSU takes minutes (make uses the cores that are free); the pod's
+# effective request is the larger workers' anyway, so this adds nothing to scheduling.
+OSU_BUILD_CPU, OSU_BUILD_MEMORY = "1", "1Gi"
 WORKERS = 2  # point to point: one rank on each of two nodes
 # A rank of osu_bw needs one core and little memory; the window of 64 x 4 MiB messages fits in 2 Gi.
 WORKER_CPU, WORKER_MEMORY = "2", "4Gi"
@@ -46,7 +73,8 @@ UCX_ENV = {"UCX_TLS": "rc,self"}
 class MpiBandwidthJobArgs:
     sku: Sku
     rdma_mode: str  # fabric.RDMA_MODES
-    image: str  # pinned; must carry OSU at OSU_DIR, Open MPI (UCX) at MPI_HOME and sshd
+    image: str  # pinned; must carry Open MPI (UCX) with mpicc at MPI_HOME, sshd, and OSU at
+    # OSU_PREBUILT_DIR or a compiler and curl/wget to build it (build-osu.sh)
     timeout_minutes: int  # the pods' activeDeadlineSeconds
     osu_bw_args: str = ""  # e.g. "-m 1:8388608"; empty: OSU's defaults (1 B to 4 MiB)
     osu_latency_args: str = ""
@@ -74,8 +102,35 @@ def worker_resources(args: MpiBandwidthJobArgs) -> core.ResourceRequirementsArgs
     )
 
 
-def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: str) -> dict[str, Any]:
-    """The Volcano Job's spec: the OSU launcher and two workers with the RDMA resource, no GPU."""
+def osu_build_container(image: str) -> core.ContainerArgs:
+    """The workers' initContainer: build-osu.sh puts osu_bw and osu_latency into OSU_DIR on the
+    shared emptyDir (from the image at OSU_PREBUILT_DIR, or built from the pinned tarball)."""
+    env = {
+        "OSU_URL": OSU_URL,
+        "OSU_SHA256": OSU_SHA256,
+        "OSU_PREBUILT_DIR": OSU_PREBUILT_DIR,
+        "OSU_PREFIX": OSU_PREFIX,
+        "OSU_BIN_DIR": OSU_DIR,
+        "MPI_HOME": MPI_HOME,
+    }
+    return core.ContainerArgs(
+        name=OSU_BUILD_CONTAINER,
+        image=image,
+        command=["/bin/bash", f"{OSU_BUILD_DIR}/{BUILD_SCRIPT.name}"],
+        env=[core.EnvVarArgs(name=k, value=v) for k, v in env.items()],
+        resources=core.ResourceRequirementsArgs(requests={"cpu": OSU_BUILD_CPU, "memory": OSU_BUILD_MEMORY}),
+        security_context=mpi_job.container_security(ipc_lock=False),
+        volume_mounts=[
+            core.VolumeMountArgs(name=OSU_VOLUME, mount_path=OSU_MOUNT),
+            core.VolumeMountArgs(name=OSU_BUILD_CONTAINER, mount_path=OSU_BUILD_DIR, read_only=True),
+        ],
+    )
+
+
+def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, configmaps: dict[str, str],
+             config_hash: str) -> dict[str, Any]:
+    """The Volcano Job's spec: the OSU launcher and two workers with the RDMA resource, no GPU; each
+    worker gets OSU from its `osu-build` initContainer through the shared emptyDir."""
     env = {
         "OSU_DIR": OSU_DIR,
         "OSU_BW_ARGS": args.osu_bw_args,
@@ -91,7 +146,19 @@ def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, config_hash: st
             args.timeout_minutes, config_hash, launcher_configmap,
         ),
         worker=mpi_job.worker_template(
-            args.job_name, args.image, worker_resources(args), args.timeout_minutes, config_hash
+            args.job_name, args.image, worker_resources(args), args.timeout_minutes, config_hash,
+            extra_mounts=[core.VolumeMountArgs(name=OSU_VOLUME, mount_path=OSU_MOUNT, read_only=True)],
+            extra_volumes=[
+                # a few MB of binaries; the build tree stays in the initContainer's own filesystem
+                core.VolumeArgs(name=OSU_VOLUME, empty_dir=core.EmptyDirVolumeSourceArgs(size_limit="1Gi")),
+                core.VolumeArgs(
+                    name=OSU_BUILD_CONTAINER,
+                    config_map=core.ConfigMapVolumeSourceArgs(
+                        name=configmaps[OSU_BUILD_CONTAINER], default_mode=0o555
+                    ),
+                ),
+            ],
+            init_containers=[osu_build_container(args.image)],
         ),
     )
 
@@ -120,7 +187,8 @@ class MpiBandwidthJob(pulumi.ComponentResource):
             job_name=args.job_name,
             namespace_name=args.namespace_name,
             launcher_script=LAUNCHER_SCRIPT,
-            build_spec=lambda launcher, _configmaps, config_hash: job_spec(args, launcher, config_hash),
+            configmaps={OSU_BUILD_CONTAINER: {BUILD_SCRIPT.name: BUILD_SCRIPT.read_text()}},
+            build_spec=lambda launcher, configmaps, config_hash: job_spec(args, launcher, configmaps, config_hash),
             wait_for=args.wait_for,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job

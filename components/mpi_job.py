@@ -84,8 +84,10 @@ def container_security(ipc_lock: bool) -> core.SecurityContextArgs:
 
 
 def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes: list[core.VolumeArgs],
-             affinity: core.AffinityArgs | None = None) -> core.PodSpecArgs:
-    """What every pod of a fabric test has: on the IB pool, bounded, no host network, no API token."""
+             affinity: core.AffinityArgs | None = None,
+             init_containers: list[core.ContainerArgs] | None = None) -> core.PodSpecArgs:
+    """What every pod of a fabric test has: on the IB pool, bounded, no host network, no API token.
+    The deadline covers the pod's initContainers too."""
     return core.PodSpecArgs(
         restart_policy="Never",  # a failed pod fails the job (policies below); no silent retry
         active_deadline_seconds=timeout_minutes * 60,
@@ -98,6 +100,7 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         node_selector=fabric.pool_node_selector(),
         tolerations=[core.TolerationArgs(**fabric.toleration())],
         affinity=affinity,
+        init_containers=init_containers or None,
         containers=containers,
         volumes=volumes,
     )
@@ -111,8 +114,10 @@ def worker_template(
     config_hash: str,
     extra_mounts: Sequence[core.VolumeMountArgs] = (),
     extra_volumes: Sequence[core.VolumeArgs] = (),
+    init_containers: Sequence[core.ContainerArgs] = (),
 ) -> core.PodTemplateSpecArgs:
-    """An sshd worker with `resources`, /dev/shm in memory, one per node."""
+    """An sshd worker with `resources`, /dev/shm in memory, one per node; `init_containers` run
+    to completion before sshd starts (within the pod's deadline)."""
     worker_labels = labels(job_name, "worker")
     return core.PodTemplateSpecArgs(
         metadata=meta.ObjectMetaArgs(labels=worker_labels, annotations={CONFIG_HASH_ANNOTATION: config_hash}),
@@ -130,6 +135,7 @@ def worker_template(
                     ]
                 )
             ),
+            init_containers=list(init_containers),
             containers=[
                 core.ContainerArgs(
                     name=WORKER_TASK,

@@ -3,12 +3,15 @@
 # (mounted from the `<job>-launcher` ConfigMap). Reads the two worker hosts that Volcano's svc plugin
 # writes, waits (bounded) until both workers' sshd answer, then runs OSU `osu_bw` and `osu_latency`
 # with one rank on each worker, so every byte crosses the InfiniBand link between the two nodes.
+# The binaries are on the workers, not here: each worker's `osu-build` initContainer
+# (scripts/build-osu.sh) put them into OSU_DIR on an emptyDir that its worker container mounts, and
+# the launcher checks over ssh that both workers have them before running anything.
 # Its stdout is the log that `python -m verify` parses (verify/osu.py). Exit status: the first
-# failing mpirun's, or 2 for a missing input, 3 for a wrong number of workers, 4 for a worker whose
-# sshd never answered.
+# failing mpirun's, or 2 for a missing input (OSU_DIR unset, no hostfile, no osu_bw/osu_latency in
+# OSU_DIR on a worker), 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
 #
 # Inputs (environment; the job sets them):
-#   OSU_DIR           directory of osu_bw / osu_latency (HPC-X: /opt/hpcx/ompi/tests/osu-micro-benchmarks)
+#   OSU_DIR           directory of osu_bw / osu_latency on the workers (the job: /opt/osu/bin)
 #   OSU_BW_ARGS       extra arguments of osu_bw (e.g. "-m 1:8388608"); may be empty
 #   OSU_LATENCY_ARGS  extra arguments of osu_latency; may be empty
 #   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
@@ -21,7 +24,6 @@ log() { echo "[mpi-p2p-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 
 [ -n "${OSU_DIR:-}" ] || die 2 "OSU_DIR is not set"
-for b in osu_bw osu_latency; do [ -x "$OSU_DIR/$b" ] || die 2 "no executable $OSU_DIR/$b in this image"; done
 hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
 wait_s="${SSH_WAIT_SECONDS:-600}"
@@ -37,7 +39,13 @@ for h in "${hosts[@]}"; do
     sleep 5
   done
   log "worker $h: sshd answers"
+  for b in osu_bw osu_latency; do
+    # shellcheck disable=SC2029  # OSU_DIR is expanded here on purpose: the same path on every worker
+    ssh -o BatchMode=yes -o ConnectTimeout=5 "$h" test -x "$OSU_DIR/$b" ||
+      die 2 "worker $h: no executable $OSU_DIR/$b (see its osu-build initContainer's log)"
+  done
 done
+log "both workers have osu_bw and osu_latency in $OSU_DIR"
 
 forward=()
 while IFS= read -r var; do forward+=(-x "$var"); done < <(compgen -e | grep -E '^UCX_' | sort)
