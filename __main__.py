@@ -116,7 +116,8 @@ fabric_check = (
         "fabric-check",
         FabricCheckArgs(
             kind=kinds.NCCL if sku.has_gpus else kinds.P2P,
-            kubeconfig=cluster.kubeconfig,
+            resource_group_name=cluster.resource_group.name,  # the collector fetches credentials itself
+            cluster_name=cluster.managed_cluster.name,
             namespace=fabric_job.namespace_name,
             job_name=fabric_job.job_name,
             vm_size=sku.vm_size,

@@ -7,9 +7,14 @@ the command line as `--kind p2p` (nccl is the collector's default, so the GPU co
 
 The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
 the project directory (relative paths only: an absolute path would differ between checkouts and
-show as a diff in every other user's preview). The kubeconfig reaches it as the secret environment
-variable `KUBECONFIG_CONTENT`, never on the command line. Progress goes to stderr, which Pulumi
-shows; the result is the one JSON object on stdout, parsed by `parse_result`.
+show as a diff in every other user's preview). No kubeconfig is among its inputs: the command line
+names the cluster (`--aks-resource-group RG --aks-cluster NAME --subscription ID`, stable and not
+secret) and the collector fetches the credentials itself with `az aks get-credentials --file -`.
+A Command with no `update` re-runs its create command whenever an input differs; the kubeconfig,
+read afresh on every run, differs after any credential or certificate rotation, and a re-run after
+the job's 24 h TTL would fail or block `pulumi up`. With stable inputs only the trigger (the job's
+spec hash) re-runs it, and a second `pulumi up` changes nothing. Progress goes to stderr, which
+Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+import pulumi_azure_native as azure_native
 import pulumi_command as command
 
 from verify import kinds
+from verify.collect import AksCluster
 
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
-KUBECONFIG_ENV = "KUBECONFIG_CONTENT"
 # The collector waits a little longer than the job's own deadline, so that it reports the job's
 # real end (Terminated at its deadline) rather than "still running"; Pulumi waits longer still.
 COLLECT_MARGIN_MINUTES = 5
@@ -37,7 +43,9 @@ PENDING = "PENDING"
 
 @dataclass(frozen=True)
 class FabricCheckArgs:
-    kubeconfig: pulumi.Input[str]  # secret
+    # Where the collector fetches credentials (az aks get-credentials): stable, non-secret names.
+    resource_group_name: pulumi.Input[str]
+    cluster_name: pulumi.Input[str]
     namespace: str
     job_name: str
     vm_size: str
@@ -52,6 +60,8 @@ class FabricCheckArgs:
     wait_for: Sequence[pulumi.Resource] = ()
     kind: str = kinds.NCCL  # kinds.KINDS: which test the job runs, so how its log is judged
     threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
+    # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
+    subscription_id: pulumi.Input[str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in kinds.KINDS:
@@ -73,12 +83,15 @@ def _number(n: float) -> str:
     return str(int(n)) if float(n).is_integer() else repr(float(n))
 
 
-def collect_command(args: FabricCheckArgs) -> str:
-    """The command line (no secrets: the kubeconfig is in the environment)."""
+def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
+    """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
     p2p = args.kind == kinds.P2P
     argv = [
         PYTHON, "-m", "verify", "collect",
         *(["--kind", kinds.P2P] if p2p else []),
+        "--aks-resource-group", cluster.resource_group,
+        "--aks-cluster", cluster.name,
+        *(["--subscription", cluster.subscription] if cluster.subscription else []),
         "--namespace", args.namespace,
         "--job", args.job_name,
         "--sku", args.vm_size,
@@ -191,11 +204,16 @@ class FabricCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
+        subscription_id = (args.subscription_id if args.subscription_id is not None else
+                           azure_native.authorization.get_client_config_output(
+                               opts=pulumi.InvokeOptions(parent=self)).subscription_id)
+        create = pulumi.Output.all(args.resource_group_name, args.cluster_name, subscription_id).apply(
+            lambda v: collect_command(args, AksCluster(resource_group=v[0], name=v[1], subscription=v[2] or None)))
         self.collect = command.local.Command(
             f"{name}-collect",
             command.local.CommandArgs(
-                create=collect_command(args),
-                environment={KUBECONFIG_ENV: pulumi.Output.secret(args.kubeconfig)},
+                create=create,
+                # no environment: the collector fetches the kubeconfig itself (module docstring)
                 # a new job (its spec hash) is a new run to collect; nothing else re-runs it
                 triggers=[args.job_spec_sha256],
                 # progress (stderr) is shown during `pulumi up`; the JSON result (stdout) is captured
@@ -204,7 +222,6 @@ class FabricCheck(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=list(args.wait_for),
-                additional_secret_outputs=["environment"],
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES}m"
                 ),

@@ -13,7 +13,8 @@ from conftest import dev_config
 import stack_config
 from components import fabric_check
 from components.fabric_check import PENDING, parse_result
-from offline import mocks
+from offline import engine, mocks
+from verify.collect import AksCluster
 
 COMMAND = "command:local:Command"
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -52,14 +53,58 @@ def test_paths_are_relative_to_the_project(dev):
     assert ROOT not in json.dumps(collect.inputs)
 
 
-def test_kubeconfig_only_as_a_secret_environment_variable(dev):
+def test_no_kubeconfig_among_the_inputs(dev):
+    """A Command with no `update` re-runs on any input diff; the kubeconfig is read afresh on every
+    run and changes with each credential rotation. So it is no input at all, not even a secret one."""
     collect = dev.one(COMMAND, COLLECT)
-    assert collect.inputs["environment"]["value"] == {fabric_check.KUBECONFIG_ENV: mocks.FAKE_KUBECONFIG}
-    assert "environment" in collect.secret_inputs
-    assert "environment" in collect.additional_secret_outputs
-    # nothing of it on the command line, which Pulumi shows in every preview
-    assert "offline-render-not-a-credential" not in collect.inputs["create"]
-    assert "kubeconfig" not in collect.inputs["create"].lower()
+    assert "environment" not in collect.inputs
+    assert collect.secret_inputs == [] and collect.additional_secret_outputs == []
+    text = json.dumps(collect.inputs)
+    assert "offline-render-not-a-credential" not in text and "clusters:" not in text
+    assert "kubeconfig" not in text.lower()
+
+
+def test_the_command_line_names_the_cluster_and_its_subscription(dev):
+    args = argv(dev)
+    assert option(args, "--aks-resource-group") == dev.outputs["resourceGroupName"]
+    assert option(args, "--aks-cluster") == dev.outputs["clusterName"]
+    # the subscription Pulumi deploys to (getClientConfig; all zeros under the mocks), so az reads
+    # the credentials of this cluster even when its own default subscription is another one
+    assert option(args, "--subscription") == mocks.OFFLINE_ID
+    # the collector's own az call for those coordinates (what the step will run)
+    assert AksCluster(option(args, "--aks-resource-group"), option(args, "--aks-cluster"),
+                      option(args, "--subscription")).az_argv() == [
+        "aks", "get-credentials", "--resource-group", dev.outputs["resourceGroupName"],
+        "--name", dev.outputs["clusterName"], "--subscription", mocks.OFFLINE_ID, "--file", "-",
+        "--only-show-errors"]
+
+
+def test_cluster_names_from_the_config_reach_the_command_line(render):
+    args = argv(render(resourceGroupName="rg-ib-test", clusterName="aks-ib-test"))
+    assert (option(args, "--aks-resource-group"), option(args, "--aks-cluster")) == ("rg-ib-test", "aks-ib-test")
+
+
+def test_a_credential_rotation_changes_no_input_of_the_collect_step(dev, monkeypatch):
+    """The property behind "a second `pulumi up` changes nothing": AKS hands out another kubeconfig
+    (rotated certificates, a new token), everything the collect step is given stays the same."""
+    rotated = mocks.FAKE_KUBECONFIG.replace("offline-render-not-a-credential", "rotated-not-a-credential")
+    monkeypatch.setattr(mocks, "FAKE_KUBECONFIG", rotated)
+    again = engine.render("dev")
+    assert "rotated-not-a-credential" in again.outputs["kubeconfig"]  # the control: the kubeconfig did change
+    before, after = dev.one(COMMAND, COLLECT), again.one(COMMAND, COLLECT)
+    assert after.inputs == before.inputs
+    assert after.secret_inputs == before.secret_inputs and after.dependencies == before.dependencies
+
+
+def test_collect_command_without_a_subscription_leaves_it_to_az():
+    args = fabric_check.FabricCheckArgs(
+        resource_group_name="rg", cluster_name="aks", namespace="fabric-test", job_name="nccl-allreduce",
+        vm_size="Standard_ND96asr_v4", node_count=2, gpus_per_node=8, timeout_minutes=60,
+        job_spec_sha256="0" * 64)
+    with_sub = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks", "sub-id")))
+    without = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks")))
+    assert option(with_sub, "--subscription") == "sub-id" and "--subscription" not in without
+    assert option(without, "--aks-resource-group") == "rg" and option(without, "--aks-cluster") == "aks"
 
 
 def test_progress_is_shown_and_the_result_captured(dev):
@@ -199,6 +244,8 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
     job = dev.one(JOB, "fabric-test-job")
     assert argv(dev) == [
         ".venv/bin/python", "-m", "verify", "collect",
+        "--aks-resource-group", dev.outputs["resourceGroupName"], "--aks-cluster", dev.outputs["clusterName"],
+        "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
         "--sku", dev.outputs["vmSize"], "--nodes", str(dev.outputs["nodeCount"]),
         "--timeout-minutes", str(stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes

@@ -153,6 +153,10 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
     assert _option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert _option(args, "--job") == job.inputs["metadata"]["name"]
     assert _option(args, "--sku") == HB
+    # the collector fetches its own credentials for this cluster (no kubeconfig among its inputs)
+    assert _option(args, "--aks-resource-group") == hb.outputs["resourceGroupName"]
+    assert _option(args, "--aks-cluster") == hb.outputs["clusterName"]
+    assert "environment" not in collect.inputs
     # a point-to-point result is judged in Gb/s and spans two nodes: no GB/s threshold, no --nodes
     assert "--nodes" not in args and "--threshold-gbps" not in args and "--threshold-gbits" not in args
     # matplotlib is a dev requirement: the deploy-time step never plots (README: plot afterwards)
@@ -194,8 +198,9 @@ def test_hb_no_collect_step_when_the_test_is_disabled(render):
 
 
 def test_fabric_check_args_refuse_the_other_kinds_threshold_and_gpus():
-    base = dict(kubeconfig="k", namespace="fabric-test", job_name="mpi-p2p", vm_size=HB, node_count=WORKERS,
-                gpus_per_node=0, timeout_minutes=60, job_spec_sha256="0" * 64, kind=kinds.P2P)
+    base = dict(resource_group_name="rg", cluster_name="aks", namespace="fabric-test", job_name="mpi-p2p",
+                vm_size=HB, node_count=WORKERS, gpus_per_node=0, timeout_minutes=60, job_spec_sha256="0" * 64,
+                kind=kinds.P2P)
     FabricCheckArgs(**base)  # the control: valid as __main__ builds it
     for bad in ({"threshold_gbps": 50.0}, {"gpus_per_node": 8}, {"kind": "osu"}):
         with pytest.raises(ValueError):
@@ -204,12 +209,13 @@ def test_fabric_check_args_refuse_the_other_kinds_threshold_and_gpus():
         FabricCheckArgs(**{**base, "kind": kinds.NCCL, "gpus_per_node": 8, "threshold_gbits": 150.0})
 
 
-def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render):
+def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path):
     """End to end, offline: the command line the HB stack renders, run as the Pulumi step runs it
-    (kubeconfig only in the environment) against the fake API serving a real two-VM HBv3 log; its
-    stdout read by the stack's own parse_result. The figure is the one the fixture's last row gives."""
+    (credentials from a fake logged-in `az` on PATH, nothing in the environment) against the fake API
+    serving a real two-VM HBv3 log; its stdout read by the stack's own parse_result. The figure is the
+    one the fixture's last row gives."""
     from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
-    from tests.test_verify_collect import FakeKube
+    from tests.test_verify_collect import FakeKube, az_calls, fake_az
 
     hbv3 = "Standard_HB120rs_v3"
     stack = render(ibPool={"vmSize": hbv3})
@@ -219,9 +225,13 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render):
     log = HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
     with FakeKube(["Running", "Completed"], log, namespace=job.inputs["metadata"]["namespace"],
                   job=job.inputs["metadata"]["name"]) as kube:
-        env = {fabric_check.KUBECONFIG_ENV: kube.kubeconfig(), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+        bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
+        env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": "/nonexistent"}
         done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    (call,) = az_calls(calls)
+    assert call[:6] == ["aks", "get-credentials", "--resource-group", stack.outputs["resourceGroupName"],
+                        "--name", stack.outputs["clusterName"]]
     result = parse_result(done.stdout)
     rows = raw_rows(HBV3_BW)
     assert result.verdict == "PASS"

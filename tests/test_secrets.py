@@ -1,8 +1,8 @@
 """No secret leaks. The kubeconfig (under the mocks: offline.mocks.FAKE_KUBECONFIG, whose token is
 `offline-render-not-a-credential`) is a secret output, a secret input only where it must be used
-(the Kubernetes provider and the result-collection command's environment), and appears nowhere
-else: not in another input, not in a plain output, not in the offline render, not in the logs.
-And the repository holds no credentials."""
+(the Kubernetes provider), and appears nowhere else: not in another input (the result-collection
+command fetches its own credentials with az, so that a rotation does not re-run it), not in a plain
+output, not in the offline render, not in the logs. And the repository holds no credentials."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ NEEDLES = (TOKEN, FAKE_KUBECONFIG.strip(), base64.b64encode(FAKE_KUBECONFIG.enco
 # Where the kubeconfig may go, as a secret: (resource type, input key).
 SECRET_SINKS = {
     ("pulumi:providers:kubernetes", "kubeconfig"),
-    ("command:local:Command", "environment"),
 }
 
 
@@ -54,6 +53,16 @@ def test_kubeconfig_only_in_secret_inputs_where_it_is_needed(dev):
             sinks_used.add((r.type, key))
     # The provider must get it (as a secret), or nothing could be applied to the cluster.
     assert ("pulumi:providers:kubernetes", "kubeconfig") in sinks_used
+
+
+def test_no_command_is_handed_the_kubeconfig(dev):
+    """Stronger than "only as a secret": no pulumi-command step (the result collection included) gets
+    the kubeconfig in any input, secret or not, since every new kubeconfig would re-run the step."""
+    commands = dev.of_type("command:local:Command")
+    (collect,) = [c for c in commands if c.name.endswith("-collect")]
+    assert collect.secret_inputs == [] and "environment" not in collect.inputs
+    for c in commands:
+        assert not [k for k, v in c.inputs.items() if leaks(v)], f"{c.name} is handed the kubeconfig"
 
 
 def test_nothing_secret_in_the_logs(caplog, capfd):

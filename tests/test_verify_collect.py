@@ -323,3 +323,158 @@ def test_p2p_wrong_unit_or_missing_nodes_stop_before_any_request(p2p_log, monkey
         assert cli.main(nccl_without_nodes) == 2
         assert "--nodes is required" in capsys.readouterr().err
     assert kube.requests == []
+
+
+# --- credentials from the Azure CLI (--aks-resource-group / --aks-cluster / --subscription) -----------
+# How the stack's collect step runs: no kubeconfig among its inputs, `az aks get-credentials --file -`.
+RG, CLUSTER, SUB = "aks-infiniband-dev", "aks-ib-dev", "11111111-2222-3333-4444-555555555555"
+AZ_ARGV = ["aks", "get-credentials", "--resource-group", RG, "--name", CLUSTER, "--subscription", SUB,
+           "--file", "-", "--only-show-errors"]
+NOT_LOGGED_IN = "ERROR: Please run 'az login' to setup account.\n"
+
+
+def fake_az(tmp_path: Path, *, stdout: str = "", stderr: str = "", code: int = 0,
+            sleep: float = 0) -> tuple[Path, Path]:
+    """A fake `az` in its own bin directory: records each argv (one JSON line in the returned log),
+    prints `stdout` / `stderr`, exits `code`. Returns (bin directory, argv log)."""
+    bindir, calls = tmp_path / "fake-az-bin", tmp_path / "az-calls.jsonl"
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "az"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, time\n"
+        f"with open({str(calls)!r}, 'a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"time.sleep({sleep!r})\n"
+        f"sys.stdout.write({stdout!r})\n"
+        f"sys.stderr.write({stderr!r})\n"
+        f"sys.exit({code!r})\n"
+    )
+    script.chmod(0o755)
+    return bindir, calls
+
+
+def az_calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def aks_argv(*extra: str) -> list[str]:
+    return argv("--aks-resource-group", RG, "--aks-cluster", CLUSTER, "--subscription", SUB, *extra)
+
+
+def test_subprocess_fetches_credentials_with_az_as_the_stack_step_runs_it(azure_log, tmp_path):
+    """End to end as the Pulumi step runs it: no kubeconfig anywhere in its environment or on its
+    command line, a (fake) logged-in az on PATH that prints the kubeconfig of the (fake) cluster."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with FakeKube(["Running", "Completed"], azure_log) as kube:
+        bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
+        env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(home)}
+        p = subprocess.run([sys.executable, "-m", "verify", *aks_argv()], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["verdict"] == "PASS"
+    assert az_calls(calls) == [AZ_ARGV]  # once, for that cluster, to stdout (--file -)
+    # the API was called with the credentials az printed
+    assert kube.requests and {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
+    assert list(home.iterdir()) == [], "the kubeconfig was written under HOME"
+    assert TOKEN not in p.stderr
+
+
+def test_az_credentials_come_before_kubeconfig_content(azure_log, tmp_path, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log) as kube:
+        bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
+        monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+        # a stale kubeconfig in the environment (wrong token): the az flags win
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig().replace(TOKEN, "stale"))
+        code = cli.main(aks_argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert az_calls(calls) == [AZ_ARGV]
+    assert {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
+
+
+def test_an_explicit_kubeconfig_file_wins_and_az_is_not_called(azure_log, tmp_path, monkeypatch, capsys):
+    bindir, calls = fake_az(tmp_path, stderr=NOT_LOGGED_IN, code=1)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    monkeypatch.delenv("KUBECONFIG_CONTENT", raising=False)
+    with FakeKube(["Completed"], azure_log) as kube:
+        path = tmp_path / "kubeconfig"
+        path.write_text(kube.kubeconfig())
+        code = cli.main(aks_argv("--kubeconfig", str(path)))
+    assert code == 0, capsys.readouterr().err
+    assert az_calls(calls) == []
+
+
+def test_without_subscription_az_uses_its_current_one(azure_log, tmp_path, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log) as kube:
+        bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
+        monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+        assert cli.main(argv("--aks-resource-group", RG, "--aks-cluster", CLUSTER)) == 0, capsys.readouterr().err
+    (call,) = az_calls(calls)
+    assert "--subscription" not in call and call[:6] == AZ_ARGV[:6]
+
+
+def _one_error_line(err: str) -> str:
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def test_az_missing_is_exit_2_naming_the_cli(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("KUBECONFIG_CONTENT", raising=False)
+    assert cli.main(aks_argv()) == 2
+    captured = capsys.readouterr()
+    error = _one_error_line(captured.err)
+    assert "Azure CLI (az) is not on PATH" in error and f"{RG}/{CLUSTER}" in error and "az login" in error
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("stderr, code, expected", [
+    (NOT_LOGGED_IN, 1, "not logged in (or its login expired): run 'az login'"),
+    ("WARNING: something\nERROR: (ResourceNotFound) The Resource 'Microsoft.ContainerService/managedClusters/"
+     f"{CLUSTER}' under resource group '{RG}' was not found.\n", 3, "(exit 3): (ResourceNotFound)"),
+])
+def test_az_failing_is_exit_2_with_its_reason(tmp_path, monkeypatch, capsys, stderr, code, expected):
+    bindir, calls = fake_az(tmp_path, stderr=stderr, code=code)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    assert cli.main(aks_argv()) == 2
+    captured = capsys.readouterr()
+    error = _one_error_line(captured.err)
+    assert error.startswith(f"error: az aks get-credentials for AKS cluster {RG}/{CLUSTER} in subscription {SUB}")
+    assert expected in error
+    assert az_calls(calls) == [AZ_ARGV] and captured.out == ""
+
+
+def test_az_printing_no_kubeconfig_is_exit_2_and_never_echoed(tmp_path, monkeypatch, capsys):
+    secret_looking = "token: do-not-print-me\n: : [unbalanced"
+    bindir, _ = fake_az(tmp_path, stdout=secret_looking)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    assert cli.main(aks_argv()) == 2
+    err = capsys.readouterr().err
+    assert "printed no kubeconfig" in _one_error_line(err)
+    assert "do-not-print-me" not in err
+
+
+def test_a_hung_az_is_exit_2(tmp_path, monkeypatch, capsys):
+    bindir, _ = fake_az(tmp_path, stdout="", sleep=30)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    monkeypatch.setattr(collect, "AZ_TIMEOUT_SECONDS", 0.5)
+    assert cli.main(aks_argv()) == 2
+    assert "did not answer within 0.5s" in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--aks-cluster", CLUSTER], "--aks-resource-group and --aks-cluster go together"),
+    (["--aks-resource-group", RG], "--aks-resource-group and --aks-cluster go together"),
+    (["--subscription", SUB], "--subscription only applies with"),
+])
+def test_incomplete_cluster_flags_stop_before_az_or_any_request(tmp_path, monkeypatch, capsys, flags, message):
+    bindir, calls = fake_az(tmp_path, stdout="never read")
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    assert cli.main(argv(*flags)) == 2
+    assert message in _one_error_line(capsys.readouterr().err)
+    assert az_calls(calls) == []

@@ -9,7 +9,8 @@ the other kind's flag is an error, never a silent conversion.
 
 Exit codes: 0 = a result was read and judged (whatever the verdict, unless --fail-on-low-bandwidth);
 1 = verdict FAIL with --fail-on-low-bandwidth; 2 = no result: unreadable/garbage input, timeout,
-Kubernetes API error, bad arguments. Errors are one line on stderr, never a traceback.
+Kubernetes API error, no credentials (az missing, not logged in or failing), bad arguments.
+Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -81,8 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--namespace", required=True)
     col.add_argument("--job", required=True, help="the Volcano Job's name")
     col.add_argument("--task", default=collect_mod.LAUNCHER_TASK, help="the launcher task (default %(default)s)")
-    col.add_argument("--kubeconfig",
-                     help="kubeconfig file (default: $KUBECONFIG_CONTENT, then $KUBECONFIG, ~/.kube/config)")
+    creds = col.add_argument_group(
+        "credentials", "the first of: --kubeconfig; the --aks-* flags (az aks get-credentials, kept in memory); "
+                       "$KUBECONFIG_CONTENT (the YAML itself); $KUBECONFIG / ~/.kube/config")
+    creds.add_argument("--kubeconfig", help="kubeconfig file (wins over everything else)")
+    creds.add_argument("--aks-resource-group", metavar="RG",
+                       help="with --aks-cluster: fetch the cluster's user credentials with the Azure CLI "
+                            "(needs az on PATH, logged in)")
+    creds.add_argument("--aks-cluster", metavar="NAME", help="the AKS cluster's name (with --aks-resource-group)")
+    creds.add_argument("--subscription", metavar="ID",
+                       help="the cluster's subscription (with the --aks-* flags; default: az's current one)")
     col.add_argument("--timeout-minutes", type=_positive_float, default=60.0,
                      help="give up after (default %(default)s)")
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
@@ -224,15 +233,27 @@ def _verdict_text(out: dict) -> str:
     return f"VERDICT: {out['verdict']}\n" + "".join(f"  - {r}\n" for r in out["reasons"])
 
 
+def _aks_cluster(args: argparse.Namespace) -> tuple[collect_mod.AksCluster | None, str | None]:
+    """The --aks-* flags as a cluster (None: not given), or the problem with them."""
+    rg, name, sub = args.aks_resource_group, args.aks_cluster, args.subscription
+    if not rg and not name:
+        return None, ("--subscription only applies with --aks-resource-group and --aks-cluster" if sub else None)
+    if not (rg and name):
+        return None, "--aks-resource-group and --aks-cluster go together (the cluster's resource group and name)"
+    return collect_mod.AksCluster(resource_group=rg, name=name, subscription=sub or None), None
+
+
 def _collect(args: argparse.Namespace) -> int:
     problem = _check_kind_args(args, args.kind)
-    if problem:  # before waiting up to an hour for the job
-        return _error(problem)
+    aks, aks_problem = _aks_cluster(args)
+    if problem or aks_problem:  # before waiting up to an hour for the job
+        return _error(problem or aks_problem)
     try:
         got = collect_mod.collect(
             args.namespace,
             args.job,
             kubeconfig=args.kubeconfig,
+            aks=None if args.kubeconfig else aks,  # an explicit file wins: az is not called
             timeout_seconds=args.timeout_minutes * 60,
             poll_seconds=args.poll_seconds,
             task=args.task,

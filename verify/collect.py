@@ -1,7 +1,10 @@
 """`python -m verify collect`: wait for the Volcano Job, read its launcher's log, parse and judge it.
 
-Run by the stack's collect step (pulumi-command, which passes the secret kubeconfig in the
-environment variable KUBECONFIG_CONTENT, never on the command line) and by people afterwards.
+Run by the stack's collect step and by people afterwards. The stack's step fetches the cluster's
+credentials itself (`--aks-resource-group RG --aks-cluster NAME --subscription ID`: `az aks
+get-credentials ... --file -`, read from az's stdout and never written to a file), so that no
+kubeconfig is an input of that step: a credential rotation then changes nothing in the stack, and a
+second `pulumi up` does not re-run the collector (`api_client` gives the order of the sources).
 
 Facts this relies on (volcano-sh/volcano @ v1.15.1):
 - the Job is `batch.volcano.sh/v1alpha1`, plural `jobs`; `.status.state.phase` is one of Pending,
@@ -14,6 +17,8 @@ Facts this relies on (volcano-sh/volcano @ v1.15.1):
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -53,14 +58,85 @@ def _progress(message: str) -> None:
     print(f"[verify collect] {message}", file=sys.stderr, flush=True)
 
 
-def api_client(kubeconfig: str | None = None):
-    """A kubernetes ApiClient: --kubeconfig PATH, else $KUBECONFIG_CONTENT (the kubeconfig YAML itself),
-    else the usual $KUBECONFIG / ~/.kube/config."""
+AZ_TIMEOUT_SECONDS = 120  # one `az aks get-credentials` call (a token refresh included)
+
+
+@dataclass(frozen=True)
+class AksCluster:
+    """An AKS cluster by its coordinates: what `az aks get-credentials` needs (nothing secret)."""
+
+    resource_group: str
+    name: str
+    subscription: str | None = None  # None: az's current subscription
+
+    def az_argv(self) -> list[str]:
+        """`az` arguments that print the cluster's user kubeconfig to stdout (`--file -`): the same
+        clusterUser credentials the stack reads with list_managed_cluster_user_credentials."""
+        argv = ["aks", "get-credentials", "--resource-group", self.resource_group, "--name", self.name]
+        if self.subscription:
+            argv += ["--subscription", self.subscription]
+        return [*argv, "--file", "-", "--only-show-errors"]
+
+    def __str__(self) -> str:
+        where = f" in subscription {self.subscription}" if self.subscription else ""
+        return f"AKS cluster {self.resource_group}/{self.name}{where}"
+
+
+def _az_detail(stderr: str) -> str:
+    """The last line az printed on stderr (its error), without its `ERROR: ` prefix."""
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    return lines[-1].removeprefix("ERROR:").strip() if lines else "no message"
+
+
+def aks_kubeconfig(aks: AksCluster) -> dict[str, Any]:
+    """The cluster's user kubeconfig, fetched with the Azure CLI and kept in memory. Missing az, az
+    not logged in, a failed or hung call, or output that is no kubeconfig: CollectError (exit 2).
+    Never quotes az's stdout (it is the credential)."""
+    az = shutil.which("az")
+    if not az:
+        raise CollectError(
+            f"the Azure CLI (az) is not on PATH; it is needed to fetch the credentials of {aks}. Install it "
+            "(https://learn.microsoft.com/cli/azure/install-azure-cli) and run 'az login', or pass --kubeconfig"
+        )
+    argv = aks.az_argv()
+    _progress(f"fetching the credentials of {aks}: az {' '.join(argv[:2])}")
+    try:
+        done = subprocess.run([az, *argv], stdin=subprocess.DEVNULL, capture_output=True, timeout=AZ_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise CollectError(f"az aks get-credentials for {aks} did not answer within {AZ_TIMEOUT_SECONDS}s "
+                           "(is az waiting for a login? run 'az login')") from None
+    except OSError as exc:
+        raise CollectError(f"cannot run {az}: {exc.strerror or exc}") from None
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    if done.returncode != 0:
+        hint = ("; the Azure CLI is not logged in (or its login expired): run 'az login'"
+                if "az login" in stderr.lower() else "")
+        raise CollectError(f"az aks get-credentials for {aks} failed (exit {done.returncode}): "
+                           f"{_az_detail(stderr)}{hint}")
+    try:
+        data = yaml.safe_load(done.stdout.decode("utf-8", errors="replace"))
+    except yaml.YAMLError as exc:
+        raise CollectError(f"az aks get-credentials for {aks} printed no kubeconfig "
+                           f"(not YAML: {exc.__class__.__name__})") from None
+    if not isinstance(data, dict) or not data.get("clusters"):
+        raise CollectError(f"az aks get-credentials for {aks} printed no kubeconfig (no clusters in its output)")
+    return data
+
+
+def api_client(kubeconfig: str | None = None, aks: AksCluster | None = None):
+    """A kubernetes ApiClient from the first of: `kubeconfig` (a file, --kubeconfig), `aks` (the Azure
+    CLI's credentials for that cluster, --aks-resource-group/--aks-cluster), $KUBECONFIG_CONTENT (the
+    kubeconfig YAML itself), the usual $KUBECONFIG / ~/.kube/config.
+
+    A kubeconfig read from az or from the environment is not written to a file by this code (the
+    kubernetes client keeps certificate data it holds in private temporary files it removes on exit)."""
     from kubernetes import config as kconfig
 
     try:
         if kubeconfig:
             return kconfig.new_client_from_config(config_file=kubeconfig, persist_config=False)
+        if aks:
+            return kconfig.new_client_from_config_dict(aks_kubeconfig(aks), persist_config=False)
         content = os.environ.get("KUBECONFIG_CONTENT")
         if content and content.strip():
             try:
@@ -180,8 +256,9 @@ def collect(
     timeout_seconds: float,
     poll_seconds: float,
     task: str = LAUNCHER_TASK,
+    aks: AksCluster | None = None,
 ) -> Collected:
-    client = api_client(kubeconfig)
+    client = api_client(kubeconfig, aks)
     phase, message = wait_for_job(client, namespace, job, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
     pod, log = launcher_log(client, namespace, job, task)
     _progress(f"read {len(log.splitlines())} log lines from pod {namespace}/{pod}")
