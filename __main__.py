@@ -2,6 +2,7 @@
 an NCCL all-reduce. Reads the configuration, builds the components, exports the outputs."""
 
 import pulumi
+import pulumi_azure_native as azure_native
 
 import stack_config
 from components.cluster import Cluster, ClusterArgs
@@ -19,11 +20,15 @@ from verify import kinds
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
 
-# 1. The AKSInfinibandSupport feature (skipped for sizes that must not have it).
-feature = (
-    FeatureRegistration("ib-feature", FeatureRegistrationArgs(timeout_minutes=cfg.feature_wait_timeout_minutes))
-    if cfg.register_ib_feature
-    else None
+# 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
+# for, or, on sizes that must not have it (GB200), checked to be absent.
+feature = FeatureRegistration(
+    "ib-feature",
+    FeatureRegistrationArgs(
+        subscription_id=azure_native.authorization.get_client_config_output().subscription_id,
+        timeout_minutes=cfg.feature_wait_timeout_minutes,
+        must_be_registered=cfg.register_ib_feature,
+    ),
 )
 
 # 2. The cluster and the one Kubernetes provider every later piece uses.
@@ -54,7 +59,7 @@ ib_pool = IbNodePool(
         kubernetes_version=cfg.kubernetes_version,
         tags=cfg.tags,
         protect=cfg.protect,
-        wait_for=[feature.wait] if feature else [],
+        wait_for=[feature.step],
     ),
 )
 
@@ -141,7 +146,7 @@ pulumi.export("nodePoolName", ib_pool.agent_pool.name)
 pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("featureState", feature.state if feature else "not applicable to " + sku.vm_size)
+pulumi.export("featureState", feature.state)
 if fabric_check:
     for output_name, value in fabric_check.stack_outputs().items():
         pulumi.export(output_name, value)

@@ -1,69 +1,76 @@
-"""Row 1: the AKSInfinibandSupport preview feature, and a wait until Azure says it is Registered."""
+"""Row 1: the AKSInfinibandSupport preview feature: registered and Registered before the IB pool
+(or, for sizes that must not have it, checked to be absent), by one Azure CLI step."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_azure_native as azure_native
 import pulumi_command as command
 
 FEATURE_NAME = "AKSInfinibandSupport"
 PROVIDER_NAMESPACE = "Microsoft.ContainerService"
 # Relative to the project directory, where Pulumi runs the program: an absolute path would differ
 # between checkouts and show up as a diff in every other user's preview.
-WAIT_SCRIPT = "scripts/wait-feature-registered.sh"
+SCRIPT = "scripts/feature-registration.sh"
+MODE_REGISTER = "register"
+MODE_REQUIRE_UNREGISTERED = "require-unregistered"
 
 
 @dataclass(frozen=True)
 class FeatureRegistrationArgs:
+    subscription_id: pulumi.Input[str]  # the subscription Pulumi deploys to (getClientConfig)
     timeout_minutes: int
+    # False for sizes Azure says must NOT have the feature (catalog `ib_feature_flag`, e.g. GB200):
+    # then the step only checks that it is not registered, and fails saying how to unregister it.
+    must_be_registered: bool = True
 
 
 class FeatureRegistration(pulumi.ComponentResource):
-    """Registers AKSInfinibandSupport on the subscription and waits until it is `Registered`.
+    """One `az` step for AKSInfinibandSupport on the deploying subscription; the IB pool waits on it.
 
-    Registration is asynchronous on Azure's side (minutes to hours); creating a pool before it
-    completes puts VMs on different InfiniBand fabrics. So the node pool depends on `wait`, the
-    command that polls the state and then re-registers the resource provider.
+    Not the azure-native `features.SubscriptionFeatureRegistration` resource: Azure answers GET on a
+    feature registration with HTTP 200 whatever its state, and the provider's pre-create existence
+    check refuses any 200 ("cannot create already existing resource"), so that resource fails on
+    every subscription (pulumi/pulumi-azure-native#1722). The script instead registers only when
+    the feature is not Registered/Registering, waits (bounded) until Registered, then re-registers
+    the resource provider. Registration is asynchronous on Azure's side (minutes to hours); creating
+    a pool before it completes puts VMs on different InfiniBand fabrics.
 
-    The registration is retained on destroy: other clusters in the subscription rely on it.
+    No delete command, and `retain_on_delete`: destroy leaves the registration in place, since
+    other clusters in the subscription rely on it.
     """
 
-    registration: azure_native.features.SubscriptionFeatureRegistration
-    wait: command.local.Command
+    step: command.local.Command
     state: pulumi.Output[str]
 
     def __init__(self, name: str, args: FeatureRegistrationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:azure:FeatureRegistration", name, None, opts)
-        self.registration = azure_native.features.SubscriptionFeatureRegistration(
-            f"{name}-registration",
-            azure_native.features.SubscriptionFeatureRegistrationArgs(
-                provider_namespace=PROVIDER_NAMESPACE,
-                feature_name=FEATURE_NAME,
-                properties=azure_native.features.SubscriptionFeatureRegistrationPropertiesArgs(),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-        )
-        self.wait = command.local.Command(
-            f"{name}-wait",
+        mode = MODE_REGISTER if args.must_be_registered else MODE_REQUIRE_UNREGISTERED
+        timeout = f"{args.timeout_minutes + 5}m"  # Pulumi's timeout must not cut the script's bound short
+        self.step = command.local.Command(
+            f"{name}-register" if args.must_be_registered else f"{name}-check-unregistered",
             command.local.CommandArgs(
-                create=f"bash {WAIT_SCRIPT}",
+                create=f"bash {SCRIPT}",
                 environment={
+                    "FEATURE_MODE": mode,
+                    "SUBSCRIPTION_ID": args.subscription_id,
                     "FEATURE_NAMESPACE": PROVIDER_NAMESPACE,
                     "FEATURE_NAME": FEATURE_NAME,
                     "TIMEOUT_SECONDS": str(args.timeout_minutes * 60),
                 },
-                # Re-run when the registration is replaced; the script is idempotent.
-                triggers=[self.registration.id],
+                # Stable: re-run (the script is idempotent) only for another feature, subscription or
+                # mode - never on a timestamp, so a second `pulumi up` has nothing to do.
+                triggers=[f"{PROVIDER_NAMESPACE}/{FEATURE_NAME}", args.subscription_id, mode],
                 # The state is the command's only stdout line; progress goes to stderr.
                 logging=command.local.Logging.STDERR,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[self.registration],
-                custom_timeouts=pulumi.CustomTimeouts(create=f"{args.timeout_minutes + 5}m"),
+                # No delete command either: the registration outlives this stack.
+                retain_on_delete=True,
+                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
             ),
         )
-        self.state = self.wait.stdout.apply(lambda s: (s or "").strip())
+        self.state = self.step.stdout.apply(lambda s: (s or "").strip())
         self.register_outputs({"state": self.state})

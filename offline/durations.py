@@ -84,7 +84,7 @@ def _is_ib_pool(resource: Any) -> bool:
 
 def _is_feature_wait(resource: Any) -> bool:
     env = (resource.inputs or {}).get("environment") or {}
-    return resource.type == "command:local:Command" and "FEATURE_NAME" in env
+    return resource.type == "command:local:Command" and env.get("FEATURE_MODE") == "register"
 
 
 # (predicate, duration), first match wins. Predicates see an offline.engine.Resource.
@@ -98,10 +98,7 @@ RULES: tuple[tuple[str, Callable[[Any], bool], Duration], ...] = (
     ("AKS managed cluster with its system pool",
      lambda r: r.type == "azure-native:containerservice:ManagedCluster",
      Duration(8.0, 5.0, 18.0, SOURCED, KUBEDEX_AKS)),
-    ("feature registration request",
-     lambda r: r.type == "azure-native:features:SubscriptionFeatureRegistration",
-     INSTANT),
-    ("wait until the feature is Registered",
+    ("register the feature, wait until it is Registered",
      _is_feature_wait,
      Duration(3.0, 0.2, 30.0, SOURCED, AZURE_FEATURE)),
     ("local command (waits, checks)",

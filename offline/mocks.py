@@ -28,7 +28,8 @@ OFFLINE_ID = "00000000-0000-0000-0000-000000000000"
 
 # stdout of pulumi-command resources under the mock engine, by the end of the resource name.
 COMMAND_STDOUT: dict[str, str] = {
-    "-wait": "Registered",
+    "-register": "Registered",  # the AKSInfinibandSupport step (components/feature_registration.py)
+    "-check-unregistered": "NotRegistered",  # its read-only form on sizes that must not have the feature
 }
 
 # Which input holds the name Azure will use, per type (the mock returns it as `name`).
@@ -36,7 +37,6 @@ _NAME_INPUT = {
     "azure-native:resources:ResourceGroup": "resourceGroupName",
     "azure-native:containerservice:ManagedCluster": "resourceName",
     "azure-native:containerservice:AgentPool": "agentPoolName",
-    "azure-native:features:SubscriptionFeatureRegistration": "featureName",
 }
 
 

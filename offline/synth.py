@@ -18,6 +18,7 @@ written as `[secret]`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from collections.abc import Iterable, Mapping
@@ -163,7 +164,8 @@ class Timeline:
         return self.finish[scenario][end] if end else 0.0
 
     def sequential_total(self, scenario: str) -> float:
-        return sum(getattr(s.duration, f"{scenario}_min") for s in self.steps.values())
+        # fsum: exact, so the total does not depend on the (racy) order resources registered in
+        return math.fsum(getattr(s.duration, f"{scenario}_min") for s in self.steps.values())
 
     def apply_complete(self, scenario: str) -> float:
         """When `pulumi up` returns: every resource created (on-node steps may still be running)."""

@@ -7,7 +7,6 @@ import fabric
 from components.cluster import decode_kubeconfig
 from offline import mocks
 
-FEATURE = "azure-native:features:SubscriptionFeatureRegistration"
 COMMAND = "command:local:Command"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -16,46 +15,79 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 # --- 1. feature registration --------------------------------------------------------------------
-def test_feature_is_registered_and_kept_on_destroy(dev):
-    reg = dev.one(FEATURE)
-    assert reg.inputs["featureName"] == "AKSInfinibandSupport"
-    assert reg.inputs["providerNamespace"] == "Microsoft.ContainerService"
-    assert reg.retain_on_delete, "other clusters in the subscription rely on the feature"
+GB200 = {
+    "ibPool": {"vmSize": "Standard_ND128isr_NDR_GB200_v6"},
+    "fabricTest": {"image": "example.io/nccl-tests-arm64:1.0.0"},
+}
 
 
-def test_wait_runs_the_bounded_script_after_the_registration(dev):
-    wait = dev.one(COMMAND, "ib-feature-wait")
-    assert wait.inputs["create"] == "bash scripts/wait-feature-registered.sh"
-    assert wait.inputs["environment"]["TIMEOUT_SECONDS"] == str(30 * 60)
-    assert dev.one(FEATURE).urn in wait.dependencies
+def feature_step(stack):
+    (step,) = [r for r in stack.of_type(COMMAND) if r.parent and stack.by_urn(r.parent).name == "ib-feature"]
+    return step
+
+
+def test_no_azure_native_feature_registration_is_declared(dev):
+    """azure-native's SubscriptionFeatureRegistration fails on create on every subscription ("cannot
+    create already existing resource": Azure answers GET on a feature with 200 whatever its state,
+    and the provider's pre-create check refuses any 200; pulumi/pulumi-azure-native#1722). The
+    registration is an `az` step instead."""
+    assert not [r for r in dev.resources if r.type.startswith("azure-native:features:")]
+
+
+def test_one_az_step_registers_the_feature_on_the_deploying_subscription(dev):
+    step = feature_step(dev)
+    assert step.name == "ib-feature-register"
+    assert step.inputs["create"] == "bash scripts/feature-registration.sh"
+    env = step.inputs["environment"]
+    assert env["FEATURE_MODE"] == "register"
+    assert env["FEATURE_NAME"] == "AKSInfinibandSupport"
+    assert env["FEATURE_NAMESPACE"] == "Microsoft.ContainerService"
+    # the subscription Pulumi deploys to (getClientConfig; all-zero under the mocks), not az's default
+    assert env["SUBSCRIPTION_ID"] == mocks.OFFLINE_ID
+    assert env["TIMEOUT_SECONDS"] == str(30 * 60)
     # Pulumi's own timeout must not cut the script's bounded wait short
-    assert int(wait.custom_timeouts["create"].rstrip("m")) > 30
+    assert int(step.custom_timeouts["create"].rstrip("m")) > 30
+
+
+def test_destroy_leaves_the_registration_in_place(dev):
+    step = feature_step(dev)
+    assert step.retain_on_delete, "other clusters in the subscription rely on the feature"
+    assert "delete" not in step.inputs, "no command may unregister the feature"
+
+
+def test_the_step_reruns_only_for_another_feature_or_subscription(dev, render):
+    triggers = feature_step(dev).inputs["triggers"]
+    assert "Microsoft.ContainerService/AKSInfinibandSupport" in triggers
+    assert mocks.OFFLINE_ID in triggers
+    assert feature_step(render()).inputs["triggers"] == triggers  # nothing time-dependent
 
 
 def test_feature_wait_timeout_comes_from_config(render):
-    wait = render(featureWaitTimeoutMinutes=90).one(COMMAND, "ib-feature-wait")
-    assert wait.inputs["environment"]["TIMEOUT_SECONDS"] == "5400"
+    step = feature_step(render(featureWaitTimeoutMinutes=90))
+    assert step.inputs["environment"]["TIMEOUT_SECONDS"] == "5400"
+    assert int(step.custom_timeouts["create"].rstrip("m")) > 90
 
 
-def test_pool_depends_on_the_wait_not_merely_the_registration(dev):
-    pool = dev.one(POOL)
-    wait = dev.one(COMMAND, "ib-feature-wait")
-    assert wait.urn in pool.dependencies
+@pytest.mark.parametrize("overrides", [{}, GB200], ids=["h100", "gb200"])
+def test_pool_waits_for_the_feature_step(render, overrides):
+    stack = render(**overrides)
+    assert feature_step(stack).urn in stack.one(POOL).dependencies
 
 
-def test_sizes_that_must_not_have_the_flag_get_no_registration(render):
-    stack = render(
-        ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"},
-        fabricTest={"image": "example.io/nccl-tests-arm64:1.0.0"},
-    )
-    assert stack.of_type(FEATURE) == []
-    assert not [r for r in stack.of_type(COMMAND) if r.name.endswith("-wait")]
-    assert stack.outputs["featureState"].startswith("not applicable")
-    assert stack.one(POOL).inputs["osSKU"] == "Ubuntu"  # Ubuntu 24.04 on Kubernetes >= 1.35
+def test_sizes_that_must_not_have_the_flag_check_it_is_absent(render):
+    """GB200: Azure says AKSInfinibandSupport must NOT be registered. Not skipped silently: the step
+    only reads the state, and fails (saying how to unregister) if the feature is registered."""
+    assert not catalog.lookup(GB200["ibPool"]["vmSize"]).ib_feature_flag
+    stack = render(**GB200)
+    step = feature_step(stack)
+    assert step.name == "ib-feature-check-unregistered"
+    assert step.inputs["environment"]["FEATURE_MODE"] == "require-unregistered"
+    assert step.inputs["environment"]["SUBSCRIPTION_ID"] == mocks.OFFLINE_ID
+    assert stack.outputs["featureState"] == mocks.COMMAND_STDOUT["-check-unregistered"]
 
 
 def test_feature_state_is_an_output(dev):
-    assert dev.outputs["featureState"] == mocks.COMMAND_STDOUT["-wait"]
+    assert dev.outputs["featureState"] == mocks.COMMAND_STDOUT["-register"]
 
 
 # --- 2. cluster ---------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def test_volcano_manifest_url_is_a_release_tag_on_github():
 def test_nothing_in_the_layer_waits_for_the_node_pool(render, size):
     rendering = render(ibPool={"vmSize": size})
     pool = rendering.one(AGENT_POOL)
-    feature_waits = [r for r in rendering.of_type("command:local:Command") if r.name == "ib-feature-wait"]
+    feature_waits = [r for r in rendering.of_type("command:local:Command") if r.name == "ib-feature-register"]
     assert feature_waits
     layer = layer_resources(rendering)
     assert len(layer) >= 12
@@ -301,7 +301,7 @@ def test_nothing_in_the_layer_waits_for_the_node_pool(render, size):
 def test_the_dependency_check_is_not_vacuous(dev):
     """The pool does wait for the feature registration: depends_on sees such edges."""
     pool = dev.one(AGENT_POOL)
-    assert dev.depends_on(pool, dev.one("command:local:Command", "ib-feature-wait"))
+    assert dev.depends_on(pool, dev.one("command:local:Command", "ib-feature-register"))
 
 
 def test_every_kubernetes_resource_uses_the_clusters_provider(dev):

@@ -12,7 +12,7 @@ import pytest
 
 from offline import engine
 
-FEATURE = "azure-native:features:SubscriptionFeatureRegistration"
+FEATURE_STEP = "ib-feature-register"  # components/feature_registration.py: the az step, no delete command
 RG = "azure-native:resources:ResourceGroup"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -57,8 +57,8 @@ def kubernetes_resources(stack: engine.Rendering) -> list[engine.Resource]:
 def test_feature_registration_is_retained_and_nothing_else(dev):
     """AKSInfinibandSupport stays registered on the subscription (other clusters rely on it); every
     other resource is really deleted, so a destroy leaves no orphans behind."""
-    assert dev.one(FEATURE).retain_on_delete
-    retained = [r.name for r in dev.resources if r.retain_on_delete and r.type != FEATURE]
+    assert dev.one("command:local:Command", FEATURE_STEP).retain_on_delete
+    retained = [r.name for r in dev.resources if r.retain_on_delete and r.name != FEATURE_STEP]
     assert retained == []
 
 
