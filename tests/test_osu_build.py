@@ -294,7 +294,7 @@ def test_the_init_container_is_unprivileged_modest_and_bounded(render):
     assert spec["activeDeadlineSeconds"] == 45 * 60
 
 
-def test_worker_pod_template_passes_the_kubernetes_schema(hb, reference):
+def test_worker_pod_template_passes_the_kubernetes_schema(hb):
     for task in ("mpimaster", "mpiworker"):
         template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": task},
                     "template": _pod(hb, task)}
