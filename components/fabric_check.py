@@ -34,8 +34,14 @@ from verify import kinds
 from verify.collect import AksCluster
 
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
-# The collector waits a little longer than the job's own deadline, so that it reports the job's
-# real end (Terminated at its deadline) rather than "still running"; Pulumi waits longer still.
+# How long the collector waits. The job is created as soon as the pool and the operators' releases
+# exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
+# build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
+# test image's pull come first - up to ~35 minutes by the high estimates in offline/durations.py.
+# The pods' own deadline (activeDeadlineSeconds = timeoutMinutes) starts only when they do. So the
+# collector allows that setup, then the job's deadline, then a margin to report the job's real end
+# (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
+NODE_SETUP_BUDGET_MINUTES = 45
 COLLECT_MARGIN_MINUTES = 5
 PULUMI_MARGIN_MINUTES = 5
 PENDING = "PENDING"
@@ -76,7 +82,7 @@ class FabricCheckArgs:
 
     @property
     def collect_timeout_minutes(self) -> int:
-        return self.timeout_minutes + COLLECT_MARGIN_MINUTES
+        return NODE_SETUP_BUDGET_MINUTES + self.timeout_minutes + COLLECT_MARGIN_MINUTES
 
 
 def _number(n: float) -> str:

@@ -57,7 +57,7 @@ run() {
     -np 2 -npernode 1 --host "${hosts[0]}:1,${hosts[1]}:1"
     -mca plm_rsh_no_tree_spawn 1
     # the launch itself on the pod network; the measured traffic goes through UCX (pml ucx) over RDMA
-    -mca oob_tcp_if_include eth0 -mca btl_tcp_if_include eth0
+    -mca oob_tcp_if_include eth0
     -mca pml ucx -mca coll ^hcoll
     "${forward[@]}"
     "$OSU_DIR/$bench" "$@")

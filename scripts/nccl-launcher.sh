@@ -70,8 +70,9 @@ cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
   --bind-to none
   # mpirun starts every orted itself, so workers need not ssh to each other.
   -mca plm_rsh_no_tree_spawn 1
-  # MPI's own traffic (launch, bootstrap) stays on the pod network; NCCL alone uses InfiniBand.
-  -mca oob_tcp_if_include eth0 -mca btl_tcp_if_include eth0
+  # mpirun's out-of-band channel on the pod network. MPI's own messages go through UCX (HPC-X's
+  # default PML), which UCX_NET_DEVICES=eth0 keeps there; NCCL alone uses InfiniBand.
+  -mca oob_tcp_if_include eth0
   # HPC-X's HCOLL would probe the HCAs for MPI collectives that this test does not need.
   -mca coll ^hcoll
   "${forward[@]}"

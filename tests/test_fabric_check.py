@@ -248,7 +248,8 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
         "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
         "--sku", dev.outputs["vmSize"], "--nodes", str(dev.outputs["nodeCount"]),
-        "--timeout-minutes", str(stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
+        "--timeout-minutes", str(fabric_check.NODE_SETUP_BUDGET_MINUTES
+                                 + stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
                                  + fabric_check.COLLECT_MARGIN_MINUTES),
         "--json",
     ]
