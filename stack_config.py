@@ -218,7 +218,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("kubernetesVersion", "string",
         "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
         default=DEFAULT_KUBERNETES_VERSION, check=_k8s_version),
-    Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers.",
+    Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers. "
+        "Set it at creation: AKS does not change a cluster's inline pool in place.",
         fields=(
             Key("vmSize", "string", "VM size of the system pool.", default="Standard_D4s_v5",
                 check=_regex(r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_D4s_v5")),
