@@ -1,7 +1,7 @@
 """checkov on the offline render: every finding is fixed in the program or listed in .checkov.yaml
 with its reason, and no listed exception is stale.
 
-What is scanned: the Kubernetes objects of the dev render (`offline.synth`, as `make synth` writes
+What is scanned: the Kubernetes objects of the dev and hb renders (`offline.synth`, as `make synth` writes
 them to build/manifests), except that a Volcano Job is replaced by one Pod per task, built from the
 task's pod template. checkov reads any `kind: Job` as a batch/v1 Job (spec.template), which a Volcano
 Job does not have, so it would check nothing real there; the pods are what the scheduler creates.
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline import synth
+from offline import engine, synth
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".checkov.yaml"
@@ -56,21 +56,26 @@ def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def scan_dir(tmp_path_factory, dev) -> Path:
-    files = synth.synthesize(dev, images=False)
+    """The manifests of the dev stack (GPU: the NCCL job) and of the hb stack (CPU-only: the MPI
+    point-to-point job with its OSU build initContainer), each file prefixed with its stack."""
     out = tmp_path_factory.mktemp("checkov") / "manifests"
     out.mkdir()
-    manifests = {name: content for name, content in files.items() if name.startswith("manifests/")}
-    assert manifests, "the offline render has no manifests"
     jobs = 0
-    for name, content in manifests.items():
-        doc = yaml.safe_load(content)
-        if doc.get("apiVersion", "").startswith(VOLCANO_JOB_API) and doc.get("kind") == "Job":
-            jobs += 1
-            for pod in pods_of_volcano_job(doc):
-                (out / f"pod.{pod['metadata']['name']}.yaml").write_text(yaml.safe_dump(pod, sort_keys=True))
-        else:
-            (out / Path(name).name).write_bytes(content if isinstance(content, bytes) else content.encode())
-    assert jobs >= 1, "no Volcano Job in the render: the job's pods would go unscanned"
+    for stack, rendering in (("dev", dev), ("hb", engine.render("hb"))):
+        files = synth.synthesize(rendering, images=False)
+        manifests = {name: content for name, content in files.items() if name.startswith("manifests/")}
+        assert manifests, f"the offline render of {stack} has no manifests"
+        for name, content in manifests.items():
+            doc = yaml.safe_load(content)
+            if doc.get("apiVersion", "").startswith(VOLCANO_JOB_API) and doc.get("kind") == "Job":
+                jobs += 1
+                for pod in pods_of_volcano_job(doc):
+                    pod_file = out / f"{stack}.pod.{pod['metadata']['name']}.yaml"
+                    pod_file.write_text(yaml.safe_dump(pod, sort_keys=True))
+            else:
+                data = content if isinstance(content, bytes) else content.encode()
+                (out / f"{stack}.{Path(name).name}").write_bytes(data)
+    assert jobs >= 2, "a Volcano Job is missing from the renders: its pods would go unscanned"
     return out
 
 
