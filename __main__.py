@@ -10,6 +10,7 @@ from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.image_prepull import ImagePrepull, ImagePrepullArgs
 from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
 from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
@@ -89,6 +90,10 @@ volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
 # HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
 ft = cfg.fabric_test
+if ft.enabled:
+    # The test image, pulled on each IB node as it joins, while the drivers install: waits for
+    # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
+    ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
 fabric_job = None
 if ft.enabled and sku.has_gpus:
     fabric_job = NcclJob(
