@@ -8,7 +8,7 @@ Kinds:
 - `VOLCANO_TAG`: a volcano-sh/volcano release tag, `vMAJOR.MINOR.PATCH` (the manifest URL names it);
 - `CHART_VERSION`: an exact Helm chart version, `MAJOR.MINOR.PATCH[-pre][+build]` with or without a
   leading `v`. Helm looks a repository chart up by exact string first, then as a semver constraint
-  (helm/helm@v3.17.0 pkg/repo/index.go `IndexFile.Get`; Masterminds/semver accepts a leading v on
+  (helm/helm pkg/repo/index.go `IndexFile.Get`, Helm 3; Masterminds/semver accepts a leading v on
   either side), so `26.7.0` finds the published `v26.7.0` and the other way round. `26.4` is not
   exact: as a constraint it means any 26.4.x;
 - `IMAGE_TAG`: an OCI tag (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`, distribution/reference), not a

@@ -83,10 +83,6 @@ class StackConfig:
     def sku(self) -> catalog.Sku:
         return self.ib_pool.sku
 
-    @property
-    def register_ib_feature(self) -> bool:
-        return self.sku.ib_feature_flag
-
 
 def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     """The rules that span several keys (each key's own check has passed or been reported)."""
