@@ -12,6 +12,7 @@ verdict for that size is UNKNOWN rather than a guess.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 # Sources, named once and referred to by the entries below.
 SRC_NDASRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndasra100v4-series"
@@ -78,6 +79,16 @@ class LinkExpectation:
                              f"{self.threshold_gbits}]")
 
 
+class IbFeature(Enum):
+    """What a size needs of the AKSInfinibandSupport feature on the deploying subscription."""
+
+    # Registered (and waited for until Registered) before the pool exists, so that its VMs land on
+    # one InfiniBand network (SRC_AKS_IB_FLAG).
+    REGISTERED = "registered"
+    # Must not be registered: the stack only checks, and stops if it is (SRC_AKS_GB200_FLAG).
+    MUST_BE_ABSENT = "must-be-absent"
+
+
 @dataclass(frozen=True)
 class Sku:
     vm_size: str
@@ -85,11 +96,11 @@ class Sku:
     gpus_per_vm: int  # 0 for CPU-only HPC sizes
     gpu_model: str | None
     ib_hcas_per_vm: int
-    ib_link_gbps: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
+    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
     ib_generation: str  # "HDR" | "NDR"
     generation: str  # Azure's VM generation: "ndv4" | "ndv5" | "ndv6" | "hbv3" | "hbv4" | "hx" (NCCL settings key)
     nccl_topology: str | None  # id of the NCCL topology file, None when no file applies
-    ib_feature_flag: bool  # whether AKSInfinibandSupport is registered for this size
+    ib_feature: IbFeature  # what the size needs of AKSInfinibandSupport
     cpu_arch: str  # "amd64" | "arm64": which images can run
     allreduce_2_nodes: Expectation | None  # NCCL all_reduce_perf busbw at the largest size
     allreduce_more_nodes: Expectation | None
@@ -109,9 +120,9 @@ class Sku:
         return self.gpus_per_vm > 0
 
     @property
-    def ib_line_rate_gbytes(self) -> float:
-        """Per-HCA line rate in GB/s (bytes): 200 Gb/s -> 25 GB/s."""
-        return self.ib_link_gbps / 8
+    def ib_line_rate_gbps(self) -> float:
+        """Per-HCA line rate in GB/s (bytes, the unit of NCCL's busbw): 200 Gb/s -> 25 GB/s."""
+        return self.ib_link_gbits / 8
 
     def allreduce_expectation(self, nodes: int) -> Expectation | None:
         """The all-reduce expectation for a run across `nodes` VMs (None below 2: no fabric crossed)."""
@@ -204,11 +215,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="A100 40GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             generation="ndv4",
             nccl_topology="ndv4",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
@@ -224,11 +235,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="A100 80GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             generation="ndv4",
             nccl_topology="ndv4",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
@@ -244,11 +255,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="H100 80GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             generation="ndv5",
             nccl_topology="ndv5",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_H100_DERIVED,
             allreduce_more_nodes=_H100_DERIVED,
@@ -264,11 +275,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="H200 141GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             generation="ndv5",
             nccl_topology="ndv5",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_H200_DERIVED,
             allreduce_more_nodes=_H200_DERIVED,
@@ -284,11 +295,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             generation="hbv3",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -303,11 +314,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             generation="hbv4",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -322,11 +333,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             generation="hx",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -341,11 +352,11 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=4,
             gpu_model="GB200 (Blackwell, 192GB)",
             ib_hcas_per_vm=4,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             generation="ndv6",
             nccl_topology=None,  # Azure publishes no topology file for it (reference/topology)
-            ib_feature_flag=False,  # must NOT be registered for GB200/GB300
+            ib_feature=IbFeature.MUST_BE_ABSENT,  # Azure: unregister it for GB200/GB300
             cpu_arch="arm64",
             allreduce_2_nodes=None,  # no published figure; verdicts are UNKNOWN
             allreduce_more_nodes=None,

@@ -17,8 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from catalog import Sku
-from components import mpi_job
+from components import mpi_job, nccl_sizing
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
@@ -58,6 +59,10 @@ class NcclJobArgs:
             )
         if self.node_count < 1:
             raise ValueError(f"node_count: got {self.node_count}; expected 1 or more")
+        pins.IMAGE_REF.require("image", self.image)
+        too_big = nccl_sizing.fit_problem(self.all_reduce_args, self.sku)
+        if too_big:
+            raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
         fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
         mpi_job.check_host_names(self.job_name, self.node_count)
 
