@@ -105,6 +105,8 @@ if ft.enabled and sku.has_gpus:
             image=ft.image,
             all_reduce_args=ft.all_reduce_args,
             timeout_minutes=ft.timeout_minutes,
+            sharp=ft.sharp,
+            topology_file=ft.topology_file,
             wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
         ),
         opts=k8s_opts,
@@ -138,6 +140,7 @@ fabric_check = (
             threshold_gbps=ft.threshold_gbps,  # the config allows each threshold only on its kind
             threshold_gbits=ft.p2p_threshold_gbits,
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+            sharp=ft.sharp,  # the config allows it on GPU sizes only
             wait_for=[fabric_job.job],
         ),
     )

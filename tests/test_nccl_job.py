@@ -231,6 +231,19 @@ def test_topology_file_switch_removes_the_file_the_mount_and_the_variable():
     assert "nccl-topology" in volumes(spec_on) and "nccl-topology" not in volumes(spec_off)
 
 
+def test_the_config_switches_reach_the_rendered_job(render, dev):
+    """fabricTest.sharp: true switches CollNet on and no longer disables the SHARP plugin;
+    fabricTest.topologyFile: false drops the file (ConfigMap, mount, variable). Defaults: Azure's AKS test."""
+    assert env(dev)["NCCL_NET_PLUGIN"] == "none" and "NCCL_COLLNET_ENABLE" not in env(dev)
+    assert env(dev)["NCCL_TOPO_FILE"] == "/opt/nccl-topology/topo.xml"
+    sharp = env(render(fabricTest={"sharp": True}))
+    assert sharp["NCCL_COLLNET_ENABLE"] == "1" and "NCCL_NET_PLUGIN" not in sharp
+    no_file = render(fabricTest={"topologyFile": False})
+    assert "NCCL_TOPO_FILE" not in env(no_file)
+    assert not [r for r in no_file.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
+    assert [r for r in dev.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
+
+
 def test_the_readme_lists_the_nccl_settings_as_generated():
     readme = (LAUNCHER.parent.parent / "README.md").read_text()
     table = readme.split(nccl_settings.TABLE_START, 1)[1].split(nccl_settings.TABLE_END, 1)[0]
