@@ -39,10 +39,6 @@ IMAGE_DOCKERFILE = (
     "coreweave/nccl-tests@8b67957 Dockerfile.ubuntu22: HPC-X's plugin at /opt/hpcx/nccl_rdma_sharp_plugin/lib "
     "(libnccl-net.so) is first on LD_LIBRARY_PATH and in /etc/ld.so.conf.d/hpcx.conf"
 )
-NHC_142 = (  # the topology file's trade-off (docs/nccl-tuning.md)
-    "Azure/azurehpc-health-checks#142 / #143 (merged 2025-06-27, 67ca751): its single-node H100/H200 "
-    "all-reduce check dropped below its gates with NCCL_TOPO_FILE set and passed with it empty"
-)
 OURS = "ours"
 
 
