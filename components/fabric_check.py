@@ -68,6 +68,7 @@ class FabricCheckArgs:
     threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
+    sharp: bool = False  # nccl: the job ran with SHARP (fabricTest.sharp); the result records which was measured
 
     def __post_init__(self) -> None:
         if self.kind not in kinds.KINDS:
@@ -76,6 +77,8 @@ class FabricCheckArgs:
             raise ValueError(f"kind p2p: got threshold_gbps={self.threshold_gbps!r}, gpus_per_node="
                              f"{self.gpus_per_node}; a point-to-point test has no GPU and is judged in Gb/s "
                              f"(threshold_gbits)")
+        if self.kind == kinds.P2P and self.sharp:
+            raise ValueError("kind p2p: got sharp=True; SHARP is an NCCL all-reduce setting")
         if self.kind == kinds.NCCL and self.threshold_gbits is not None:
             raise ValueError(f"kind nccl: got threshold_gbits={self.threshold_gbits!r}; an all-reduce is judged "
                              f"in GB/s busbw (threshold_gbps)")
@@ -110,6 +113,8 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         argv += ["--threshold-gbits", _number(args.threshold_gbits)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
+    if args.sharp:
+        argv.append("--sharp")
     argv.append("--json")
     return shlex.join(argv)
 
@@ -249,6 +254,7 @@ class FabricCheck(pulumi.ComponentResource):
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
         self.kind = args.kind
+        self._sharp = args.sharp
         figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
                    if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
         self.register_outputs({"verdict": self.verdict, **figures})
@@ -267,5 +273,7 @@ class FabricCheck(pulumi.ComponentResource):
                 "allReduceBusBwAtMaxSizeGbps": self.busbw_at_max_size_gbps,
                 "fabricRanks": self.ranks,
                 "ncclVersion": self.nccl_version,
+                # which transport the figures measure: SHARP/CollNet, or NCCL's own IB (the thresholds' basis)
+                "allReduceSharp": pulumi.Output.from_input(self._sharp),
             }
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

@@ -13,9 +13,12 @@
 #   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
 #   MPI_HOME          default /opt/hpcx/ompi (HPC-X OpenMPI); passed as --prefix so that the remote
 #                     orted finds its binaries and libraries over a non-login ssh shell
+#   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/nccl_settings.py
+#                     binding(): Azure's core binding on ND v5); default
+#                     "-npernode $GPUS_PER_NODE --bind-to none"
 #   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
 #   SSH_POLL_SECONDS  pause between attempts (default 5)
-# Every NCCL_* and UCX_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
+# Every NCCL_*, UCX_* and SHARP_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
@@ -58,16 +61,17 @@ np=$((NODES * GPUS_PER_NODE))
 forward=()
 while IFS= read -r var; do
   forward+=(-x "$var")
-done < <(compgen -e | grep -E '^(NCCL_|UCX_)' | sort)
+done < <(compgen -e | grep -E '^(NCCL_|UCX_|SHARP_)' | sort)
 for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
   if [ -n "${!var:-}" ]; then forward+=(-x "$var"); fi
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
+read -r -a map_bind <<<"${MPI_MAP_BIND:--npernode $GPUS_PER_NODE --bind-to none}"
 
 cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
-  -np "$np" -npernode "$GPUS_PER_NODE" --hostfile "$hostfile"
-  # NCCL pins its own threads from the topology file; MPI must not bind the ranks first.
-  --bind-to none
+  -np "$np" --hostfile "$hostfile"
+  # ranks per node and their CPU binding, per ND generation (MPI_MAP_BIND above)
+  "${map_bind[@]}"
   # mpirun starts every orted itself, so workers need not ssh to each other.
   -mca plm_rsh_no_tree_spawn 1
   # mpirun's out-of-band channel on the pod network. MPI's own messages go through UCX (HPC-X's
@@ -77,7 +81,7 @@ cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
   -mca coll ^hcoll
   "${forward[@]}"
   "$bench" "${bench_args[@]}")
-log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np"
+log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np map/bind: ${map_bind[*]}"
 log "running: ${cmd[*]}"
 rc=0
 "${cmd[@]}" || rc=$?

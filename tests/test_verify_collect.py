@@ -147,6 +147,15 @@ def test_kubeconfig_file_argument(azure_log, tmp_path, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)["verdict"] == "PASS"
 
 
+def test_the_result_says_whether_sharp_was_measured(azure_log, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(argv()) == 0
+        assert json.loads(capsys.readouterr().out)["sharp"] is False  # NCCL's own IB transport
+        assert cli.main(argv("--sharp")) == 0
+        assert json.loads(capsys.readouterr().out)["sharp"] is True
+
+
 def test_low_bandwidth_fails_with_reasons_and_log_tail(azure_log, monkeypatch, capsys):
     with FakeKube(["Running", "Completed"], azure_log) as kube:
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
@@ -322,6 +331,8 @@ def test_p2p_wrong_unit_or_missing_nodes_stop_before_any_request(p2p_log, monkey
         nccl_without_nodes = ["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--json"]
         assert cli.main(nccl_without_nodes) == 2
         assert "--nodes is required" in capsys.readouterr().err
+        assert cli.main(p2p_argv("--sharp")) == 2
+        assert "--sharp applies to the NCCL all-reduce" in capsys.readouterr().err
     assert kube.requests == []
 
 

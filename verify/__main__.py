@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
                      help="status poll interval (default %(default)s)")
     col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
+    col.add_argument("--sharp", action="store_true",
+                     help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
+                          "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
     _judging_args(col, collect=True)
     return parser
 
@@ -104,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
     """The flags that do not apply to `kind`, as an error message (None: all good). Thresholds are in
     different units (GB/s busbw vs Gb/s link): the wrong one is refused, never converted."""
+    if getattr(args, "sharp", False) and kind != kinds.NCCL:
+        return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
     if kind == kinds.P2P:
         if args.threshold_gbps is not None:
             return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
@@ -268,6 +273,8 @@ def _collect(args: argparse.Namespace) -> int:
     out, text = judged(args, got.log, job_failed)
     out.update({"namespace": args.namespace, "job": args.job, "job_phase": got.phase, "pod": got.pod,
                 "log_tail": log_tail})
+    if args.kind == kinds.NCCL:  # which transport was measured: SHARP/CollNet, or NCCL's own IB transport
+        out["sharp"] = args.sharp
     if args.json:
         print(json.dumps(out, indent=2))
     else:
