@@ -1,5 +1,10 @@
 """`python -m verify collect` against a FAKE Kubernetes API: a small HTTP server on 127.0.0.1 in the
-test process that serves exactly the endpoints the collector calls (there is no cluster here)."""
+test process that serves exactly the endpoints the collector calls (there is no cluster here).
+
+Two ways to drive it: a list of job phases served in order (the simple cases), or a scenario - a
+function from the scenario's clock (seconds since T0) to what the cluster looks like then - with a
+fake clock the collector sleeps on, so an hour-long wait runs in a second and every time asserted
+is the scenario's."""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -19,23 +26,72 @@ from components.mpi_bandwidth_job import MpiBandwidthJobArgs
 from components.mpi_job import MASTER_TASK
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
-from verify import collect
+from verify import collect, kube
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
 NS, JOB, TOKEN = "fabric-test", "nccl-allreduce", "fake-token-123"
 JOB_PATH = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs/{JOB}"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
+JOB_UID = "5f0c6a3e-0000-4000-8000-000000000001"
+T0 = kube.epoch("2026-03-01T12:00:00Z")  # the scenario's clock starts here; the collector starts at T0
+MIN = 60.0
+
+
+class FakeClock:
+    """The collector's clock in a scenario: `sleep` only moves time on."""
+
+    def __init__(self, start: float = T0):
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Cluster:
+    """What the fake API serves at one moment, as the API's JSON. `nic_policies` / `cluster_policies`
+    None: that CRD is not installed (404). `log`: the launcher's lines, (seconds after T0, text)."""
+
+    phase: str = "Pending"
+    pods: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    pod_group: dict | None = None
+    nodes: list[dict] = field(default_factory=list)
+    nic_policies: list[dict] | None = field(default_factory=list)
+    cluster_policies: list[dict] | None = field(default_factory=list)
+    operator_pods: dict[str, list[dict]] = field(default_factory=dict)
+    log: list[tuple[float, str]] = field(default_factory=list)
+
+
+def at(t: float) -> str:
+    """Seconds after T0 as an API timestamp."""
+    return kube.iso(T0 + t)
+
+
+def launcher_pod(phase: str, job: str = JOB, namespace: str = NS) -> dict:
+    return {"metadata": {"name": f"{job}-mpimaster-0", "namespace": namespace, "uid": "uid-launcher",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": "mpimaster"}},
+            "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
+            "status": {"phase": phase}}
 
 
 class FakeKube:
-    """Job phases served in order (the last one repeats), one launcher pod, its log. `namespace` and
-    `job` name the one Volcano Job it knows (the NCCL job by default; the p2p tests pass theirs)."""
+    """Either `phases` (served in order, the last one repeats; one launcher pod, `log` as its log) or
+    `scenario(t)` -> Cluster with `clock`. `namespace` and `job` name the one Volcano Job it knows (the
+    NCCL job by default; the p2p tests pass theirs); `spec` is that job's spec (its tasks)."""
 
-    def __init__(self, phases: list[str], log: str, *, pods: bool = True, job_exists: bool = True,
-                 namespace: str = NS, job: str = JOB):
-        self.phases, self.log, self.pods, self.job_exists = list(phases), log, pods, job_exists
-        self.namespace, self.job = namespace, job
+    def __init__(self, phases: list[str] | None = None, log: str = "", *, pods: bool = True,
+                 job_exists: bool = True, namespace: str = NS, job: str = JOB, spec: dict | None = None,
+                 scenario: Callable[[float], Cluster] | None = None, clock: FakeClock | None = None):
+        self.phases, self.log, self.pods, self.job_exists = list(phases or ["Completed"]), log, pods, job_exists
+        self.phase = self.phases[0]
+        self.namespace, self.job, self.spec = namespace, job, spec or {}
+        self.scenario, self.clock = scenario, clock
         self.job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{job}"
         self.pods_path = f"/api/v1/namespaces/{namespace}/pods"
         self.requests: list[tuple[str, dict, str | None]] = []
@@ -59,34 +115,70 @@ class FakeKube:
                 fake.requests.append((url.path, query, self.headers.get("Authorization")))
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
-                if url.path == fake.job_path:
-                    if not fake.job_exists:
-                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-                    phase = fake.phases.pop(0) if len(fake.phases) > 1 else fake.phases[0]
-                    return self._send(200, {
-                        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                        "metadata": {"name": fake.job, "namespace": fake.namespace},
-                        "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
-                                   "succeeded": 3 if phase == "Completed" else 0},
-                    })
-                if url.path == fake.pods_path:
-                    items = []
-                    if fake.pods:
-                        items = [
-                            {"metadata": {"name": f"{fake.job}-mpimaster-0", "namespace": fake.namespace,
-                                          "creationTimestamp": "2026-01-01T00:00:00Z",
-                                          "labels": {"volcano.sh/job-name": fake.job,
-                                                     "volcano.sh/task-spec": "mpimaster"}},
-                             "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
-                             "status": {"phase": "Succeeded"}},
-                        ]
-                    return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
-                if url.path == f"{fake.pods_path}/{fake.job}-mpimaster-0/log":
-                    return self._send(200, fake.log, content_type="text/plain")
-                return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                code, body = fake.answer(url.path, query)
+                return self._send(code, body, "text/plain" if isinstance(body, str) else "application/json")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # a short poll interval: shutdown() returns as soon as the loop sees it (the default is 0.5 s)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
+                                       daemon=True)
+
+    def now(self) -> float:
+        return self.clock.now() if self.clock else T0
+
+    def cluster(self) -> Cluster:
+        if self.scenario:
+            return self.scenario(self.now() - T0)
+        pods = [launcher_pod("Succeeded", self.job, self.namespace)] if self.pods else []
+        return Cluster(phase=self.phase, pods=pods, log=[(0.0, line) for line in self.log.splitlines()])
+
+    def answer(self, path: str, query: dict) -> tuple[int, object]:
+        not_found = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        listing = lambda kind, items: (200, {"kind": kind, "apiVersion": "v1", "metadata": {}, "items": items})  # noqa: E731
+        if path == self.job_path:
+            if not self.job_exists:
+                return not_found
+            if not self.scenario:
+                self.phase = self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]
+            phase = self.cluster().phase
+            return 200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                         "metadata": {"name": self.job, "namespace": self.namespace, "uid": JOB_UID},
+                         "spec": self.spec,
+                         "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
+                                    "succeeded": 3 if phase == "Completed" else 0}}
+        c = self.cluster()
+        if path == self.pods_path:
+            return listing("PodList", [p for p in c.pods if _selected(p, query.get("labelSelector"))])
+        if path == f"/api/v1/namespaces/{self.namespace}/events":
+            return listing("EventList", c.events)
+        if path == f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.namespace}/podgroups/{self.job}-{JOB_UID}":
+            return (200, c.pod_group) if c.pod_group else not_found
+        if path == "/api/v1/nodes":
+            return listing("NodeList", [n for n in c.nodes if _selected(n, query.get("labelSelector"))])
+        if path == "/apis/mellanox.com/v1alpha1/nicclusterpolicies":
+            return not_found if c.nic_policies is None else listing("NicClusterPolicyList", c.nic_policies)
+        if path == "/apis/nvidia.com/v1/clusterpolicies":
+            return not_found if c.cluster_policies is None else listing("ClusterPolicyList", c.cluster_policies)
+        for namespace, pods in c.operator_pods.items():
+            if path == f"/api/v1/namespaces/{namespace}/pods":
+                return listing("PodList", pods)
+        launcher = next((p for p in c.pods if p["metadata"]["name"].endswith("-mpimaster-0")), None)
+        if launcher and path == f"{self.pods_path}/{launcher['metadata']['name']}/log":
+            return 200, self.log_text(c, query)
+        return not_found
+
+    def log_text(self, c: Cluster, query: dict) -> str:
+        """The launcher's lines written by now; `sinceSeconds`, `timestamps`, `limitBytes` as the API
+        applies them (lines at or after now - sinceSeconds; an RFC 3339 nanosecond stamp and a space)."""
+        now = self.now() - T0
+        since = now - int(query["sinceSeconds"]) if "sinceSeconds" in query else None
+        lines = []
+        for i, (t, text) in enumerate(c.log):
+            if t <= now and (since is None or t >= since):
+                stamp = at(t).replace("Z", f".{i + 1:09d}Z")  # distinct, increasing nanoseconds
+                lines.append(f"{stamp} {text}" if query.get("timestamps") == "true" else text)
+        text = "".join(f"{line}\n" for line in lines)
+        return text[:int(query["limitBytes"])] if "limitBytes" in query else text
 
     def kubeconfig(self) -> str:
         host, port = self.server.server_address[:2]
@@ -104,6 +196,12 @@ class FakeKube:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def _selected(obj: dict, selector: str | None) -> bool:
+    """An equality label selector (`a=b,c=d`), as the collector writes them."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in (term.split("=", 1) for term in (selector or "").split(",") if term))
 
 
 @pytest.fixture
@@ -127,14 +225,20 @@ def test_waits_through_pending_running_then_reads_the_launcher(azure_log, monkey
     assert out["job_phase"] == "Completed" and out["pod"] == f"{JOB}-mpimaster-0"
     assert out["log_tail"][-1].startswith("# Avg bus bandwidth")
     assert len(out["log_tail"]) == len(azure_log.splitlines())  # fewer than 30 lines: all of them
-    # progress on stderr, one line per poll
+    # progress on stderr: a line when the phase changes, not one per poll
     progress = [line for line in captured.err.splitlines() if "[verify collect] job" in line]
-    assert [p.split(": ")[1].split(" ")[0] for p in progress] == ["Pending", "Running", "Running", "Completed"]
+    assert [p.split(": ")[1].split(" ")[0].rstrip(",") for p in progress] == ["Pending", "Running", "Completed"]
+    # while it ran, the launcher's lines were streamed (timestamped, bounded reads, each line once)
+    streamed = [line.removeprefix("[launcher] ") for line in captured.err.splitlines() if line.startswith("[launcher]")]
+    assert streamed == azure_log.splitlines()
     # the launcher is found by Volcano's pod labels, and the kubeconfig's credentials are used
+    selector = f"volcano.sh/job-name={JOB},volcano.sh/task-spec=mpimaster"
     pod_lists = [q for path, q, _ in kube.requests if path == PODS_PATH]
-    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={JOB},volcano.sh/task-spec=mpimaster"}]
+    assert {"labelSelector": selector} in pod_lists and {"labelSelector": f"volcano.sh/job-name={JOB}"} in pod_lists
     log_reads = [q for path, q, _ in kube.requests if path.endswith("/log")]
-    assert log_reads == [{"container": "mpimaster"}]
+    assert log_reads[-1] == {"container": "mpimaster"}  # the whole log, read once the job is done
+    assert all(q["timestamps"] == "true" and int(q["limitBytes"]) == collect.STREAM_LIMIT_BYTES
+               for q in log_reads[:-1]) and len(log_reads) >= 2
     assert {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
 
 
@@ -184,10 +288,14 @@ def test_timeout_is_one_line_exit_2(azure_log, monkeypatch, capsys):
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
         code = cli.main(argv("--timeout-minutes", "0.005"))  # 0.3 s
     captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""
+    assert code == 2
     errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "timed out" in errors[0] and "last phase Running" in errors[0]
-    assert not any(path == PODS_PATH for path, _, _ in kube.requests)
+    out = json.loads(captured.out)  # the result of a run that did not complete: FAIL, and why
+    assert out["verdict"] == "FAIL" and out["job_phase"] == "Running" and "timed out" in out["gave_up"]
+    assert out["diagnosis"] == [{"what": "Running", "where": f"job {NS}/{JOB}",
+                                 "message": out["diagnosis"][0]["message"]}]
+    assert not any(path.endswith("/log") and "timestamps" not in q for path, q, _ in kube.requests)
 
 
 def test_missing_job_and_missing_pod_and_auth_are_exit_2(azure_log, monkeypatch, capsys):
@@ -289,7 +397,8 @@ def test_p2p_collect_reads_the_p2p_launcher_and_judges_in_gbits(p2p_log, monkeyp
     assert out["job"] == P2P_JOB and out["job_phase"] == "Completed" and out["pod"] == f"{P2P_JOB}-mpimaster-0"
     # the launcher of the p2p job is found by the task name that job gives it
     pod_lists = [q for path, q, _ in kube.requests if path == kube.pods_path]
-    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={P2P_JOB},volcano.sh/task-spec={MASTER_TASK}"}]
+    assert pod_lists and all(q == {"labelSelector": f"volcano.sh/job-name={P2P_JOB},volcano.sh/task-spec={MASTER_TASK}"}
+                             for q in pod_lists)
 
 
 def test_p2p_low_bandwidth_fails_with_the_threshold_in_gbits(monkeypatch, capsys):
