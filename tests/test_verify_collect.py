@@ -8,6 +8,7 @@ is the scenario's."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 import catalog
+import fabric
 from components.mpi_bandwidth_job import MpiBandwidthJobArgs
 from components.mpi_job import MASTER_TASK
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
@@ -587,3 +589,401 @@ def test_incomplete_cluster_flags_stop_before_az_or_any_request(tmp_path, monkey
     assert cli.main(argv(*flags)) == 2
     assert message in _one_error_line(capsys.readouterr().err)
     assert az_calls(calls) == []
+
+
+# --- scripted scenarios: a stuck fabric test, diagnosed, by the scenario's clock ----------------------
+# Each scenario is a timeline (seconds after T0 -> the cluster), the collector starts at T0 with the
+# stack's own timeout (NODE_SETUP_BUDGET_MINUTES + the job's 60 min + 5) and polls every 15 s, as the
+# stack's step runs it. The job is the one the dev stack renders: the collector reads what it requests
+# (nvidia.com/gpu: 8, rdma/shared_ib: 1 per mpiworker) and tolerates from its pod templates.
+JOB_KIND = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+GPU, RDMA = fabric.GPU_RESOURCE, f"{fabric.RDMA_RESOURCE_PREFIX}/{fabric.RDMA_SHARED_RESOURCE_NAME}"
+IMAGE_OF_TEST = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+ALLOWANCE = collect.NODE_SETUP_BUDGET_MINUTES * MIN
+STACK_TIMEOUT_MINUTES = collect.NODE_SETUP_BUDGET_MINUTES + 60 + 5
+DRIVER_POD, DRIVER_CONTAINER = "nvidia-driver-daemonset-7xk2p", "nvidia-driver-ctr"
+GPU_OPERATOR_NS, NETWORK_OPERATOR_NS = fabric.GPU_OPERATOR_NAMESPACE, fabric.NETWORK_OPERATOR_NAMESPACE
+
+
+@pytest.fixture(scope="module")
+def stack_job(dev) -> dict:
+    from tests.schema_checks import as_api
+
+    return as_api(dev.one(JOB_KIND, "fabric-test-job").inputs)
+
+
+def ib_node(i: int, t: float, *, ready_at: float, gpu_from: float | None = 0, rdma_from: float | None = 0) -> dict:
+    """An IB-pool node (label and taint as the pool sets them): NotReady until `ready_at`, then Ready
+    since then; it advertises GPUs / the RDMA resource from the given times (None: never)."""
+    ready = t >= ready_at
+    allocatable = {"cpu": "94", "memory": "1800Gi", "pods": "110"}
+    if ready and gpu_from is not None and t >= gpu_from:
+        allocatable[GPU] = "8"
+    if ready and rdma_from is not None and t >= rdma_from:
+        allocatable[RDMA] = "63"
+    condition = ({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting "
+                  "ready status", "lastTransitionTime": at(ready_at)} if ready else
+                 {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime "
+                  "network not ready", "lastTransitionTime": at(-60 * MIN)})
+    return {"metadata": {"name": f"aks-ib-12345678-vmss00000{i}", "labels": fabric.pool_node_selector()},
+            "spec": {"taints": [{"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE,
+                                 "effect": fabric.IB_TAINT_EFFECT}]},
+            "status": {"conditions": [condition], "allocatable": allocatable}}
+
+
+def system_node() -> dict:
+    """Not in the IB pool: the collector must not count it (it has no GPU and no label)."""
+    return {"metadata": {"name": "aks-system-23456789-vmss000000", "labels": {"kubernetes.azure.com/mode": "system"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(-600 * MIN)}],
+                       "allocatable": {"cpu": "4"}}}
+
+
+def nodes(t: float, **kwargs) -> list[dict]:
+    return [system_node(), ib_node(0, t, **kwargs), ib_node(1, t, **kwargs)]
+
+
+def job_pods(phase: str, *, image: str = IMAGE_OF_TEST, unschedulable: str | None = None,
+             waiting: tuple[str, str] | None = None) -> list[dict]:
+    """The job's launcher and two workers, as Volcano creates them (labels; containers named after the task)."""
+    pods = []
+    for task, index in (("mpimaster", 0), ("mpiworker", 0), ("mpiworker", 1)):
+        status: dict = {"phase": phase, "conditions": []}
+        if unschedulable:
+            status["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": unschedulable})
+        if waiting:
+            status["containerStatuses"] = [{"name": task, "ready": False, "restartCount": 0, "image": image,
+                                            "state": {"waiting": {"reason": waiting[0], "message": waiting[1]}}}]
+        elif phase == "Running":
+            status["containerStatuses"] = [{"name": task, "ready": True, "restartCount": 0, "image": image,
+                                            "state": {"running": {"startedAt": at(0)}}}]
+        pods.append({"metadata": {"name": f"{JOB}-{task}-{index}", "namespace": NS, "uid": f"uid-{task}-{index}",
+                                  "creationTimestamp": at(0),
+                                  "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": task}},
+                     "spec": {"containers": [{"name": task, "image": image}]}, "status": status})
+    return pods
+
+
+def event(kind: str, obj: str, reason: str, message: str, *, first: float, last: float, count: int = 1,
+          type_: str = "Warning", container: str | None = None) -> dict:
+    involved = {"kind": kind, "name": obj, "namespace": NS}
+    if container:
+        involved["fieldPath"] = f"spec.containers{{{container}}}"
+    return {"metadata": {"name": f"{obj}.{reason}.{int(first)}"}, "involvedObject": involved, "type": type_,
+            "reason": reason, "message": message, "count": count, "firstTimestamp": at(first),
+            "lastTimestamp": at(last)}
+
+
+def pod_group(phase: str) -> dict:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": f"{JOB}-{JOB_UID}", "namespace": NS}, "status": {"phase": phase}}
+
+
+def nic_policy(ready: bool) -> dict:
+    applied = [{"name": "state-OFED", "state": "ready"},
+               {"name": "state-RDMA-device-plugin", "state": "ready" if ready else "notReady",
+                "message": "" if ready else "waiting for the RDMA shared device plugin pods to be ready"}]
+    return {"metadata": {"name": "nic-cluster-policy"},
+            "status": {"state": "ready" if ready else "notReady", "appliedStates": applied}}
+
+
+def cluster_policy(ready: bool) -> dict:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "reason": "Ready" if ready else
+                   "OperandNotReady", "message": "" if ready else "ClusterPolicy is not ready, states not ready: "
+                   "[state-driver state-device-plugin]", "lastTransitionTime": at(0)}]
+    return {"metadata": {"name": "cluster-policy"},
+            "status": {"state": "ready" if ready else "notReady", "namespace": GPU_OPERATOR_NS,
+                       "conditions": conditions}}
+
+
+def driver_pod(crash_looping: bool) -> dict:
+    """The GPU Operator's driver pod on an IB node: Ready, or crash-looping (restarts, last exit 1)."""
+    if crash_looping:
+        status = {"name": DRIVER_CONTAINER, "ready": False, "restartCount": 9, "image": "nvcr.io/nvidia/driver",
+                  "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed "
+                                        f"container={DRIVER_CONTAINER} pod={DRIVER_POD}"}},
+                  "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": at(0)}}}
+        pod_status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                      "containerStatuses": [status]}
+    else:
+        pod_status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                      "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
+                                             "state": {"running": {"startedAt": at(-30 * MIN)}}}]}
+    return {"metadata": {"name": DRIVER_POD, "namespace": GPU_OPERATOR_NS},
+            "spec": {"containers": [{"name": DRIVER_CONTAINER, "image": "nvcr.io/nvidia/driver:580"}]},
+            "status": pod_status}
+
+
+def healthy_operators(**overrides) -> dict:
+    base = {"nic_policies": [nic_policy(True)], "cluster_policies": [cluster_policy(True)],
+            "operator_pods": {NETWORK_OPERATOR_NS: [], GPU_OPERATOR_NS: [driver_pod(False)]}}
+    return {**base, **overrides}
+
+
+def run_scenario(scenario: Callable[[float], Cluster], spec: dict, monkeypatch, capsys,
+                 *extra: str) -> tuple[int, dict, str, float, FakeKube]:
+    """Run `collect` as the stack does (15 s polls, the stack's timeout) against the scenario, on a fake
+    clock. Returns (exit code, the JSON result, stderr, minutes waited by the scenario's clock, the fake)."""
+    clock = FakeClock()
+    monkeypatch.setattr(collect, "CLOCK", clock)
+    with FakeKube(scenario=scenario, clock=clock, spec=spec["spec"]) as kube_:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube_.kubeconfig())
+        code = cli.main(["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+                         "--timeout-minutes", str(STACK_TIMEOUT_MINUTES), "--json", *extra])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err, (clock.now() - T0) / MIN, kube_
+
+
+def gave_up_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error: gave up")]
+
+
+def progress_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("[verify collect]")]
+
+
+@pytest.mark.parametrize("ready_minutes_before_start", [10, 120])
+def test_rdma_resource_never_advertised(stack_job, monkeypatch, capsys, ready_minutes_before_start):
+    """The RDMA device plugin never registers rdma/shared_ib. Volcano's enqueue turns the gang away, so
+    there is not a single pod: the nodes' allocatable says why. The wait ends when the allowance,
+    counted from the nodes' Ready, has passed: 35 min in when they were Ready 10 min before the
+    collector started, at once (the done criterion: within a minute) when they were Ready 2 h before."""
+    ready_at = -ready_minutes_before_start * MIN
+
+    def scenario(t: float) -> Cluster:
+        overused = event("PodGroup", f"{JOB}-{JOB_UID}", "Unschedulable", "resource in cluster is overused: "
+                         f"overused {RDMA}", first=0, last=t, count=int(t // 15) + 1, type_="Normal")
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"), events=[overused],
+                       nodes=nodes(t, ready_at=ready_at, rdma_from=None),
+                       **healthy_operators(nic_policies=[nic_policy(False)]))
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    expected = max(0.0, (ready_at + ALLOWANCE) / MIN)  # when the allowance ends, by the scenario's clock
+    assert expected <= waited < expected + 1, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert f"{RDMA} is not advertised: 0 of 2 Ready IB-pool nodes" in line and "node-setup allowance" in line
+    assert out["verdict"] == "FAIL" and out["gave_up"] in line and out["job_phase"] == "Pending"
+    diagnosis = {(d["what"], d["where"]) for d in out["diagnosis"]}
+    assert (f"{RDMA} not advertised", f"nodes with label {fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}") \
+        in diagnosis
+    assert ("PodGroup Unschedulable", f"podgroup {NS}/{JOB}-{JOB_UID}") in diagnosis  # Volcano's own words
+    assert ("NicClusterPolicy state-RDMA-device-plugin", "nicclusterpolicy nic-cluster-policy") in diagnosis
+    ib_pool = next(d for d in out["diagnosis"] if d["what"] == "IB pool")
+    assert ib_pool["message"].startswith(f"2 of 2 Ready, the 2 needed since {at(ready_at)}")  # not the system node
+    assert f"{GPU} advertised by 2 of 2 (8 per node); {RDMA} advertised by 0 of 2" in ib_pool["message"]
+    assert all(str(d["message"]) in " ".join(out["reasons"]) for d in out["diagnosis"])
+
+
+def test_gpu_driver_pod_crash_loops(stack_job, monkeypatch, capsys):
+    """The GPU Operator's driver container crash-loops, so no node advertises nvidia.com/gpu. During
+    the allowance the crash loop is shown as the pending reason; at its end the wait stops, naming the
+    resource, and the diagnosis names the pod and the container."""
+    ready_at = -5 * MIN
+
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=ready_at, gpu_from=None),
+                       **healthy_operators(cluster_policies=[cluster_policy(False)],
+                                           operator_pods={NETWORK_OPERATOR_NS: [],
+                                                          GPU_OPERATOR_NS: [driver_pod(True)]}))
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    assert 40 <= waited < 41, f"waited {waited:.2f} min"  # the allowance from the nodes' Ready, not from T0
+    (line,) = gave_up_lines(err)
+    assert f"{GPU} is not advertised" in line and "GPU Operator's device plugin" in line
+    crash = next(d for d in out["diagnosis"] if d["what"] == "CrashLoopBackOff")
+    assert crash["where"] == f"pod {GPU_OPERATOR_NS}/{DRIVER_POD} container {DRIVER_CONTAINER}"
+    assert "restarted 9 times, last exit: Error, exit code 1" in crash["message"]
+    assert any(d["what"] == "ClusterPolicy Ready" and "state-driver" in d["message"] for d in out["diagnosis"])
+    # shown while it waited, long before it gave up: the first poll already named the crash loop
+    first = progress_lines(err)[:8]
+    assert any("CrashLoopBackOff" in p and DRIVER_POD in p for p in first)
+
+
+@pytest.mark.parametrize("failing_since_minutes", [1, -10])
+def test_job_image_pull_backs_off(stack_job, monkeypatch, capsys, failing_since_minutes):
+    """The test image does not exist. The pods are placed, the kubelet fails to pull and backs off.
+    By the events' own record (firstTimestamp), the wait ends IMAGE_PULL_GIVE_UP_MINUTES after the
+    first failure: 3 min after it began 1 min in, or at once (within a minute, the done criterion)
+    for a collector started when the back-off had lasted 10 min."""
+    image = "ghcr.io/coreweave/nccl-tests:no-such-tag"
+    since = failing_since_minutes * MIN
+    from verify.diagnose import IMAGE_PULL_GIVE_UP_MINUTES
+
+    def scenario(t: float) -> Cluster:
+        failing = t >= since
+        waiting = (("ImagePullBackOff", f'Back-off pulling image "{image}"') if failing else
+                   ("ContainerCreating", ""))
+        pods = job_pods("Pending", image=image, waiting=waiting)
+        events = []
+        for pod in pods:
+            name_, task = pod["metadata"]["name"], pod["metadata"]["labels"]["volcano.sh/task-spec"]
+            events.append(event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=min(0, since),
+                                last=max(since, min(t, since + 60)), type_="Normal", container=task))
+            if failing:
+                attempts = 1 + int((t - since) // 40)
+                events.append(event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = '
+                                    "NotFound desc = failed to pull and unpack image: not found",
+                                    first=since, last=t, count=attempts, container=task))
+                events.append(event("Pod", name_, "BackOff", f'Back-off pulling image "{image}"', first=since + 10,
+                                    last=t, count=attempts, type_="Normal", container=task))
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                       nodes=nodes(t, ready_at=-30 * MIN), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    expected = max(0.0, failing_since_minutes + IMAGE_PULL_GIVE_UP_MINUTES)
+    assert expected <= waited < expected + 1, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert f"image {image} of pod {NS}/{JOB}-mpimaster-0 (container mpimaster) cannot be pulled" in line
+    assert f"since {at(since)}" in line and "not found" in line
+    pulls = [d for d in out["diagnosis"] if d["what"] == "ImagePullBackOff"]
+    assert {d["where"] for d in pulls} == {f"pod {NS}/{JOB}-{p} container {p.rsplit('-', 1)[0]}"
+                                           for p in ("mpimaster-0", "mpiworker-0", "mpiworker-1")}
+    assert all(image in d["message"] for d in pulls)
+
+
+def test_pool_taint_not_tolerated(stack_job, monkeypatch, capsys):
+    """A job whose pods lack the pool's toleration: the scheduler cannot place them on the IB nodes
+    (and the system node has no GPU). The allowance runs from the nodes' Ready; then the wait ends,
+    naming the taint and the task."""
+    spec = copy.deepcopy(stack_job)
+    for task in spec["spec"]["tasks"]:
+        task["template"]["spec"].pop("tolerations")
+    ready_at = -20 * MIN
+    message = (f"0/3 nodes are unavailable: 1 Insufficient {GPU}, 2 node(s) had untolerated taint "
+               f"{{{fabric.IB_TAINT_KEY}: {fabric.IB_TAINT_VALUE}}}.")
+
+    def scenario(t: float) -> Cluster:
+        pods = job_pods("Pending", unschedulable=message)
+        events = [event("Pod", p["metadata"]["name"], "FailedScheduling", message, first=0, last=t) for p in pods]
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                       nodes=nodes(t, ready_at=ready_at), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, spec, monkeypatch, capsys)
+    assert code == 2
+    assert 25 <= waited < 26, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert "the job's mpimaster pods do not tolerate the IB pool's taint: 0 of 2 Ready IB-pool nodes" in line
+    assert fabric.IB_TAINT in line
+    unschedulable = [d for d in out["diagnosis"] if d["what"] == "Unschedulable"]
+    assert len(unschedulable) == 3 and all(d["message"] == message for d in unschedulable)
+    assert not [d for d in out["diagnosis"] if d["what"] == "FailedScheduling"]  # the same words, said once
+    assert not [d for d in out["diagnosis"] if d["what"].endswith("not advertised")]
+
+
+def completing(t: float, start: float) -> tuple[str, list[dict], list[tuple[float, str]]]:
+    """A run that starts at `start`: pods Running, the launcher writes its rows over 5 minutes, the
+    job is Completed 8 minutes in. Returns (phase, pods, log)."""
+    log = [(start + 60 + 300 * i / len(AZURE_ROWS), line) for i, line in enumerate(AZURE_ROWS)]
+    phase = "Completed" if t >= start + 8 * MIN else "Running"
+    pods = job_pods("Succeeded" if phase == "Completed" else "Running")
+    return phase, pods, log
+
+
+AZURE_ROWS: list[str] = []
+
+
+@pytest.fixture
+def azure_rows(azure_log, monkeypatch) -> list[str]:
+    rows = azure_log.splitlines()
+    monkeypatch.setattr(sys.modules[__name__], "AZURE_ROWS", rows)
+    return rows
+
+
+def test_nodes_ready_late_the_allowance_does_not_fire_early(stack_job, azure_rows, monkeypatch, capsys):
+    """The nodes are NotReady for the first 20 min (a reboot), the GPUs appear at 35 min and the RDMA
+    resource at 50 min: 50 min after the collector started, but only 30 after the nodes' Ready, so
+    the allowance still runs. The job then runs, its rows are streamed, and it passes."""
+    ready_at, start = 20 * MIN, 50 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=ready_at, gpu_from=35 * MIN, rdma_from=start)
+        if t < start:
+            return Cluster(phase="Pending", pod_group=pod_group("Pending"), nodes=node_list,
+                           **healthy_operators(nic_policies=[nic_policy(False)]))
+        phase, pods, log = completing(t, start)
+        return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, nodes=node_list, log=log,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["job_phase"] == "Completed" and out["diagnosis"] == [], out["reasons"]
+    assert out["gave_up"] is None
+    assert 58 <= waited < 59, f"waited {waited:.2f} min"
+    assert not gave_up_lines(err)
+    # what it said while it waited: the nodes NotReady, the allowance not started, then running
+    lines = progress_lines(err)
+    assert any("NodeNotReady" in p and "aks-ib-12345678-vmss000000" in p for p in lines)
+    assert any("node-setup allowance not started" in p for p in lines)
+    assert any(f"node-setup allowance of 45 min from {at(ready_at)}" in p for p in lines)
+    # the rows as they arrived, each once
+    streamed = [line.removeprefix("[launcher] ") for line in err.splitlines() if line.startswith("[launcher]")]
+    assert streamed == azure_rows
+
+
+def test_slow_image_pull_that_succeeds(stack_job, azure_rows, monkeypatch, capsys):
+    """A 25-minute pull of the test image (a large image, a slow registry). The nodes have been Ready
+    for 30 min, so the allowance passes during the pull: a pull in progress is no reason to stop.
+    Progress says what it waits for, without a line every poll."""
+    start = 25 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=-30 * MIN)
+        if t < start:
+            pods = job_pods("Pending", waiting=("ContainerCreating", ""))
+            events = [event("Pod", p["metadata"]["name"], "Pulling", f'Pulling image "{IMAGE_OF_TEST}"', first=0,
+                            last=0, type_="Normal", container=p["metadata"]["labels"]["volcano.sh/task-spec"])
+                      for p in pods]
+            return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                           nodes=node_list, **healthy_operators())
+        phase, pods, log = completing(t, start)
+        return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, nodes=node_list, log=log,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["gave_up"] is None
+    assert 33 <= waited < 34, f"waited {waited:.2f} min"
+    lines = progress_lines(err)
+    assert any(f"Pulling (pod {NS}/{JOB}-mpiworker-0 container mpiworker): image {IMAGE_OF_TEST}, pulling since "
+               f"{at(0)}" in p for p in lines)
+    # change-driven: 100 polls while pulling, a handful of lines (the pods, the findings, 5-minute heartbeats)
+    heartbeats = [p for p in lines if "still waiting after" in p]
+    assert 4 <= len(heartbeats) <= 5
+    assert all(f"waiting for: Pulling (pod {NS}/{JOB}-mpimaster-0 container mpimaster)" in p for p in heartbeats)
+    assert len(lines) < 25
+
+
+def test_the_stack_step_reports_an_incomplete_run_in_its_outputs(dev, stack_job, tmp_path, monkeypatch, capsys):
+    """The dev stack's own collect command (with --incomplete-as-fail): the give-up is a FAIL result
+    with the diagnosis as its reasons, exit 0, and the stack's parser turns it into the outputs
+    fabricVerdict / fabricVerdictReasons. With failOnLowBandwidth the step (and `pulumi up`) fails."""
+    import shlex
+
+    from components.fabric_check import parse_result
+
+    create = shlex.split(dev.one("command:local:Command", "fabric-check-collect").inputs["create"])
+    assert "--incomplete-as-fail" in create
+    clock = FakeClock()
+    monkeypatch.setattr(collect, "CLOCK", clock)
+
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=-120 * MIN, rdma_from=None), **healthy_operators())
+
+    for extra, exit_code in (([], 0), (["--fail-on-low-bandwidth"], 1)):
+        with FakeKube(scenario=scenario, clock=clock, spec=stack_job["spec"],
+                      job=create[create.index("--job") + 1]) as kube_:
+            bindir, _ = fake_az(tmp_path, stdout=kube_.kubeconfig())
+            monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+            code = cli.main([*create[3:], *extra])
+        captured = capsys.readouterr()
+        assert code == exit_code, captured.err
+        result = parse_result(captured.out)
+        assert result.verdict == "FAIL"
+        assert result.reasons[0].startswith("the fabric test did not complete: gave up after 0s")
+        assert any(r.startswith(f"{RDMA} not advertised") for r in result.reasons)
+        assert "error:" not in captured.err  # a result, not an error

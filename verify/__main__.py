@@ -320,9 +320,10 @@ def _incomplete(args: argparse.Namespace, exc: collect_mod.Incomplete) -> int:
         **_collected_keys(args, exc.phase, None, [], exc.diagnosis, gave_up=str(exc)),
         "waited_minutes": round(exc.waited_seconds / 60, 1),
     }
-    print(f"[verify collect] {exc}", file=sys.stderr)
-    for finding in exc.diagnosis:
-        print(f"[verify collect]   - {finding}", file=sys.stderr)
+    if args.json:  # stdout is for programs (the stack's step shows stderr): the diagnosis once more, at the end
+        print(f"[verify collect] {exc}", file=sys.stderr)
+        for finding in exc.diagnosis:
+            print(f"[verify collect]   - {finding}", file=sys.stderr)
     if not args.incomplete_as_fail:
         print(json.dumps(out, indent=2) if args.json else _verdict_text(out), end="\n" if args.json else "")
         return _error(str(exc))

@@ -55,6 +55,9 @@ LOG_TAIL_LINES = 30
 # passed, a missing GPU or RDMA resource is setup still under way; after it, a reason to give up.
 NODE_SETUP_BUDGET_MINUTES = 45
 HEARTBEAT_MINUTES = 5  # a line at least this often, even when nothing changes
+# While the job waits, the cluster is read (about eight GETs) at most this often, and whenever the job's
+# phase changes; the job itself every poll. So a reason to give up ends the wait within a minute.
+DIAGNOSE_SECONDS = 45
 STREAM_LIMIT_BYTES = 256 * 1024  # the most one launcher-log read returns
 STREAM_OVERLAP_SECONDS = 30  # re-read this much before the last line seen (duplicates are dropped)
 STREAM_MAX_LINES = 200  # the most launcher lines shown per poll
@@ -351,6 +354,7 @@ def wait_for_job(
     errors_in_a_row = 0
     findings: tuple[Finding, ...] = ()
     phase = "Pending"
+    looked_in, looked_at = None, -math.inf  # the phase and time of the last look at the cluster
     while True:
         try:
             obj: Any = custom.get_namespaced_custom_object(
@@ -391,21 +395,21 @@ def wait_for_job(
             stream.poll()
             progress.heartbeat(f"still running after {_minutes(elapsed)}: job {phase} ({counts}), "
                                f"{stream.shown} launcher lines so far")
-        else:
+        elif phase != looked_in or now - looked_at >= DIAGNOSE_SECONDS:
             snap = read_snapshot(client, namespace, obj, request_timeout=REQUEST_TIMEOUT_SECONDS)
             verdict = diagnoser.assess(snap, now)
-            findings = verdict.findings
-            progress.changed(f"{phase} {_pods_text(snap.pods)}",
-                             f"job {namespace}/{job}: {phase}, pods: {_pods_text(snap.pods)} "
-                             f"({_minutes(elapsed)} waited)")
+            looked_in, looked_at, findings = phase, now, verdict.findings
+            pods = _pods_text(snap.pods)
+            progress.changed(f"{phase} {pods}", f"job {namespace}/{job}: {phase}, pods: {pods} "
+                                                f"({_minutes(elapsed)} waited)")
             progress.findings(findings)
             if verdict.give_up:
                 raise Incomplete(f"gave up after {_minutes(elapsed)} waiting for Volcano job {namespace}/{job} "
                                  f"(phase {phase}): {verdict.give_up}", phase=phase, diagnosis=findings,
                                  waited_seconds=elapsed)
-            missing = str(findings[0]) if findings else "the job's pods to start"
-            progress.heartbeat(f"still waiting after {_minutes(elapsed)}: job {phase}, pods: "
-                               f"{_pods_text(snap.pods)}; {verdict.allowance}; waiting for: {missing}")
+            missing = f"{findings[0].what} ({findings[0].where})" if findings else "the job's pods to start"
+            progress.heartbeat(f"still waiting after {_minutes(elapsed)}: job {phase}, pods: {pods}; "
+                               f"{verdict.allowance}; waiting for: {missing}")
         if elapsed + poll_seconds > timeout_seconds:
             if phase in RUNNING_PHASES:
                 findings = (Finding(phase, f"job {namespace}/{job}", "still running when the collector's timeout "

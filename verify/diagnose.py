@@ -406,8 +406,8 @@ class Diagnoser:
             if event.kind == "PodGroup" and event.name == snap.pod_group_name and event.reason == "Unschedulable":
                 findings.append(Finding("PodGroup Unschedulable", where, event.message))
         if get(snap.pod_group, "status", "phase") in (None, "Pending") and not snap.pods:
-            findings.append(Finding("PodGroup Pending", where, "Volcano has not admitted the gang, so no pod of the "
-                                    "job exists yet (it creates them once the PodGroup leaves Pending)"))
+            findings.append(Finding("PodGroup Pending", where, "Volcano creates the job's pods once it admits the "
+                                    "gang, and it has not yet"))
         return _unique(findings)
 
     # --- the IB pool ----------------------------------------------------------------------------
@@ -461,9 +461,7 @@ class Diagnoser:
                                         message))
                 blockers.append(f"the job's {task.name} pods do not tolerate the IB pool's taint: {message}")
 
-        counts = "; ".join(f"{r}: {sum(n.allocatable.get(r, 0) >= u for n in ready)} node(s) advertise "
-                           f"{max((n.allocatable.get(r, 0) for n in ready), default=0)}"
-                           for r, (u, _, _) in sorted(needs.items()))
+        counts = "; ".join(_advertised(resource, ready) for resource in sorted(needs))
         since = f", the {needed} needed since {kube.iso(started)}" if started is not None else ""
         summary = Finding("IB pool", where_pool, f"{len(ready)} of {len(nodes)} Ready{since}"
                           + (f"; {counts}" if counts else ""))
@@ -532,7 +530,8 @@ class Diagnoser:
         pod_findings, pulls = self.job_pods(snap, now)
         pool_problems, pool_summary, started, blockers = self.pool(snap, tasks)
         problems, progress = self.operators(snap)
-        findings = [*pod_findings, *self.pod_group(snap), *pool_problems, *problems, *snap.unreadable,
+        # the most telling first: what the pods and the nodes say, then the operators, then Volcano's view
+        findings = [*pod_findings, *pool_problems, *problems, *self.pod_group(snap), *snap.unreadable,
                     *([pool_summary] if pool_summary else []), *progress]
         if len(findings) > MAX_FINDINGS:
             hidden = len(findings) - MAX_FINDINGS + 1
@@ -558,6 +557,12 @@ class Diagnoser:
                 give_up = (f"{blockers[0]}; the IB pool's nodes have been Ready since {kube.iso(started)} "
                            f"({_minutes(now - started)}, past the {allowance_minutes} node-setup allowance)")
         return Assessment(findings=tuple(findings), give_up=give_up, allowance=allowance)
+
+
+def _advertised(resource: str, ready: list[PoolNode]) -> str:
+    having = [n.allocatable[resource] for n in ready if n.allocatable.get(resource, 0) > 0]
+    units = f" ({max(having)} per node)" if having else ""
+    return f"{resource} advertised by {len(having)} of {len(ready)}{units}"
 
 
 def _restarts(status: dict) -> str:
