@@ -89,11 +89,12 @@ class FakeKube:
 
     def __init__(self, phases: list[str] | None = None, log: str = "", *, pods: bool = True,
                  job_exists: bool = True, namespace: str = NS, job: str = JOB, spec: dict | None = None,
-                 scenario: Callable[[float], Cluster] | None = None, clock: FakeClock | None = None):
+                 scenario: Callable[[float], Cluster] | None = None, clock: FakeClock | None = None,
+                 forbidden: tuple[str, ...] = ()):
         self.phases, self.log, self.pods, self.job_exists = list(phases or ["Completed"]), log, pods, job_exists
         self.phase = self.phases[0]
         self.namespace, self.job, self.spec = namespace, job, spec or {}
-        self.scenario, self.clock = scenario, clock
+        self.scenario, self.clock, self.forbidden = scenario, clock, forbidden  # forbidden: paths answered 403
         self.job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{job}"
         self.pods_path = f"/api/v1/namespaces/{namespace}/pods"
         self.requests: list[tuple[str, dict, str | None]] = []
@@ -137,6 +138,8 @@ class FakeKube:
     def answer(self, path: str, query: dict) -> tuple[int, object]:
         not_found = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
         listing = lambda kind, items: (200, {"kind": kind, "apiVersion": "v1", "metadata": {}, "items": items})  # noqa: E731
+        if path in self.forbidden:
+            return 403, {"kind": "Status", "code": 403, "reason": "Forbidden"}
         if path == self.job_path:
             if not self.job_exists:
                 return not_found
@@ -720,17 +723,19 @@ def healthy_operators(**overrides) -> dict:
     return {**base, **overrides}
 
 
-def run_scenario(scenario: Callable[[float], Cluster], spec: dict, monkeypatch, capsys,
-                 *extra: str) -> tuple[int, dict, str, float, FakeKube]:
+def run_scenario(scenario: Callable[[float], Cluster], spec: dict, monkeypatch, capsys, *extra: str,
+                 timeout_minutes: float = STACK_TIMEOUT_MINUTES,
+                 forbidden: tuple[str, ...] = ()) -> tuple[int, dict, str, float, FakeKube]:
     """Run `collect` as the stack does (15 s polls, the stack's timeout) against the scenario, on a fake
     clock. Returns (exit code, the JSON result, stderr, minutes waited by the scenario's clock, the fake)."""
     clock = FakeClock()
     monkeypatch.setattr(collect, "CLOCK", clock)
-    with FakeKube(scenario=scenario, clock=clock, spec=spec["spec"]) as kube_:
+    with FakeKube(scenario=scenario, clock=clock, spec=spec["spec"], forbidden=forbidden) as kube_:
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube_.kubeconfig())
         code = cli.main(["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--nodes", "2",
-                         "--timeout-minutes", str(STACK_TIMEOUT_MINUTES), "--json", *extra])
+                         "--timeout-minutes", str(timeout_minutes), "--json", *extra])
     captured = capsys.readouterr()
+    assert captured.out, captured.err
     return code, json.loads(captured.out), captured.err, (clock.now() - T0) / MIN, kube_
 
 
@@ -987,3 +992,116 @@ def test_the_stack_step_reports_an_incomplete_run_in_its_outputs(dev, stack_job,
         assert result.reasons[0].startswith("the fabric test did not complete: gave up after 0s")
         assert any(r.startswith(f"{RDMA} not advertised") for r in result.reasons)
         assert "error:" not in captured.err  # a result, not an error
+
+
+def test_a_failed_job_pod_ends_it_as_today_and_says_which(stack_job, monkeypatch, capsys):
+    """A worker is OOM-killed 3 min into the run; Volcano terminates the job (TerminateJob). The log is
+    judged as before (FAIL), and the reasons name the pod, the container and its exit."""
+    def scenario(t: float) -> Cluster:
+        pods = job_pods("Running")
+        if t >= 3 * MIN:
+            worker = pods[1]["status"]
+            worker["phase"] = "Failed"
+            worker["containerStatuses"][0]["state"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+        return Cluster(phase="Terminated" if t >= 3.5 * MIN else "Running", pods=pods, pod_group=pod_group("Running"),
+                       nodes=nodes(t, ready_at=-60 * MIN), log=[(30, "launcher: waiting for sshd on 2 workers")],
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys, "--fail-on-low-bandwidth")
+    assert code == 1
+    assert 3.5 <= waited < 3.75, f"waited {waited:.2f} min"
+    assert out["verdict"] == "FAIL" and out["job_phase"] == "Terminated" and out["gave_up"] is None
+    assert {"what": "Terminated", "where": f"pod {NS}/{JOB}-mpiworker-0 container mpiworker",
+            "message": "OOMKilled, exit code 137"} in out["diagnosis"]
+    assert f"Terminated (pod {NS}/{JOB}-mpiworker-0 container mpiworker): OOMKilled, exit code 137" in out["reasons"]
+    assert "[launcher] launcher: waiting for sshd on 2 workers" in err.splitlines()
+
+
+def test_an_unreadable_object_is_a_finding_not_the_end(stack_job, monkeypatch, capsys):
+    """Without read access to nodes (RBAC), the collector still waits and says so; without the nodes'
+    Ready time it cannot start the allowance, so only its timeout ends the wait."""
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=-120 * MIN, rdma_from=None), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys, timeout_minutes=6,
+                                             forbidden=("/api/v1/nodes",))
+    assert code == 2 and 5.5 <= waited <= 6
+    assert "timed out" in out["gave_up"]
+    assert {"what": "cannot read", "where": f"nodes with label {fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}",
+            "message": "Kubernetes API answered 403 Forbidden"} in out["diagnosis"]
+    assert any("node-setup allowance unknown (the IB pool's nodes could not be read)" in line
+               for line in progress_lines(err))
+
+
+# --- the facts the diagnosis reads, against the upstream schemas and rules ------------------------------
+def _crd(reference: Path, name: str) -> dict:
+    text = (reference / "crds" / name).read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _status(crd: dict, version: str) -> dict:
+    found = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return found["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+
+
+def test_the_custom_resources_read_match_their_crds(reference):
+    """Group, version, plural, scope and every status field the diagnosis reads, per CRD."""
+    cases = [
+        ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", kube.NIC_POLICY_GROUP, kube.NIC_POLICY_VERSION,
+         kube.NIC_POLICY_PLURAL, "Cluster"),
+        ("nvidia.com_clusterpolicies.v26.7.0.yaml", kube.CLUSTER_POLICY_GROUP, kube.CLUSTER_POLICY_VERSION,
+         kube.CLUSTER_POLICY_PLURAL, "Cluster"),
+        ("scheduling.volcano.sh_podgroups.v1.15.1.yaml", kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
+         kube.PODGROUP_PLURAL, "Namespaced"),
+    ]
+    for file, group, version, plural, scope in cases:
+        crd = _crd(reference, file)
+        assert (crd["spec"]["group"], crd["spec"]["names"]["plural"], crd["spec"]["scope"]) == (group, plural, scope)
+        assert version in [v["name"] for v in crd["spec"]["versions"]]
+    nic = _status(_crd(reference, cases[0][0]), kube.NIC_POLICY_VERSION)
+    assert kube.READY_STATE in nic["state"]["enum"] and "reason" in nic
+    applied = nic["appliedStates"]["items"]["properties"]
+    assert {"name", "state", "message"} <= set(applied) and {"notReady", "error"} <= set(applied["state"]["enum"])
+    gpu = _status(_crd(reference, cases[1][0]), kube.CLUSTER_POLICY_VERSION)
+    assert kube.READY_STATE in gpu["state"]["enum"] and gpu["namespace"]["type"] == "string"
+    assert {"type", "status", "reason", "message"} <= set(gpu["conditions"]["items"]["properties"])
+    pg = _status(_crd(reference, cases[2][0]), kube.PODGROUP_VERSION)
+    assert "Pending" in pg["phase"]["enum"]
+    assert {"type", "status", "reason", "message", "lastTransitionTime"} <= set(pg["conditions"]["items"]["properties"])
+
+
+def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
+    from verify.diagnose import tasks_of
+
+    crd = _crd(reference, "batch.volcano.sh_jobs.v1.15.1.yaml")
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
+    task = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]
+    assert {"name", "replicas", "template"} <= set(task)
+    # what the collector reads from the stack's own job: the RDMA resource and every GPU per worker
+    tasks = {t.name: t for t in tasks_of(stack_job)}
+    assert tasks["mpiworker"].devices == {GPU: 8, RDMA: 1} and tasks["mpiworker"].replicas == 2
+    assert tasks["mpimaster"].devices == {} and tasks["mpimaster"].tolerations == (fabric.toleration(),)
+
+
+@pytest.mark.parametrize("toleration, tolerated", [
+    (fabric.toleration(), True),
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Exists"}, True),
+    ({"operator": "Exists"}, True),  # no key, Exists: every taint
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Equal", "value": "false", "effect": "NoSchedule"}, False),
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": fabric.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}, False),
+])
+def test_tolerations_follow_kubernetes_rules(toleration, tolerated):
+    from verify.diagnose import _tolerates
+
+    taint = {"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE, "effect": fabric.IB_TAINT_EFFECT}
+    assert _tolerates(toleration, taint) is tolerated
+
+
+def test_api_timestamps_order_exactly():
+    """Log timestamps trim trailing zeros (RFC 3339 nano): .1 is later than .09, earlier than .12."""
+    a, b, c = (kube.time_ns(f"2026-03-01T12:00:00.{f}Z") for f in ("09", "1", "12"))
+    assert a < b < c and c - b == 20_000_000
+    assert kube.epoch("2026-03-01T12:00:00Z") == T0 == kube.epoch("2026-03-01T13:00:00+01:00")
+    assert kube.iso(T0) == "2026-03-01T12:00:00Z" and kube.time_ns("yesterday") is None

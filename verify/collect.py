@@ -439,21 +439,22 @@ def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) ->
     core = k.CoreV1Api(client)
     selector = f"{JOB_NAME_LABEL}={job},{TASK_SPEC_LABEL}={task}"
     try:
-        pods = core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        found = kube.read_json(core.list_namespaced_pod, namespace, label_selector=selector,
+                               request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
         raise _api_error(f"listing pods {selector} in {namespace}", exc) from None
-    items = list(pods.items or [])
-    if not items:
+    pods = kube.items(found)
+    if not pods:
         raise CollectError(f"no launcher pod for job {namespace}/{job} (label selector {selector})")
-    pod = max(items, key=lambda p: (str(p.metadata.creation_timestamp or ""), p.metadata.name))
-    containers = (pod.spec.containers if pod.spec else None) or []
-    container = containers[0].name if containers else None
+    pod = max(pods, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
+    containers = kube.get(pod, "spec", "containers") or []
+    container = containers[0].get("name") if containers else None
     try:
-        text = kube.read_text(core.read_namespaced_pod_log, pod.metadata.name, namespace, container=container,
+        text = kube.read_text(core.read_namespaced_pod_log, kube.name(pod), namespace, container=container,
                               request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
-        raise _api_error(f"reading the log of pod {namespace}/{pod.metadata.name}", exc) from None
-    return pod.metadata.name, text
+        raise _api_error(f"reading the log of pod {namespace}/{kube.name(pod)}", exc) from None
+    return kube.name(pod), text
 
 
 def collect(

@@ -546,7 +546,9 @@ class Diagnoser:
                            + (f"; last error: {pull.message}" if pull.message else ""))
                 break
         allowance_minutes = _minutes(self.setup_allowance_seconds)
-        if started is None:
+        if snap.nodes is None:
+            allowance = "node-setup allowance unknown (the IB pool's nodes could not be read)"
+        elif started is None:
             allowance = "node-setup allowance not started (the IB pool's nodes are not Ready yet)"
         else:
             ends = started + self.setup_allowance_seconds
