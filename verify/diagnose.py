@@ -54,7 +54,8 @@ MAX_FINDINGS = 20  # one line each in `pulumi up` and in fabricVerdictReasons
 @dataclass(frozen=True)
 class Finding:
     """One cause, in one line: what (a reason, e.g. FailedScheduling), where (the object), the message.
-    Messages hold no counters or ages, so the same cause reads the same on every poll."""
+    Messages hold no ages or event counts, so a cause that has not changed reads the same on every
+    poll (and is printed once); a restart count that grows is a change worth a line."""
 
     what: str
     where: str
