@@ -14,7 +14,8 @@ A Command with no `update` re-runs its create command whenever an input differs;
 read afresh on every run, differs after any credential or certificate rotation, and a re-run after
 the job's 24 h TTL would fail or block `pulumi up`. With stable inputs only the trigger (the job's
 spec hash) re-runs it, and a second `pulumi up` changes nothing. Progress goes to stderr, which
-Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`.
+Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`. A run that did
+not complete (`--incomplete-as-fail`) is such a result too: verdict FAIL, its diagnosis as reasons.
 """
 
 from __future__ import annotations
@@ -31,17 +32,17 @@ import pulumi_azure_native as azure_native
 import pulumi_command as command
 
 from verify import kinds
-from verify.collect import AksCluster
+from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
 # How long the collector waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
-# test image's pull come first - up to ~35 minutes by the high estimates in offline/durations.py.
+# test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
+# once that much time has passed since the IB nodes became Ready and a resource is still missing).
 # The pods' own deadline (activeDeadlineSeconds = timeoutMinutes) starts only when they do. So the
 # collector allows that setup, then the job's deadline, then a margin to report the job's real end
 # (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
-NODE_SETUP_BUDGET_MINUTES = 45
 COLLECT_MARGIN_MINUTES = 5
 PULUMI_MARGIN_MINUTES = 5
 PENDING = "PENDING"
@@ -115,7 +116,10 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         argv.append("--fail-on-low-bandwidth")
     if args.sharp:
         argv.append("--sharp")
-    argv.append("--json")
+    # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are
+    # its diagnosis: reported in the outputs, and failing `pulumi up` only with failOnLowBandwidth,
+    # as any FAIL. (Without the flag it would exit 2: the step fails and no output says why.)
+    argv += ["--incomplete-as-fail", "--json"]
     return shlex.join(argv)
 
 

@@ -24,7 +24,7 @@ CHART_DEFAULT_TOLERATION = {"key": fabric.GPU_RESOURCE, "operator": "Exists", "e
 class GpuOperatorArgs:
     # Chart version, with its leading v (stack_config.DEFAULT_VERSIONS["gpuOperator"]).
     version: str
-    namespace_name: str = "gpu-operator"
+    namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
     def __post_init__(self) -> None:

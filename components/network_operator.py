@@ -47,7 +47,7 @@ class NetworkOperatorArgs:
     sriov_device_plugin_version: str
     # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): fabric.RDMA_MODES.
     rdma_mode: str
-    namespace_name: str = "network-operator"
+    namespace_name: str = fabric.NETWORK_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
     def __post_init__(self) -> None:
