@@ -1,5 +1,6 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
-offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render.
+offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
+`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI).
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -65,6 +66,19 @@ def policy_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def pull_charts_command(args: argparse.Namespace) -> int:
+    rendering = _render(args.stack)
+    if rendering is None:
+        return 2
+    try:
+        paths = charts.pull(rendering, args.out)
+    except charts.Unavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(str(p) for p in paths))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     q = sub.add_parser("policy", help="run the policy pack's rules on the offline render")
     q.add_argument("--stack", action="append", help="stack name (repeatable; default: every Pulumi.<stack>.yaml)")
     q.set_defaults(run=policy_command)
+    c = sub.add_parser("pull-charts", help="download the stack's pinned charts with helm pull (CI; needs network)")
+    c.add_argument("--stack", default="dev", help="stack name (default: dev)")
+    c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
+    c.set_defaults(run=pull_charts_command)
     args = parser.parse_args(argv)
     return args.run(args)
 

