@@ -226,6 +226,16 @@ def test_gpu_pool_driver_none(dev):
         assert len(found) == 1 and "gpuProfile.driver" in found[0]
 
 
+def test_gpu_pool_without_the_managed_gpu_stack(dev):
+    pool = dev.one(rules.AGENT_POOL)
+    found = violations(rules.gpu_pool_driver_none, broken(
+        pool, lambda i: i.update(gpuProfile={"driver": "None", "nvidia": {"managementMode": "Managed"}})))
+    assert len(found) == 1 and "managementMode" in found[0]
+    unmanaged = {"driver": "None", "nvidia": {"managementMode": "Unmanaged"}}
+    explicit_off = broken(pool, lambda i: i.update(gpuProfile=unmanaged))
+    assert violations(rules.gpu_pool_driver_none, explicit_off) == []
+
+
 def test_cpu_pool_needs_no_gpu_profile(render):
     pool = render(ibPool={"vmSize": "Standard_HB120rs_v3"}).one(rules.AGENT_POOL)
     assert "gpuProfile" not in pool.inputs
