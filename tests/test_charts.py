@@ -180,3 +180,25 @@ def test_a_missing_or_other_helm_is_refused_with_the_reason(monkeypatch, tmp_pat
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     with pytest.raises(charts.Unavailable, match=f"pinned to {charts.HELM_VERSION}"):
         charts.find_helm()
+
+
+def test_pull_fetches_each_release_chart_at_its_pinned_version_once(dev, tmp_path: Path):
+    """What CI runs to fill AKS_IB_CHARTS (offline.yml); here with a stand-in for `helm pull`."""
+    log = tmp_path / "calls.txt"
+    fake = tmp_path / "helm"
+    fake.write_text('#!/bin/sh\n'  # helm pull CHART --repo R --version V --destination D
+                    f'echo "$@" >> {log}\n'
+                    'touch "$8/$2-$6.tgz"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    out = tmp_path / "charts"
+    (out / "gpu-operator-v26.7.0.tgz").parent.mkdir()
+    (out / "gpu-operator-v26.7.0.tgz").write_bytes(b"already here")
+    paths = charts.pull(dev, out, helm=fake)
+    assert sorted(p.name for p in paths) == sorted(r.archive_name for r in charts.releases(dev))
+    calls = log.read_text().splitlines()
+    assert sorted(calls) == [
+        f"pull network-operator --repo https://helm.ngc.nvidia.com/nvidia --version "
+        f"{stack_config.DEFAULT_VERSIONS['networkOperator']} --destination {out}",
+        f"pull node-feature-discovery --repo https://kubernetes-sigs.github.io/node-feature-discovery/charts "
+        f"--version {stack_config.DEFAULT_VERSIONS['nodeFeatureDiscovery']} --destination {out}",
+    ]
