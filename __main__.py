@@ -108,6 +108,7 @@ if ft.enabled and sku.has_gpus:
             sharp=ft.sharp,
             topology_file=ft.topology_file,
             wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
+            driver_versions={**network_operator.driver_versions, **gpu_operator.driver_versions},
         ),
         opts=k8s_opts,
     )
@@ -120,6 +121,7 @@ elif ft.enabled:
             image=ft.image,
             timeout_minutes=ft.timeout_minutes,
             wait_for=[ib_pool.agent_pool, network_operator.policy, volcano.manifest],
+            driver_versions=network_operator.driver_versions,
         ),
         opts=k8s_opts,
     )

@@ -8,8 +8,8 @@ this file holds what is NCCL's: the environment, the topology file, the GPU requ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ class NcclJobArgs:
     # What the job must wait for: the IB pool, the NicClusterPolicy, the GPU Operator, Volcano.
     # Passed to the Job itself (a component's depends_on is not inherited by its children).
     wait_for: Sequence[pulumi.Resource] = ()
+    # Operator charts and drivers the test runs against (NetworkOperator/GpuOperator.driver_versions):
+    # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
+    driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "nccl-allreduce"
 
@@ -150,6 +153,7 @@ class NcclJob(pulumi.ComponentResource):
             configmaps={"topology": {TOPOLOGY_KEY: render_xml(topology)} if topology else None},
             build_spec=lambda launcher, configmaps, config_hash: job_spec(args, launcher, configmaps, config_hash),
             wait_for=args.wait_for,
+            driver_versions=args.driver_versions,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")

@@ -33,7 +33,7 @@ from offline.durations import Duration
 from offline.engine import SECRET, Rendering, Resource
 
 SCENARIOS = ("typical", "low", "high")
-MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm")
+MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm", "charts")
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 STACK_TYPE = "pulumi:pulumi:Stack"
 

@@ -167,11 +167,15 @@ def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     stale = tmp_path / "manifests" / "stale.yaml"
     stale.parent.mkdir()
     stale.write_text("left over from an older render")
+    stale_chart = tmp_path / "charts" / "old-release.yaml"
+    stale_chart.parent.mkdir()
+    stale_chart.write_text("a release the stack no longer has")
     keep = tmp_path / "notes.txt"
     keep.write_text("not the render's")
-    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path)]) == 0
-    assert "nothing deployed" in capsys.readouterr().out
-    assert not stale.exists() and keep.exists()
+    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path), "--no-charts"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing deployed" in out and "charts/ not rendered (--no-charts)" in out
+    assert not stale.exists() and not stale_chart.exists() and keep.exists()
     for name in ("plan.md", "timeline.json", "graph.svg", "timeline.svg"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert b"<svg" in (tmp_path / "graph.svg").read_bytes()
