@@ -160,13 +160,6 @@ def judge(
                 f"{entry.vm_size}): the baseline assumes every GPU takes part",
             )
 
-    # -- which transport did it use? -----------------------------------------------------------
-    for verdict, reason in _transport_findings(result, entry, nodes):
-        if verdict is None:
-            notes.append(reason)
-        else:
-            add(verdict, reason)
-
     # -- is it fast enough? --------------------------------------------------------------------
     if expectation is FROM_CATALOG:
         expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
@@ -222,6 +215,13 @@ def judge(
             findings.append(
                 (Verdict.PASS, f"busbw {judged:.2f} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
             )
+
+    # -- which transport did it use? -----------------------------------------------------------
+    for verdict, reason in _transport_findings(result, entry, nodes):
+        if verdict is None:
+            notes.append(reason)
+        else:
+            add(verdict, reason)
 
     verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)
     reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity)) + tuple(notes)
@@ -315,10 +315,17 @@ def _transport_findings(
                     f"({', '.join(names) or 'none'}): {what}; check the HCAs' links (ibstat) and the RDMA "
                     f"resource of its worker pod",
                 ))
+    if entry is not None and entry.ib_hcas_per_vm and not socket_hosts:
+        if unlisted := [h for h in t.hosts if h not in t.hcas_by_host]:
+            found.append((Verdict.WARN, f"no 'NET/IB : Using' line from {_hosts(unlisted)}: the log is incomplete "
+                                        f"(rotated, or cut off), so their HCAs were not checked"))
     silent = [h for h in result.hosts if h.split(".")[0] not in t.hosts]
     if silent:
         found.append((Verdict.WARN, f"no NCCL transport line from {_hosts(silent)}: the log is incomplete "
                                     f"(rotated, or cut off), so their transport was not checked"))
+    elif not result.hosts and nodes and len(t.hosts) < nodes:
+        found.append((Verdict.WARN, f"only {len(t.hosts)} of {nodes} nodes logged NCCL lines: the log is incomplete "
+                                    f"(rotated, or cut off), so the others' transport was not checked"))
     if not found:
         found.append((Verdict.PASS, f"transport: {t.summary(span)}"))
     return found
