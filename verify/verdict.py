@@ -160,6 +160,13 @@ def judge(
                 f"{entry.vm_size}): the baseline assumes every GPU takes part",
             )
 
+    # -- which transport did it use? (first: when it is wrong, it is why the figure is) ---------
+    for verdict, reason in _transport_findings(result, entry, nodes):
+        if verdict is None:
+            notes.append(reason)
+        else:
+            add(verdict, reason)
+
     # -- is it fast enough? --------------------------------------------------------------------
     if expectation is FROM_CATALOG:
         expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
@@ -215,13 +222,6 @@ def judge(
             findings.append(
                 (Verdict.PASS, f"busbw {judged:.2f} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
             )
-
-    # -- which transport did it use? -----------------------------------------------------------
-    for verdict, reason in _transport_findings(result, entry, nodes):
-        if verdict is None:
-            notes.append(reason)
-        else:
-            add(verdict, reason)
 
     verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)
     reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity)) + tuple(notes)
