@@ -6,10 +6,10 @@
 # 2 for a missing input, 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
 #
 # The log keeps what the verdict reads and stays small at any scale. Every rank prints NCCL's INFO
-# lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET), which grow with the rank count to tens of MB
-# at 64 nodes x 8 GPUs (docs/fabric-verdict.md: measured per rank, extrapolated), past the size at
-# which kubelet rotates a container log (AKS: containerLogMaxSizeMB, 50 MB by default); the API
-# then returns only the newest file, without the header or the transport lines. So mpirun's output
+# lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET): 6-18 KB per rank measured, ~7-11 MB at 64
+# nodes x 8 GPUs extrapolated (docs/fabric-verdict.md), near the size at which kubelet rotates a
+# container log (upstream 10 MiB; AKS containerLogMaxSizeMB, 50 by default); the API then returns
+# only the newest file, without the header or the transport lines. So mpirun's output
 # goes through condense_nccl_log below: nccl-tests' own lines, NCCL WARN lines and everything
 # else pass unchanged; of NCCL's INFO lines only those that say which transport was used are kept
 # (network, HCAs, GPUDirect RDMA, every inter-node connection), each distinct one once per host.
