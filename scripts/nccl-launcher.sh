@@ -57,7 +57,7 @@ condense_nccl_log() {
       if (message ~ KEEP && !((host, message) in seen)) { seen[host, message] = 1; kept++; print; fflush(); next }
       dropped++
     }
-    END { printf "# aks-infiniband nccl-log condensed kept_lines=%d dropped_lines=%d\n", kept, dropped }
+    END { printf "[nccl-launcher] NCCL INFO lines: %d kept, %d dropped (LAUNCHER_NCCL_LOG=full keeps all)\n", kept, dropped }
   '
 }
 if [ "${1:-}" = "--condense-nccl-log" ]; then

@@ -414,7 +414,7 @@ def test_launcher_condenses_nccls_info_lines_of_a_real_log(fake_cluster, dev):
     done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded))
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
-    assert out[-1].startswith("# aks-infiniband nccl-log condensed kept_lines=")
+    assert out[-1].startswith("[nccl-launcher] NCCL INFO lines: ") and out[-1].endswith("keeps all)")
     assert not any("via P2P/" in line or "Trees [" in line for line in out)  # intra-node, topology: dropped
     nets = [line for line in out if "NET/IB : Using" in line]
     assert len(nets) == 2  # once per host, not once per rank (4 ranks)

@@ -94,8 +94,9 @@ def test_the_launchers_filter_keeps_what_the_verdict_reads(path):
     for sku in ("Standard_ND96asr_v4", H100):
         assert judge(kept, sku=sku).reasons == judge(full, sku=sku).reasons
     # the filter counts what it kept and dropped, on its last line
-    kept_n, dropped_n = (int(x.split("=")[1]) for x in condensed.splitlines()[-1].split()[-2:])
-    assert condensed.splitlines()[-1].startswith("# aks-infiniband nccl-log condensed")
+    last = condensed.splitlines()[-1]
+    assert last.startswith("[nccl-launcher] NCCL INFO lines: ")
+    kept_n, dropped_n = int(last.split()[4]), int(last.split()[6])
     info = sum(" NCCL INFO " in line for line in raw.splitlines())
     assert kept_n + dropped_n == info and dropped_n > kept_n
 

@@ -10,6 +10,8 @@ Formats handled, each seen in ../shared/reference/nccl-tests or read from NVIDIA
   (`#wrong` is "N/A" under `-c 0`), with the optional per-iteration columns (`-I 1`) and timestamps;
 - NCCL `INFO`/`WARN` lines interleaved anywhere, even between a row's first five columns and the rest
   (nccl-tests prints a row in two pieces around the measurement, into the same stdout buffer NCCL logs to);
+  the same pass hands every line to `verify.transport`, which reads NCCL's own (`NcclResult.transport`,
+  and the WARN lines in `warnings`); line prefixes are `verify.loglines`' business;
 - the footer ("# Out of bounds values", "# Avg bus bandwidth", "# Collective test concluded");
 - failure lines printed by nccl-tests' CUDACHECK / NCCLCHECK / TESTCHECK macros and timeouts;
 - the JSON document that `-J FILE.json` writes (JSON_FILE_VERSION 3), optionally preceded by `#` lines.
