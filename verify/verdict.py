@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import catalog
 from verify.nccl import NcclResult
-from verify.transport import SOCKET, Transport
+from verify.transport import SOCKET, Transport, natural_key
 
 # Below this fraction of the baseline (and above the threshold) a run is WARN. The catalog's fail lines
 # sit at ~96 % of their baselines (Azure's 180 of 187 GB/s), so the WARN band is the narrow stretch
@@ -306,7 +306,7 @@ def _transport_findings(
         every = {name for names in t.hcas_by_host.values() for name in names}
         for host, names in t.hcas_by_host.items():
             if len(names) < entry.ib_hcas_per_vm:
-                missing = sorted(every - set(names))
+                missing = sorted(every - set(names), key=natural_key)
                 what = (f"missing {', '.join(missing)} (opened on other hosts)" if missing
                         else f"{entry.ib_hcas_per_vm - len(names)} missing (no host opened more)")
                 found.append((
@@ -315,8 +315,9 @@ def _transport_findings(
                     f"({', '.join(names) or 'none'}): {what}; check the HCAs' links (ibstat) and the RDMA "
                     f"resource of its worker pod",
                 ))
-    if entry is not None and entry.ib_hcas_per_vm and not socket_hosts:
-        if unlisted := [h for h in t.hosts if h not in t.hcas_by_host]:
+        # NCCL's IB transport, and the IBext plugins, list their HCAs in a "NET/IB : Using" line
+        ib_hosts = [h for h in t.hosts if all(n.startswith("IB") for n in t.networks_by_host.get(h, ()))]
+        if unlisted := [h for h in ib_hosts if h not in t.hcas_by_host]:
             found.append((Verdict.WARN, f"no 'NET/IB : Using' line from {_hosts(unlisted)}: the log is incomplete "
                                         f"(rotated, or cut off), so their HCAs were not checked"))
     silent = [h for h in result.hosts if h.split(".")[0] not in t.hosts]
