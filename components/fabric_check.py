@@ -1,9 +1,10 @@
 """Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
 turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
 
-Both fabric tests go through it: `kind` "nccl" (the all-reduce on GPU sizes, judged in GB/s busbw)
-and "p2p" (osu_bw / osu_latency between two CPU-only HB / HX nodes, judged in Gb/s); the kind is on
-the command line as `--kind p2p` (nccl is the collector's default, so the GPU command is unchanged).
+Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
+`P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
+result gives (`fabric_test.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
+collector's default, so the GPU command is unchanged).
 
 The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
 the project directory (relative paths only: an absolute path would differ between checkouts and
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
 
-from verify import kinds
+from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind
 from verify.collect import AksCluster
 
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
@@ -52,37 +52,19 @@ class FabricCheckArgs:
     # Where the collector fetches credentials (az aks get-credentials): stable, non-secret names.
     resource_group_name: pulumi.Input[str]
     cluster_name: pulumi.Input[str]
-    namespace: str
-    job_name: str
-    vm_size: str
-    node_count: int  # the nodes the job spans (the p2p job: always its 2 workers)
-    gpus_per_node: int  # 0 for the p2p job
-    timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes)
-    job_spec_sha256: str  # re-run the collection exactly when the job is replaced
-    threshold_gbps: float | None = None  # nccl: GB/s busbw; None: the catalog's threshold for the size
+    # The fabric test job to collect (NcclJob or P2pJob): which job, where, how it is judged, what it
+    # spans; the collect step waits for it and re-runs exactly when it is replaced.
+    job: FabricTestJob
+    # The fail threshold in the unit of the job's kind (job.kind.unit: GB/s busbw for the all-reduce,
+    # Gb/s for point to point); None: the catalog's for the size.
+    threshold: float | None = None
     fail_on_low_bandwidth: bool = False
-    # What the command waits for: the fabric test job. Passed to the Command itself (a
-    # component's depends_on is not inherited by its children).
-    wait_for: Sequence[pulumi.Resource] = ()
-    kind: str = kinds.NCCL  # kinds.KINDS: which test the job runs, so how its log is judged
-    threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
 
-    def __post_init__(self) -> None:
-        if self.kind not in kinds.KINDS:
-            raise ValueError(f"kind: got {self.kind!r}; expected one of {', '.join(kinds.KINDS)}")
-        if self.kind == kinds.P2P and (self.threshold_gbps is not None or self.gpus_per_node):
-            raise ValueError(f"kind p2p: got threshold_gbps={self.threshold_gbps!r}, gpus_per_node="
-                             f"{self.gpus_per_node}; a point-to-point test has no GPU and is judged in Gb/s "
-                             f"(threshold_gbits)")
-        if self.kind == kinds.NCCL and self.threshold_gbits is not None:
-            raise ValueError(f"kind nccl: got threshold_gbits={self.threshold_gbits!r}; an all-reduce is judged "
-                             f"in GB/s busbw (threshold_gbps)")
-
     @property
     def collect_timeout_minutes(self) -> int:
-        return NODE_SETUP_BUDGET_MINUTES + self.timeout_minutes + COLLECT_MARGIN_MINUTES
+        return NODE_SETUP_BUDGET_MINUTES + self.job.timeout_minutes + COLLECT_MARGIN_MINUTES
 
 
 def _number(n: float) -> str:
@@ -91,23 +73,22 @@ def _number(n: float) -> str:
 
 def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
-    p2p = args.kind == kinds.P2P
+    job = args.job
+    p2p = job.kind is POINT_TO_POINT
     argv = [
         PYTHON, "-m", "verify", "collect",
-        *(["--kind", kinds.P2P] if p2p else []),
+        *(["--kind", job.kind.name] if p2p else []),
         "--aks-resource-group", cluster.resource_group,
         "--aks-cluster", cluster.name,
         *(["--subscription", cluster.subscription] if cluster.subscription else []),
-        "--namespace", args.namespace,
-        "--job", args.job_name,
-        "--sku", args.vm_size,
-        *([] if p2p else ["--nodes", str(args.node_count)]),  # p2p: always two nodes
+        "--namespace", job.namespace_name,
+        "--job", job.job_name,
+        "--sku", job.sku.vm_size,
+        *([] if p2p else ["--nodes", str(job.node_count)]),  # p2p: always two nodes
         "--timeout-minutes", str(args.collect_timeout_minutes),
     ]
-    if args.threshold_gbps is not None:
-        argv += ["--threshold-gbps", _number(args.threshold_gbps)]
-    if args.threshold_gbits is not None:
-        argv += ["--threshold-gbits", _number(args.threshold_gbits)]
+    if args.threshold is not None:
+        argv += [job.kind.threshold_flag, _number(args.threshold)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
     argv.append("--json")
@@ -188,7 +169,7 @@ def parse_result(stdout: str | None) -> FabricResult:
 
 
 class FabricCheck(pulumi.ComponentResource):
-    """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
+    """Collects the fabric test's result once `args.job` has been created.
 
     Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
     `nccl_version`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
@@ -206,7 +187,7 @@ class FabricCheck(pulumi.ComponentResource):
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
     latency_us: pulumi.Output[float | None]
-    kind: str
+    kind: Kind
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
@@ -221,13 +202,13 @@ class FabricCheck(pulumi.ComponentResource):
                 create=create,
                 # no environment: the collector fetches the kubeconfig itself (module docstring)
                 # a new job (its spec hash) is a new run to collect; nothing else re-runs it
-                triggers=[args.job_spec_sha256],
+                triggers=[args.job.spec_sha256],
                 # progress (stderr) is shown during `pulumi up`; the JSON result (stdout) is captured
                 logging=command.local.Logging.STDERR,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=list(args.wait_for),
+                depends_on=[args.job.job],
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES}m"
                 ),
@@ -237,9 +218,10 @@ class FabricCheck(pulumi.ComponentResource):
         self.verdict = self.result.apply(lambda r: r.verdict)
         self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
         self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
+        job = args.job
         self.ranks = self.result.apply(
-            lambda r: f"not counted: point to point, one rank on each of {args.node_count} nodes"
-            if args.kind == kinds.P2P else r.ranks_text(args.node_count, args.gpus_per_node)
+            lambda r: f"not counted: point to point, one rank on each of {job.node_count} nodes"
+            if job.kind is POINT_TO_POINT else r.ranks_text(job.node_count, job.sku.gpus_per_vm)
         )
         self.nccl_version = self.result.apply(
             lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")
@@ -248,24 +230,11 @@ class FabricCheck(pulumi.ComponentResource):
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
-        self.kind = args.kind
-        figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
-                   if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
-        self.register_outputs({"verdict": self.verdict, **figures})
+        self.kind = job.kind
+        self.register_outputs({"verdict": self.verdict,
+                               **{attr: getattr(self, attr) for _, attr in job.kind.stack_outputs}})
 
     def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
         """The stack outputs of this kind of result, by export name (listed in the README)."""
-        if self.kind == kinds.P2P:
-            figures = {
-                "p2pBandwidthAtMaxSizeGbits": self.bw_at_max_size_gbits,
-                "p2pMaxBandwidthGbits": self.max_bw_gbits,
-                "p2pLatencyUs": self.latency_us,
-            }
-        else:
-            figures = {
-                "allReduceMaxBusBwGbps": self.max_busbw_gbps,
-                "allReduceBusBwAtMaxSizeGbps": self.busbw_at_max_size_gbps,
-                "fabricRanks": self.ranks,
-                "ncclVersion": self.nccl_version,
-            }
+        figures = {export: getattr(self, attr) for export, attr in self.kind.stack_outputs}
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

@@ -3,7 +3,7 @@
 One `mpimaster` pod runs a launcher script (mounted from a ConfigMap); `mpiworker` pods, one per
 node, run sshd and hold their node's RDMA devices (and GPUs, for the NCCL test). Volcano's `ssh`
 plugin gives the pods a shared key, its `svc` plugin a headless service and the hostfile
-`/etc/volcano/mpiworker.host`. `NcclJob` (GPU sizes) and `MpiBandwidthJob` (CPU-only sizes)
+`/etc/volcano/mpiworker.host`. `NcclJob` (GPU sizes) and `P2pJob` (CPU-only sizes)
 differ only in their launcher, its environment, the workers' resources and extra mounts.
 
 The pod templates are built with the typed `pulumi_kubernetes.core.v1` Args classes (a misspelt

@@ -51,6 +51,8 @@ class Resource:
     ignore_changes: list[str]
     additional_secret_outputs: list[str]
     remote: bool
+    # the former identities the resource answers to (renames): each alias's non-empty fields
+    aliases: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def short_type(self) -> str:
@@ -126,6 +128,13 @@ def _secret_keys(struct: Any) -> list[str]:
     return sorted(k for k, v in raw.items() if has_secret(v))
 
 
+def _alias(alias: Any) -> dict[str, str]:
+    if alias.HasField("spec"):
+        spec = alias.spec
+        return {k: v for k, v in (("name", spec.name), ("type", spec.type), ("parentUrn", spec.parentUrn)) if v}
+    return {"urn": alias.urn}
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping each registration request's options and edges."""
 
@@ -158,6 +167,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     additional_secret_outputs=list(request.additionalSecretOutputs),
                     remote=request.remote,
+                    aliases=[_alias(a) for a in request.aliases],
                 )
             )
         return response

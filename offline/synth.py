@@ -413,7 +413,7 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
               f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
-    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the MPI bandwidth test "
+    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the point-to-point (p2p) test "
               "(estimate)", ""]
     target = tl.target or "apply complete (no fabric test job in this stack)"
     lines += [

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import catalog
-from components import nccl_sizing
+from components import fabric_test, nccl_sizing
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (
@@ -61,6 +61,11 @@ class FabricTest:
     fail_on_low_bandwidth: bool
     threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
+
+    def threshold(self, kind: fabric_test.Kind) -> float | None:
+        """The fail threshold set for a test of `kind`, in that kind's unit (None: the catalog's)."""
+        return {"thresholdGbps": self.threshold_gbps, "p2pThresholdGbits": self.p2p_threshold_gbits}[
+            kind.threshold_key]
 
 
 @dataclass(frozen=True)
@@ -113,12 +118,9 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
-    wrong, right, test = (("p2pThresholdGbits", "thresholdGbps", "the NCCL all-reduce, judged in GB/s busbw")
-                          if sku.has_gpus else
-                          ("thresholdGbps", "p2pThresholdGbits", "MPI point to point, judged in Gb/s (bits)"))
-    if ft.get(wrong) is not None:
-        problems.append(f"{prefix}fabricTest.{wrong}: got {ft[wrong]}; on {sku.vm_size} the fabric test is "
-                        f"{test}: set fabricTest.{right} instead")
+    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in fabric_test.KINDS}
+    for key, why in fabric_test.threshold_problems(fabric_test.kind_for(sku), thresholds).items():
+        problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
     return problems
 
 

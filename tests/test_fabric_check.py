@@ -6,12 +6,14 @@ import json
 import shlex
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from conftest import dev_config
 
+import catalog
 import stack_config
-from components import fabric_check
+from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, parse_result
 from offline import engine, mocks
 from verify.collect import AksCluster
@@ -97,10 +99,10 @@ def test_a_credential_rotation_changes_no_input_of_the_collect_step(dev, monkeyp
 
 
 def test_collect_command_without_a_subscription_leaves_it_to_az():
-    args = fabric_check.FabricCheckArgs(
-        resource_group_name="rg", cluster_name="aks", namespace="fabric-test", job_name="nccl-allreduce",
-        vm_size="Standard_ND96asr_v4", node_count=2, gpus_per_node=8, timeout_minutes=60,
-        job_spec_sha256="0" * 64)
+    job = SimpleNamespace(kind=fabric_test.ALL_REDUCE, sku=catalog.lookup("Standard_ND96asr_v4"),
+                          namespace_name="fabric-test", job_name="nccl-allreduce", node_count=2, timeout_minutes=60,
+                          spec_sha256="0" * 64, job=None)  # a FabricTestJob without Pulumi
+    args = fabric_check.FabricCheckArgs(resource_group_name="rg", cluster_name="aks", job=job)
     with_sub = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks", "sub-id")))
     without = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks")))
     assert option(with_sub, "--subscription") == "sub-id" and "--subscription" not in without
