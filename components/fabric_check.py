@@ -6,9 +6,10 @@ Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: 
 result gives (`fabric_test.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
 collector's default, so the GPU command is unchanged).
 
-The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
-the project directory (relative paths only: an absolute path would differ between checkouts and
-show as a diff in every other user's preview). No kubeconfig is among its inputs: the command line
+The step is a `pulumi_command.local.Command` that runs `<python> -m verify collect ... --json` from
+the project directory, with the interpreter that runs the program (`python_command`), named
+relative to the project: an absolute path would differ between checkouts and show as a diff in
+every other user's preview. No kubeconfig is among its inputs: the command line
 names the cluster (`--aks-resource-group RG --aks-cluster NAME --subscription ID`, stable and not
 secret) and the collector fetches the credentials itself with `az aks get-credentials --file -`.
 A Command with no `update` re-runs its create command whenever an input differs; the kubeconfig,
@@ -23,7 +24,9 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -33,7 +36,7 @@ import pulumi_command as command
 from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind
 from verify.collect import AksCluster
 
-PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
+PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
 # How long the collector waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
@@ -67,6 +70,23 @@ class FabricCheckArgs:
         return NODE_SETUP_BUDGET_MINUTES + self.job.timeout_minutes + COLLECT_MARGIN_MINUTES
 
 
+def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR) -> str:
+    """The interpreter that runs this program (so pip, uv and poetry toolchains all work), as the
+    collect command names it.
+
+    The command line is an input of the Command, and a Command with no `update` re-runs its create
+    command whenever an input differs: it must read the same in every checkout. An environment inside
+    the project (Pulumi.yaml's `virtualenv: .venv`, uv's `.venv`, poetry with
+    `virtualenvs.in-project`) is named relative to it, `.venv/bin/python` for everyone. One outside
+    (poetry's default cache) can only be named absolutely, which differs between machines: there a
+    preview by someone else shows the collect step as changed, and their `up` re-runs it."""
+    path = Path(executable)
+    try:
+        return path.relative_to(project).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def _number(n: float) -> str:
     return str(int(n)) if float(n).is_integer() else repr(float(n))
 
@@ -76,7 +96,7 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     job = args.job
     p2p = job.kind is POINT_TO_POINT
     argv = [
-        PYTHON, "-m", "verify", "collect",
+        python_command(), "-m", "verify", "collect",
         *(["--kind", job.kind.name] if p2p else []),
         "--aks-resource-group", cluster.resource_group,
         "--aks-cluster", cluster.name,

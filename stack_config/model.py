@@ -188,10 +188,14 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 def load() -> StackConfig:
     """Read and validate the running stack's configuration, or stop the program with one message."""
     import pulumi
-    from pulumi.runtime import config as runtime_config
 
-    raw: dict[str, Any] = dict(runtime_config.get_config_env())
-    raw.update(runtime_config.CONFIG.get())
+    # The CLI hands a program its whole configuration as one JSON map (PULUMI_CONFIG), which is how
+    # unknown and misspelt keys can be seen at all; a declared key set another way (in-process, or
+    # PULUMI_CONFIG_<KEY>) is read one by one. Both through the SDK's public runtime API.
+    raw: dict[str, Any] = dict(pulumi.runtime.get_config_env())
+    for key in [LOCATION_KEY, *(f"{PROJECT}:{k.name}" for k in SCHEMA)]:
+        if key not in raw and (value := pulumi.runtime.get_config(key)) is not None:
+            raw[key] = value
     try:
         return parse(raw, pulumi.get_stack())
     except ConfigError as err:

@@ -6,6 +6,7 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -40,12 +41,22 @@ def test_collect_runs_after_the_job(dev):
 
 def test_collect_names_the_job_the_stack_creates(dev):
     args, job = argv(dev), dev.one(JOB, "fabric-test-job")
-    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert args[:4] == [fabric_check.python_command(), "-m", "verify", "collect"]
     assert option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert option(args, "--job") == job.inputs["metadata"]["name"]
     assert option(args, "--sku") == dev.outputs["vmSize"]
     assert option(args, "--nodes") == str(dev.outputs["nodeCount"])
     assert "--json" in args
+
+
+def test_the_interpreter_is_the_one_running_the_program_named_from_the_project(tmp_path):
+    """sys.executable, relative to the project when the environment lives in it (every checkout
+    then reads .venv/bin/python); absolute only for an environment elsewhere."""
+    project = tmp_path / "checkout"
+    assert fabric_check.python_command(str(project / ".venv/bin/python"), project) == ".venv/bin/python"
+    assert fabric_check.python_command("/opt/poetry/envs/x/bin/python", project) == "/opt/poetry/envs/x/bin/python"
+    assert fabric_check.python_command() == Path(sys.executable).relative_to(fabric_check.PROJECT_DIR).as_posix(), (
+        "run the tests with the project's .venv/bin/python (as make test does)")
 
 
 def test_paths_are_relative_to_the_project(dev):
@@ -245,7 +256,7 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
     default, so no --kind, and the all-reduce's node count."""
     job = dev.one(JOB, "fabric-test-job")
     assert argv(dev) == [
-        ".venv/bin/python", "-m", "verify", "collect",
+        fabric_check.python_command(), "-m", "verify", "collect",
         "--aks-resource-group", dev.outputs["resourceGroupName"], "--aks-cluster", dev.outputs["clusterName"],
         "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],

@@ -148,7 +148,7 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
     assert collect.parent == check.urn
     assert hb.depends_on(collect, job)
     args = _collect_argv(hb)
-    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert args[:4] == [fabric_check.python_command(), "-m", "verify", "collect"]
     assert _option(args, "--kind") == kinds.P2P
     assert _option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert _option(args, "--job") == job.inputs["metadata"]["name"]
@@ -236,7 +236,7 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path)
     hbv3 = "Standard_HB120rs_v3"
     stack = render(ibPool={"vmSize": hbv3})
     args, job = _collect_argv(stack), _job(stack)
-    assert args[0] == fabric_check.PYTHON
+    assert args[0] == fabric_check.python_command()
     args = [sys.executable, *args[1:], "--poll-seconds", "0.05"]
     log = HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
     with FakeKube(["Running", "Completed"], log, namespace=job.inputs["metadata"]["namespace"],
