@@ -133,7 +133,11 @@ fabric_check = (
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
+pulumi.export("clusterResourceId", cluster.resource_id)
+pulumi.export("oidcIssuerUrl", cluster.oidc_issuer_url)
+pulumi.export("currentKubernetesVersion", cluster.current_kubernetes_version)
 pulumi.export("nodePoolName", ib_pool.agent_pool.name)
+pulumi.export("nodePoolResourceId", ib_pool.resource_id)
 pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
