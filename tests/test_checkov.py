@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline import engine, synth
+from offline import synth
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".checkov.yaml"
@@ -63,13 +63,13 @@ def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def scan_dir(tmp_path_factory, dev) -> Path:
+def scan_dir(tmp_path_factory, dev, hb) -> Path:
     """The manifests of the dev stack (GPU: the NCCL job) and of the hb stack (CPU-only: the MPI
     point-to-point job with its OSU build initContainer), each file prefixed with its stack."""
     out = tmp_path_factory.mktemp("checkov") / "manifests"
     out.mkdir()
     jobs = 0
-    for stack, rendering in (("dev", dev), ("hb", engine.render("hb"))):
+    for stack, rendering in (("dev", dev), ("hb", hb)):
         files = synth.synthesize(rendering, images=False)
         manifests = {name: content for name, content in files.items() if name.startswith("manifests/")}
         assert manifests, f"the offline render of {stack} has no manifests"

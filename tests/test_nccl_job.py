@@ -303,9 +303,9 @@ def test_crd_check_catches_a_misplaced_field(reference):
 
 
 def job_from_dev() -> dict[str, Any]:
-    from offline import engine
+    from conftest import rendered
 
-    return job(engine.render("dev"))
+    return job(rendered("dev"))
 
 
 def test_pod_templates_pass_kubernetes_schemas(dev):
