@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -94,20 +96,31 @@ def test_bad_arguments_exit_2(reference):
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
+def plot_twice(tmp_path: Path, *args: str) -> list[bytes]:
+    """`report ... --plot FILE --json` run twice: as a user runs it (a fresh interpreter) and in this
+    process (the same main(); matplotlib is imported once per session, not once per run). Each run
+    says where it wrote its plot; returns the two PNGs."""
+    from verify import __main__ as cli
+
+    first, second = tmp_path / "a.png", tmp_path / "b.png"
+    p = run(*args, "--plot", str(first), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["plot"] == str(first)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main([*args, "--plot", str(second), "--json"]) == 0
+    assert json.loads(out.getvalue())["plot"] == str(second)
+    return [first.read_bytes(), second.read_bytes()]
+
+
 def test_plot_is_a_deterministic_png(reference, tmp_path):
-    paths = []
-    for name in ("a.png", "b.png"):
-        out = tmp_path / name
-        p = run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2",
-                "--plot", str(out), "--json")
-        assert p.returncode == 0, p.stderr
-        assert json.loads(p.stdout)["plot"] == str(out)
-        paths.append(out)
-    data = paths[0].read_bytes()
+    pytest.importorskip("matplotlib")
+    pngs = plot_twice(tmp_path, "report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4",
+                      "--nodes", "2")
+    data = pngs[0]
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000
     assert b"Software" not in data  # no matplotlib version stamped into the file
-    assert data == paths[1].read_bytes()
+    assert data == pngs[1]
 
 
 # --- point-to-point logs (CPU-only HB / HX): OSU and perftest, auto-detected ------------------------
@@ -202,13 +215,7 @@ def test_nccl_json_says_its_kind(reference):
 
 def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
     pytest.importorskip("matplotlib")
-    pngs = []
-    for name in ("a.png", "b.png"):
-        out = tmp_path / name
-        p = run("report", str(hbv3_log), "--sku", HBV3, "--plot", str(out), "--json")
-        assert p.returncode == 0, p.stderr
-        assert json.loads(p.stdout)["plot"] == str(out)
-        pngs.append(out.read_bytes())
+    pngs = plot_twice(tmp_path, "report", str(hbv3_log), "--sku", HBV3)
     assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
     assert b"Software" not in pngs[0] and pngs[0] == pngs[1]
 
