@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -101,6 +102,11 @@ class FakeKube:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 as the API server speaks it: the client keeps its connection open between requests
+            # (no connect and no new server thread per request); no Nagle delay between headers and body
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
@@ -358,15 +364,22 @@ def test_unreachable_api_and_bad_kubeconfig_are_exit_2(monkeypatch, capsys):
     assert "kubeconfig" in capsys.readouterr().err
 
 
-def test_subprocess_reads_kubeconfig_from_the_environment_only(azure_log):
-    """As the Pulumi step runs it: the kubeconfig in KUBECONFIG_CONTENT, nothing secret on the command line."""
+def test_reads_kubeconfig_from_the_environment_only(azure_log, monkeypatch, capsys):
+    """The kubeconfig in KUBECONFIG_CONTENT and nowhere else: an environment of only that, PATH and a
+    HOME that does not exist (no ~/.kube/config, no KUBECONFIG), nothing secret on the command line.
+    In this process, on an emptied environment; test_subprocess_fetches_credentials_with_az_as_the_stack_
+    step_runs_it runs `python -m verify` as a fresh process, as the stack's step does."""
     with FakeKube(["Running", "Completed"], azure_log) as kube:
+        for name in list(os.environ):
+            monkeypatch.delenv(name)
         env = {"KUBECONFIG_CONTENT": kube.kubeconfig(), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-        p = subprocess.run([sys.executable, "-m", "verify", *argv()], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert "Traceback" not in p.stderr
-    assert json.loads(p.stdout)["verdict"] == "PASS"
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code = cli.main(argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    assert json.loads(captured.out)["verdict"] == "PASS"
 
 
 def test_terminal_phases_match_the_volcano_crd(reference):
@@ -607,9 +620,9 @@ def test_az_printing_no_kubeconfig_is_exit_2_and_never_echoed(tmp_path, monkeypa
 def test_a_hung_az_is_exit_2(tmp_path, monkeypatch, capsys):
     bindir, _ = fake_az(tmp_path, stdout="", sleep=30)
     monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
-    monkeypatch.setattr(collect, "AZ_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(collect, "AZ_TIMEOUT_SECONDS", 0.1)
     assert cli.main(aks_argv()) == 2
-    assert "did not answer within 0.5s" in _one_error_line(capsys.readouterr().err)
+    assert "did not answer within 0.1s" in _one_error_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("flags, message", [
