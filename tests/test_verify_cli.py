@@ -1,4 +1,6 @@
-"""`python -m verify report` as a user runs it: a subprocess, its stdout, stderr and exit code."""
+"""`python -m verify report` as a user runs it: its stdout, stderr and exit code. Through the module's
+own main() in this process (`run`: a fresh interpreter per call cost more than the reports), and as a
+real subprocess where the process is the point (`run_subprocess`: test_report_json_azure, the plots)."""
 
 from __future__ import annotations
 
@@ -25,14 +27,32 @@ REQUIRED_KEYS = {
 }
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def run_subprocess(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "verify", *args], cwd=ROOT, capture_output=True, text=True, input=stdin, timeout=120
     )
 
 
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """What `python -m verify ARGS` gives (exit code, stdout, stderr), from the main() the module runs."""
+    from verify import __main__ as cli
+
+    out, err, saved_stdin = io.StringIO(), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse exits itself
+                code = exc.code
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(["python", "-m", "verify", *args], code, out.getvalue(), err.getvalue())
+
+
 def test_report_json_azure(reference):
-    p = run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--json")
+    p = run_subprocess("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+                       "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)  # ONE JSON object, nothing else on stdout
     assert REQUIRED_KEYS <= set(out)
@@ -103,7 +123,7 @@ def plot_twice(tmp_path: Path, *args: str) -> list[bytes]:
     from verify import __main__ as cli
 
     first, second = tmp_path / "a.png", tmp_path / "b.png"
-    p = run(*args, "--plot", str(first), "--json")
+    p = run_subprocess(*args, "--plot", str(first), "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["plot"] == str(first)
     with contextlib.redirect_stdout(io.StringIO()) as out:
