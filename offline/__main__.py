@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pulumi
+
 from offline import charts, engine, synth
 
 
@@ -23,10 +25,15 @@ def _stacks() -> list[str]:
 
 
 def _render(stack: str) -> engine.Rendering | None:
+    """The stack's render, or None after saying why on stderr: a missing stack file, or the program's own
+    RunError (a bad configuration: its lines name each bad key), printed as is, without a traceback."""
     try:
         return engine.render(stack)
     except FileNotFoundError as e:
         print(f"error: {e}; stacks here: {', '.join(_stacks()) or 'none'}", file=sys.stderr)
+        return None
+    except pulumi.RunError as e:
+        print(f"error: {e}", file=sys.stderr)
         return None
 
 

@@ -183,6 +183,20 @@ def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Pulumi.no-such-stack.yaml" in capsys.readouterr().err
 
 
+def test_cli_prints_a_bad_configuration_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`make synth` on a stack with a bad key: the RunError's lines only, exit 2, nothing written."""
+    bad = {**engine.stack_file_config("dev"), "aks-infiniband:ibPool": {"vmSize": "Standard_ND96isr_H100_v5",
+                                                                        "nodeCout": 2}}
+    monkeypatch.setattr(engine, "stack_file_config", lambda stack: bad)
+    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path / "out"), "--no-charts"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0] == "error: invalid configuration for stack 'dev' (nothing was created):"
+    assert all(line.startswith("  aks-infiniband:ibPool.") for line in lines[1:]) and len(lines) >= 2, lines
+    assert "Traceback" not in captured.err + captured.out and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("picture, rendered", [("dev-dependency-graph.svg", "graph.svg"),
                                                ("dev-timeline.svg", "timeline.svg")])
 def test_the_readmes_pictures_are_the_current_render(files: dict[str, bytes], picture: str, rendered: str) -> None:

@@ -209,3 +209,17 @@ def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
         pngs.append(out.read_bytes())
     assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
     assert b"Software" not in pngs[0] and pngs[0] == pngs[1]
+
+
+def test_collect_without_the_deploy_requirements_says_what_to_install():
+    """`python -m verify collect` run by a Python without requirements.txt: one line naming what to install,
+    exit 2, no traceback (and `report` does not need them at all)."""
+    blocked = "import sys, runpy; sys.modules['kubernetes'] = None; sys.modules['yaml'] = None; "
+    p = subprocess.run(
+        [sys.executable, "-c", blocked + "runpy.run_module('verify', run_name='__main__')",
+         "collect", "--namespace", "fabric-test", "--job", "nccl-allreduce", "--sku", "Standard_ND96asr_v4",
+         "--nodes", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "kubernetes, PyYAML not installed" in p.stderr and "pip install -r requirements.txt" in p.stderr
+    assert "make venv" in p.stderr

@@ -21,6 +21,7 @@ collect step passes that flag, so the diagnosis reaches the stack outputs (fabri
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -33,6 +34,8 @@ from verify.report import summary, table
 from verify.verdict import Verdict, judge
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+# What `collect` imports from requirements.txt (the deploy requirements); `report` needs none of them.
+COLLECT_MODULES = {"kubernetes": "kubernetes", "yaml": "PyYAML"}
 P2P_NODES = 2  # a point-to-point result: one rank on each of two nodes
 
 
@@ -256,7 +259,19 @@ def _aks_cluster(args: argparse.Namespace) -> tuple[collect_mod.AksCluster | Non
     return collect_mod.AksCluster(resource_group=rg, name=name, subscription=sub or None), None
 
 
+def _missing_collect_requirement() -> str | None:
+    """One line saying what to install when a module `collect` needs is missing (None: all there)."""
+    missing = [package for module, package in COLLECT_MODULES.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"python -m verify collect needs the deploy requirements ({', '.join(missing)} not installed): "
+            "run it as .venv/bin/python -m verify collect after `make venv`, or pip install -r requirements.txt")
+
+
 def _collect(args: argparse.Namespace) -> int:
+    missing = _missing_collect_requirement()
+    if missing:
+        return _error(missing)
     problem = _check_kind_args(args, args.kind)
     aks, aks_problem = _aks_cluster(args)
     if problem or aks_problem:  # before waiting up to an hour for the job
