@@ -238,3 +238,14 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path)
     assert result.bw_at_max_size_gbits == round(float(rows[max(rows)][0]) * 8 / 1000, 2)
     assert result.latency_us == round(float(raw_rows(HBV3_LAT)[1][0]), 2)
     assert result.busbw_at_max_size_gbps is None  # not an all-reduce
+
+
+def test_the_plan_names_the_point_to_point_test_and_its_gate(hb):
+    from offline import synth
+
+    files = synth.synthesize(hb, images=False)
+    link = catalog.lookup("Standard_HB176rs_v4").p2p
+    plan = files["plan.md"].decode()
+    assert "all-reduce" not in synth.summary(files) and "the first osu_bw point-to-point result" in synth.summary(files)
+    assert f"| FAIL below | **{link.threshold_gbits:g} Gb/s** (Azure's `{link.gate_tool}` gate) |" in plan
+    assert f"| line rate | {link.baseline_gbits:g} Gb/s (NDR) |" in plan

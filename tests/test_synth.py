@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import catalog
 from offline import __main__ as cli
 from offline import durations, engine, synth
 from offline.engine import Rendering, Resource
@@ -241,3 +242,30 @@ def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
     if problems:
         pytest.fail("the dev stack's render differs from tests/golden/dev; run `make golden` if the change is "
                     "intended:\n" + "\n".join(problems)[:12000], pytrace=False)
+
+
+def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, bytes], render) -> None:
+    """The baseline and threshold the collect step will judge by, from the catalog, and an override when set."""
+    expect = catalog.lookup(engine.stack_file_config("dev")["aks-infiniband:ibPool"]["vmSize"]).allreduce_expectation(2)
+    plan = files["plan.md"].decode()
+    assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
+    assert f"| FAIL below | **{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN" in plan
+    assert "## Time to the first NCCL all-reduce result (estimate)" in plan
+    assert "estimated time to the first NCCL all-reduce result" in synth.summary(files)
+    overridden = synth.synthesize(render(fabricTest={"thresholdGbps": 300, "failOnLowBandwidth": True}),
+                                  images=False)["plan.md"].decode()
+    assert f"| FAIL below | **300 GB/s** (`fabricTest.thresholdGbps`; the catalog's is {expect.threshold_gbps:g}) |" \
+        in overridden
+    assert "| on FAIL | `pulumi up` fails (`fabricTest.failOnLowBandwidth`) |" in overridden
+
+
+def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
+    files = synth.synthesize(render(fabricTest={"enabled": False}), images=False)
+    plan = files["plan.md"].decode()
+    assert "judged against" not in plan and "## Time to every resource created (no fabric test" in plan
+    assert "estimated time to every resource created" in synth.summary(files)
+
+
+def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
+    assert dev.outputs["featureState"].startswith("pending (offline render:")
+    assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")
