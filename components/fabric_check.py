@@ -135,6 +135,7 @@ class FabricResult:
     hosts: int | None = None  # distinct host names in the log
     gpus_per_node: int | None = None
     nccl_version: str | None = None
+    transport: str | None = None  # the JSON's transport.summary: "NET/IB GDRDMA, 8 HCAs per node"
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # p2p (`python -m verify` JSON keys of the same names): Gb/s and microseconds
     bw_at_max_size_gbits: float | None = None
@@ -167,6 +168,12 @@ def _hosts(v: Any) -> int | None:
     return _int(v)
 
 
+def _transport(v: Any) -> str | None:
+    """`transport` is an object whose `summary` is the one line the stack shows."""
+    summary = v.get("summary") if isinstance(v, dict) else None
+    return summary if isinstance(summary, str) else None
+
+
 def parse_result(stdout: str | None) -> FabricResult:
     """The collect step's stdout -> the stack's result. Empty stdout (a preview, the offline mocks,
     or a step that has not run) is PENDING; anything but a JSON object is UNKNOWN with the reason."""
@@ -189,6 +196,7 @@ def parse_result(stdout: str | None) -> FabricResult:
         hosts=_hosts(doc.get("hosts")),
         gpus_per_node=_int(doc.get("gpus_per_node")),
         nccl_version=doc.get("nccl_version") if isinstance(doc.get("nccl_version"), str) else None,
+        transport=_transport(doc.get("transport")),
         reasons=tuple(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else (str(reasons),),
         bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
         max_bw_gbits=_float(doc.get("max_bw_gbits")),
@@ -200,8 +208,9 @@ class FabricCheck(pulumi.ComponentResource):
     """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
 
     Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
-    `nccl_version`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
-    None until a run has produced it.
+    `nccl_version`, `transport` (what NCCL used between the nodes, one line); p2p:
+    `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING / None until a run has
+    produced it.
     """
 
     collect: command.local.Command
@@ -211,6 +220,7 @@ class FabricCheck(pulumi.ComponentResource):
     busbw_at_max_size_gbps: pulumi.Output[float | None]
     ranks: pulumi.Output[str]
     nccl_version: pulumi.Output[str]
+    transport: pulumi.Output[str]
     reasons: pulumi.Output[list[str]]
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
@@ -253,6 +263,9 @@ class FabricCheck(pulumi.ComponentResource):
         self.nccl_version = self.result.apply(
             lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")
         )
+        self.transport = self.result.apply(
+            lambda r: r.transport or ("pending" if r.verdict == PENDING else "unknown (no transport in the result)")
+        )
         self.reasons = self.result.apply(lambda r: list(r.reasons))
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
@@ -280,4 +293,5 @@ class FabricCheck(pulumi.ComponentResource):
                 # which transport the figures measure: SHARP/CollNet, or NCCL's own IB (the thresholds' basis)
                 "allReduceSharp": pulumi.Output.from_input(self._sharp),
             }
-        return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}
+        transport = {} if self.kind == kinds.P2P else {"fabricTransport": self.transport}
+        return {"fabricVerdict": self.verdict, **transport, **figures, "fabricVerdictReasons": self.reasons}

@@ -176,6 +176,7 @@ def test_outputs_are_pending_offline_never_a_number(dev):
     assert dev.outputs["allReduceMaxBusBwGbps"] is None
     assert dev.outputs["allReduceBusBwAtMaxSizeGbps"] is None
     assert dev.outputs["ncclVersion"] == "pending"
+    assert dev.outputs["fabricTransport"] == "pending"
     assert dev.outputs["fabricRanks"] == "pending (expected 2 nodes x 8 GPUs = 16 ranks)"
 
 
@@ -284,3 +285,17 @@ def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
     assert r.max_bw_gbits == pytest.approx(max(float(v[0]) for v in rows.values()) * 8 / 1000, abs=0.01)
     assert r.latency_us is None  # osu_bw alone: no latency table
     assert r.verdict == "PASS" and r.max_busbw_gbps is None and r.nccl_version is None
+
+
+def test_transport_output_is_the_results_one_line_summary():
+    from tests.nccl_logs import launcher_log, worker_hosts
+    from verify.nccl import parse
+    from verify.report import summary
+    from verify.verdict import judge
+
+    result = parse(launcher_log(worker_hosts(2), 8, busbw_gbps=187.0))
+    doc = summary(result, judge(result, sku="Standard_ND96asr_v4", nodes=2))
+    r = parse_result(json.dumps(doc))
+    assert r.transport == "NET/IB GDRDMA, 8 HCAs per node"
+    assert parse_result(json.dumps({**SAMPLE, "transport": None})).transport is None
+    assert parse_result(json.dumps({**SAMPLE, "transport": {"summary": 3}})).transport is None

@@ -283,6 +283,26 @@ def test_low_bandwidth_without_the_flag_exits_0(azure_log, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)["verdict"] == "FAIL"
 
 
+SOCKET_2X1 = ROOT / "tests" / "data" / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x1-gpu_h200x2.log"
+
+
+@pytest.mark.parametrize("sku", ["Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"])
+def test_a_socket_run_fails_the_collect_step_on_every_nd_size(sku, monkeypatch, capsys):
+    """A real NCCL 2.28.9 log whose ranks fell back to TCP (tests/data): FAIL and exit 1, whether the
+    size's threshold is published (A100) or derived (H100/H200)."""
+    args = argv("--fail-on-low-bandwidth")
+    args[args.index("--sku") + 1] = sku
+    with FakeKube(["Completed"], SOCKET_2X1.read_text()) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(args)
+    captured = capsys.readouterr()
+    assert code == 1
+    out = json.loads(captured.out)
+    assert out["verdict"] == "FAIL" and out["reasons"][0].startswith("RDMA was not used")
+    assert out["transport"]["network"] == "Socket"
+    assert "RDMA was not used" in captured.err
+
+
 def test_failed_job_with_garbage_log_is_a_fail_not_a_crash(monkeypatch, capsys):
     log = "ssh: connect to host nccl-allreduce-mpiworker-0 port 22: Connection refused\n" * 3
     with FakeKube(["Running", "Failed"], log) as kube:
