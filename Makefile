@@ -6,7 +6,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test synth policy golden lint sync-config clean
+.PHONY: help venv tools scan-venv helm reference test synth policy golden pictures lint sync-config clean
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -72,11 +72,16 @@ policy: venv ## the policy pack's rules (policy/rules.py) on the offline render 
 	$(BIN)/python -m offline policy
 
 # Review the diff before committing.
-golden: venv ## accept the dev stack's render as tests/golden/dev and refresh the README's pictures
+golden: venv ## accept the dev stack's render as tests/golden/dev and refresh the pictures in README/docs
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts
-	$(BIN)/python -m offline synth --stack dev --out build/dev --no-charts
-	cp build/dev/graph.svg docs/dev-dependency-graph.svg
-	cp build/dev/timeline.svg docs/dev-timeline.svg
+	$(BIN)/python -m offline pictures --stack dev
+
+# To look at the pictures as a reader will: Mermaid (pinned in tools/mermaid/package-lock.json) in Debian's
+# Chromium, headless, at the README's width. Not needed by the tests or CI.
+pictures: synth ## draw build/*.mmd as PNG in build/pictures (needs chromium and npm)
+	@[ -f tools/mermaid/node_modules/mermaid/dist/mermaid.min.js ] || \
+		npm ci --prefix tools/mermaid --no-audit --no-fund --loglevel=error
+	$(BIN)/python tools/mermaid/png.py build/graph.mmd build/timeline.mmd --out build/pictures
 
 lint: venv ## ruff, as the test suite runs it
 	$(BIN)/ruff check .

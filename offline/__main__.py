@@ -1,6 +1,7 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
-`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI).
+`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
+`python -m offline pictures [--stack NAME]`: rewrite the pictures (Mermaid) in README.md and docs/.
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -86,13 +87,26 @@ def pull_charts_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def pictures_command(args: argparse.Namespace) -> int:
+    from offline import mermaid
+
+    rendering = _render(args.stack)
+    if rendering is None:
+        return 2
+    files = synth.synthesize(rendering)
+    pictures = {name: files[name].decode() for name in ("graph.mmd", "timeline.mmd")}
+    changed = mermaid.sync_documents(pictures, engine.ROOT)
+    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in changed) or "pictures in the docs are current")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("synth", help="render a stack offline into files")
     p.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
     p.add_argument("--out", default="build", type=Path, help="output directory (default: build)")
-    p.add_argument("--no-images", action="store_true", help="skip graph.svg and timeline.svg")
+    p.add_argument("--no-images", action="store_true", help="skip graph.mmd and timeline.mmd (the pictures)")
     p.add_argument("--no-charts", action="store_true", help="skip charts/ (helm template of the pinned charts)")
     p.set_defaults(run=synth_command)
     q = sub.add_parser("policy", help="run the policy pack's rules on the offline render")
@@ -102,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stack", default="dev", help="stack name (default: dev)")
     c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
     c.set_defaults(run=pull_charts_command)
+    d = sub.add_parser("pictures", help="rewrite the Mermaid pictures in README.md and docs/ from a stack's render")
+    d.add_argument("--stack", default="dev", help="stack name (default: dev)")
+    d.set_defaults(run=pictures_command)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -8,7 +8,8 @@ engine) into files, all in memory first, then checks that no secret value leaked
     timeline.json               the same estimate as data: critical path and strictly sequential total
     manifests/<kind>.<ns>.<name>.yaml   every Kubernetes object as it would be applied
     helm/<release>.values.yaml  the values handed to each Helm release
-    graph.svg, timeline.svg     the dependency graph and a gantt chart (optional: images=False)
+    graph.mmd, timeline.mmd     the dependency graph and a gantt chart as Mermaid (offline/mermaid.py;
+                                optional: images=False); `make golden` copies the dev stack's into docs
 
 Output is deterministic: keys sorted, resources in a stable order, images without dates or
 versions. Secret inputs (`Resource.secret_inputs`) and outputs (`Rendering.secret_outputs`) are
@@ -35,7 +36,9 @@ from offline.durations import Duration
 from offline.engine import SECRET, Rendering, Resource
 
 SCENARIOS = ("typical", "low", "high")
-MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm", "charts")
+# What `write` replaces (graph.svg and timeline.svg: the pictures' former files, removed when found).
+MANAGED = ("plan.md", "timeline.json", "graph.mmd", "timeline.mmd", "graph.svg", "timeline.svg", "manifests", "helm",
+           "charts")
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -554,7 +557,8 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         d = s.duration
         lines.append(f"| `{_cell(sid)}` | {_cell(s.label)} | {tl.start['typical'][sid]:.1f} | "
                      f"{d.typical_min:g} ({d.low_min:g}–{d.high_min:g}) | {d.basis} |")
-    lines += ["", "Every step, its window and its source: `timeline.json`; pictures: `graph.svg`, `timeline.svg`.", ""]
+    lines += ["", "Every step, its window and its source: `timeline.json`; pictures (Mermaid): `graph.mmd`, "
+              "`timeline.mmd`.", ""]
 
     lines += ["## Resources by component", ""]
     groups: dict[str, list[Resource]] = {}
@@ -621,10 +625,10 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
                                       sort_keys=False) + "\n"
     out["plan.md"] = plan_md(rendering, tl, manifest_files, test)
     if images:
-        from offline import graph
+        from offline import mermaid
 
-        out["graph.svg"] = graph.dependency_svg(tl)
-        out["timeline.svg"] = graph.gantt_svg(tl)
+        out["graph.mmd"] = mermaid.dependency_graph(tl)
+        out["timeline.mmd"] = mermaid.timeline(tl, test.name if test else None)
 
     encoded = {path: (v.encode() if isinstance(v, str) else v) for path, v in sorted(out.items())}
     needles = secret_needles(rendering)
