@@ -8,13 +8,16 @@ are what the time goes to. plan.md and timeline.json keep every resource.
 
 - `dependency_graph(tl)`: `flowchart TD`, layered top-down by Mermaid's layout. The components that
   only need the cluster's Kubernetes API sit in one box, fed by one arrow from the cluster (in place of
-  the provider's arrow to every object); arrows implied by longer chains are left out. The critical
-  path is red, work on the nodes dashed, and a legend says so.
+  the provider's arrow to every object), and so does the node setup that waits only for the pool and
+  that layer (drivers, image pull); arrows implied by longer chains are left out. The critical path is
+  red, work on the nodes dashed, and a legend says so.
 - `timeline(tl, test)`: a `gantt` chart of the same boxes at their typical windows, the critical path
-  red; a low–high section draws the range of the whole run and of each box on the critical path (from
-  its earliest start to its latest end); a legend section in the chart's own colours.
+  red, work on the nodes in a section of its own; a low–high section draws the range of the whole run
+  and of each box on the critical path (from its earliest start to its latest end); a legend section
+  in the chart's own colours.
 
-Deterministic text: boxes in a stable order, minutes rounded. `make golden` copies both into docs/.
+Deterministic text: boxes in a stable order, minutes rounded. `make golden` (`python -m offline
+pictures`) writes the dev stack's into README.md and docs/.
 """
 
 from __future__ import annotations
@@ -214,7 +217,7 @@ def timeline(tl: Timeline, test: str | None = None) -> str:
         if members:
             lines.append(f"  section {title}")
         for b in members:  # its own work, ending when its last step ends
-            tag = "crit, " if b.key in path else ("active, " if b.on_node else "")
+            tag = "crit, " if b.key in path else ""  # not `active`: Mermaid's dark theme hides its text
             begin = b.finish["typical"] - b.own_minutes
             lines.append(f"    {b.key} · {_minutes(b.own_minutes)} min :{tag}{_clock(begin)}, "
                          f"{_clock(b.finish['typical'])}")
@@ -228,7 +231,6 @@ def timeline(tl: Timeline, test: str | None = None) -> str:
     lines += [
         "  section legend",
         "    critical path :crit, 00:00:00, 00:05:00",
-        "    on the nodes after Pulumi moved on :active, 00:00:00, 00:05:00",
         "    other steps :00:00:00, 00:05:00",
         "    low–high range, earliest start to latest end :done, 00:00:00, 00:05:00",
     ]

@@ -112,7 +112,7 @@ def test_the_timeline_draws_each_box_the_critical_path_and_the_ranges(dev: Rende
     assert whole["label"] == f"first NCCL all-reduce result {low:.0f}–{high:.0f} min" and whole["tags"] == "done, "
     assert (_minutes(whole["start"]), _minutes(whole["end"])) == (pytest.approx(low, abs=0.02),
                                                                   pytest.approx(high, abs=0.02))
-    assert [m["tags"] for m in BAR.finditer(legend)] == ["crit, ", "active, ", "", "done, "]
+    assert [m["tags"] for m in BAR.finditer(legend)] == ["crit, ", "", "done, "]
     typical = data["critical_path_minutes"]["typical"]
     assert text.splitlines()[1] == (f"  title Time to the first NCCL all-reduce result: {typical:.0f} min typical "
                                     f"({low:.0f}–{high:.0f}), estimated")

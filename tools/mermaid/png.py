@@ -21,7 +21,7 @@ MERMAID_JS = HERE / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><style>
-body {{ margin: 0; background: #fff; font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }}
+body {{ margin: 0; background: {background}; font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }}
 .markdown-body {{ width: {width}px; padding: 16px; box-sizing: border-box; }}
 </style></head><body><div class="markdown-body"><pre class="mermaid">{text}</pre></div>
 <script src="{js}"></script>
@@ -29,17 +29,19 @@ body {{ margin: 0; background: #fff; font-family: -apple-system, "Segoe UI", Hel
 </body></html>"""
 
 
-def _crop(png: Path) -> None:
+def _crop(png: Path, background: str) -> None:
     from PIL import Image, ImageChops
 
     image = Image.open(png).convert("RGB")
-    box = ImageChops.difference(image, Image.new("RGB", image.size, "white")).getbbox()
+    box = ImageChops.difference(image, Image.new("RGB", image.size, background)).getbbox()
     if box:
         image.crop((0, 0, image.width, min(image.height, box[3] + 16))).save(png)
 
 
 def draw(source: Path, out: Path, width: int, theme: str, chromium: str) -> Path:
-    page = PAGE.format(width=width, text=html.escape(source.read_text()), js=MERMAID_JS.as_uri(), theme=theme)
+    background = "#0d1117" if theme == "dark" else "#ffffff"  # GitHub's page colours
+    page = PAGE.format(width=width, text=html.escape(source.read_text()), js=MERMAID_JS.as_uri(), theme=theme,
+                       background=background)
     with tempfile.TemporaryDirectory() as tmp:
         page_file = Path(tmp) / "page.html"
         page_file.write_text(page)
@@ -47,7 +49,7 @@ def draw(source: Path, out: Path, width: int, theme: str, chromium: str) -> Path
         subprocess.run([chromium, *FLAGS, f"--user-data-dir={tmp}/profile", f"--window-size={width},4000",
                         "--virtual-time-budget=15000", f"--screenshot={target}", page_file.as_uri()],
                        check=True, capture_output=True, timeout=120)
-    _crop(target)
+    _crop(target, background)
     return target
 
 
