@@ -20,6 +20,7 @@ import fabric
 import pins
 from catalog import Sku
 from components import mpi_job, nccl_sizing
+from components.fabric_test import ALL_REDUCE, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
@@ -125,21 +126,26 @@ def job_spec(
 
 class NcclJob(pulumi.ComponentResource):
     """The GPU fabric test: a namespace, the launcher and topology ConfigMaps, the Volcano Job
-    (see `mpi_job.declare_mpi_job`). `spec_sha256` is the collect step's trigger."""
+    (see `mpi_job.declare_mpi_job`). Implements `fabric_test.FabricTestJob`; `spec_sha256` is the
+    collect step's trigger."""
 
+    kind: Kind = ALL_REDUCE
     namespace: pulumi.Resource
     topology: k8s.core.v1.ConfigMap | None
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource
+    sku: Sku
     job_name: str
     namespace_name: str
     node_count: int
     sharp: bool  # whether the run used SHARP (CollNet): the result says which transport it measured
+    timeout_minutes: int
     spec: dict[str, Any]
     spec_sha256: str
 
     def __init__(self, name: str, args: NcclJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NcclJob", name, None, opts)
+        self.sku, self.timeout_minutes = args.sku, args.timeout_minutes
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = args.node_count  # nodes the test spans
         self.sharp = args.sharp

@@ -27,10 +27,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from offline.synth import Timeline
+from offline.timeline import Timeline
 
 PROVIDER_PREFIX = "pulumi:providers:"
 K8S_BOX = "k8s"

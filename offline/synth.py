@@ -19,12 +19,11 @@ written as `[secret]`.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,8 @@ import yaml
 
 import catalog
 from offline import durations
-from offline.durations import Duration
 from offline.engine import SECRET, Rendering, Resource
+from offline.timeline import Step, Timeline
 
 SCENARIOS = ("typical", "low", "high")
 # What `write` replaces (graph.svg and timeline.svg: the pictures' former files, removed when found).
@@ -144,39 +143,7 @@ def helm_chart(resource: Resource) -> str:
     return chart.rstrip("/").rsplit("/", 1)[-1]
 
 
-# --- the timeline: steps, dependencies, durations -------------------------------------------------
-@dataclass
-class Step:
-    id: str
-    label: str  # the rule that gave the duration
-    type: str
-    component: str
-    duration: Duration
-    deps: set[str] = field(default_factory=set)
-    on_node: bool = False  # work the cluster does after Pulumi moved on
-
-
-@dataclass
-class Timeline:
-    steps: dict[str, Step]
-    target: str | None  # the step whose end is the first all-reduce result
-    start: dict[str, dict[str, float]]  # scenario -> step id -> start minute
-    finish: dict[str, dict[str, float]]
-    critical_path: list[str]  # typical scenario, in order
-
-    def critical_total(self, scenario: str) -> float:
-        end = self.target or max(self.finish[scenario], key=lambda s: (self.finish[scenario][s], s), default=None)
-        return self.finish[scenario][end] if end else 0.0
-
-    def sequential_total(self, scenario: str) -> float:
-        # fsum: exact, so the total does not depend on the (racy) order resources registered in
-        return math.fsum(getattr(s.duration, f"{scenario}_min") for s in self.steps.values())
-
-    def apply_complete(self, scenario: str) -> float:
-        """When `pulumi up` returns: every resource created (on-node steps may still be running)."""
-        return max((f for sid, f in self.finish[scenario].items() if not self.steps[sid].on_node), default=0.0)
-
-
+# --- the timeline: steps, dependencies, durations (the types: offline/timeline.py) ---------------
 def _display_ids(rendering: Rendering) -> dict[str, str]:
     counts: dict[str, int] = {}
     for r in rendering.resources:

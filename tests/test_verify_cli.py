@@ -120,7 +120,7 @@ CORE_KEYS = {"kind", "verdict", "reasons", "max_size_bytes", "sku", "plot"}
 @pytest.fixture
 def hbv3_log(tmp_path) -> Path:
     """What the p2p launcher prints: osu_bw, then osu_latency, in one log."""
-    log = tmp_path / "mpi-p2p-launcher.log"
+    log = tmp_path / "p2p-launcher.log"
     log.write_text(HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text())
     return log
 

@@ -24,8 +24,8 @@ import yaml
 
 import catalog
 import fabric
-from components.mpi_bandwidth_job import MpiBandwidthJobArgs
 from components.mpi_job import MASTER_TASK
+from components.p2p_job import P2pJobArgs
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect, kube
@@ -401,7 +401,7 @@ def test_a_transient_api_error_during_the_wait_is_retried(azure_log, monkeypatch
 
 
 # --- --kind p2p: the CPU-only job's launcher log (osu_bw then osu_latency) ---------------------------
-P2P_NS, P2P_JOB = MpiBandwidthJobArgs.namespace_name, MpiBandwidthJobArgs.job_name  # as the component names them
+P2P_NS, P2P_JOB = P2pJobArgs.namespace_name, P2pJobArgs.job_name  # as the component names them
 HBV3 = "Standard_HB120rs_v3"
 
 
@@ -448,7 +448,7 @@ def test_p2p_low_bandwidth_fails_with_the_threshold_in_gbits(monkeypatch, capsys
 
 
 def test_p2p_failed_job_with_no_table_is_a_fail_naming_the_tools(monkeypatch, capsys):
-    log = "[mpi-p2p-launcher 10:00:00] error: worker mpi-p2p-mpiworker-1: sshd did not answer within 600s\n"
+    log = "[p2p-launcher 10:00:00] error: worker p2p-mpiworker-1: sshd did not answer within 600s\n"
     with FakeKube(["Running", "Failed"], log, namespace=P2P_NS, job=P2P_JOB) as kube:
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
         assert cli.main(p2p_argv()) == 0
