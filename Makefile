@@ -72,9 +72,9 @@ policy: venv ## the policy pack's rules (policy/rules.py) on the offline render 
 	$(BIN)/python -m offline policy
 
 # Review the diff before committing.
-golden: venv ## accept the dev stack's render as tests/golden/dev and refresh the pictures in README/docs
+golden: venv ## accept the dev stack's render as tests/golden/dev; refresh README/docs' pictures and samples
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts
-	$(BIN)/python -m offline pictures --stack dev
+	$(BIN)/python -m offline docs
 
 # To look at the pictures as a reader will: Mermaid (pinned in tools/mermaid/package-lock.json) in Debian's
 # Chromium, headless, at the README's width. Not needed by the tests or CI.

@@ -1,7 +1,7 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
 `python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
-`python -m offline pictures [--stack NAME]`: rewrite the pictures (Mermaid) in README.md and docs/.
+`python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py).
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -87,16 +87,18 @@ def pull_charts_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def pictures_command(args: argparse.Namespace) -> int:
-    from offline import mermaid
+def docs_command(args: argparse.Namespace) -> int:
+    from offline import docblocks, reference
 
-    rendering = _render(args.stack)
+    rendering = _render("dev")
     if rendering is None:
         return 2
-    files = synth.synthesize(rendering)
-    pictures = {name: files[name].decode() for name in ("graph.mmd", "timeline.mmd")}
-    changed = mermaid.sync_documents(pictures, engine.ROOT)
-    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in changed) or "pictures in the docs are current")
+    why = reference.unavailable_reason(reference.reference_dir())
+    if why:
+        print(f"samples left as they are: {why}", file=sys.stderr)
+    blocks = docblocks.generated(synth.synthesize(rendering), None if why else reference.reference_dir())
+    changed = docblocks.sync(blocks, engine.ROOT)
+    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in changed) or "generated blocks are current")
     return 0
 
 
@@ -116,9 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stack", default="dev", help="stack name (default: dev)")
     c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
     c.set_defaults(run=pull_charts_command)
-    d = sub.add_parser("pictures", help="rewrite the Mermaid pictures in README.md and docs/ from a stack's render")
-    d.add_argument("--stack", default="dev", help="stack name (default: dev)")
-    d.set_defaults(run=pictures_command)
+    d = sub.add_parser("docs", help="rewrite the generated blocks of README.md and docs/ (pictures, samples)")
+    d.set_defaults(run=docs_command)
     args = parser.parse_args(argv)
     return args.run(args)
 

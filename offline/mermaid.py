@@ -17,16 +17,13 @@ are what the time goes to. plan.md and timeline.json keep every resource.
   in the chart's own colours.
 
 Deterministic text: boxes in a stable order, minutes rounded. `make golden` (`python -m offline
-pictures`) writes the dev stack's into README.md and docs/.
+docs`, offline/docblocks.py) writes the dev stack's into README.md and docs/.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from offline.timeline import Timeline
 
@@ -234,31 +231,3 @@ def timeline(tl: Timeline, test: str | None = None) -> str:
     ]
     return "\n".join(lines) + "\n"
 
-
-# --- the pictures in the docs ------------------------------------------------------------------------
-# A picture in Markdown sits between these markers, as a ```mermaid block (`python -m offline pictures`,
-# run by `make golden`, rewrites it from the dev stack's render; a test keeps it current).
-BLOCK = re.compile(r"(<!-- offline-render:(?P<name>[a-z]+\.mmd) start -->\n)(?P<body>.*?)"
-                   r"(<!-- offline-render:(?P=name) end -->)", re.S)
-
-
-def embedded(text: str, pictures: Mapping[str, str]) -> str:
-    """`text` with every marked block holding the current picture of that name."""
-    return BLOCK.sub(lambda m: f"{m.group(1)}```mermaid\n{pictures[m.group('name')]}```\n{m.group(4)}", text)
-
-
-def documents(root: Path) -> list[Path]:
-    """The Markdown files that may hold pictures: the README and docs/."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-
-
-def sync_documents(pictures: Mapping[str, str], root: Path) -> list[Path]:
-    """Rewrite every marked picture under `root`; returns the files that changed."""
-    changed = []
-    for path in documents(root):
-        text = path.read_text()
-        new = embedded(text, pictures)
-        if new != text:
-            path.write_text(new)
-            changed.append(path)
-    return changed

@@ -9,7 +9,7 @@ Azure's configs, real nccl-tests outputs): where it is, and how a clone of this 
     {"path": ..., "copy": "tests/data/reference/...", "sha256": ...}
                                         a log with no fetchable upstream, kept in this repository
     {"path": ..., "helm_pull": true}    a chart archive: `python -m offline pull-charts` (`helm pull` from
-                                        the chart's repository; not pinned by hash, see README's note)
+                                        the chart's repository; not pinned by hash: docs/ci-and-previews.md)
 
 `python -m offline.reference fetch --out DIR` (`make reference`) downloads what is missing or wrong
 into DIR (default `.cache/reference`) and checks each sha256 before writing it; `check --dir DIR`

@@ -223,7 +223,7 @@ def test_stack_file_values_have_the_declared_types_and_parse(stack_file):
     stack_config.parse(engine.as_cli_config(config), stack)
 
 
-def test_readme_key_table_is_generated_from_the_schema():
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
-    assert table == stack_config.markdown_table(), "README's configuration table is out of date: run `make sync-config`"
+def test_the_configuration_reference_is_generated_from_the_schema():
+    doc = (ROOT / stack_config.docs.DOC).read_text()
+    table = doc.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
+    assert table == stack_config.markdown_table(), f"{stack_config.docs.DOC} is out of date: run `make sync-config`"

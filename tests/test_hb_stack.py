@@ -159,7 +159,7 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
     assert "environment" not in collect.inputs
     # a point-to-point result is judged in Gb/s and spans two nodes: no GB/s threshold, no --nodes
     assert "--nodes" not in args and "--threshold-gbps" not in args and "--threshold-gbits" not in args
-    # matplotlib is a dev requirement: the deploy-time step never plots (README: plot afterwards)
+    # matplotlib is a dev requirement: the deploy-time step never plots (docs/verify-cli.md: plot afterwards)
     assert "--plot" not in args
     # the collector looks for the launcher under the task name the p2p job gives it
     assert collect_mod.LAUNCHER_TASK in _tasks(hb)

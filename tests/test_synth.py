@@ -12,7 +12,7 @@ import yaml
 
 import catalog
 from offline import __main__ as cli
-from offline import durations, engine, mermaid, synth
+from offline import docblocks, durations, engine, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 
@@ -199,34 +199,53 @@ def test_cli_prints_a_bad_configuration_without_a_traceback(
     assert "Traceback" not in captured.err + captured.out and not (tmp_path / "out").exists()
 
 
+def _check_blocks(blocks: dict[str, str]) -> None:
+    shown: set[str] = set()
+    for path in docblocks.documents(ROOT):
+        text = path.read_text()
+        shown |= set(docblocks.names(text)) & set(blocks)
+        assert docblocks.embedded(text, blocks) == text, f"{path.name}: a generated block is stale: run `make golden`"
+    assert shown == set(blocks), "each generated block is shown somewhere in the docs"
+
+
 def test_the_pictures_in_the_docs_are_the_current_render(files: dict[str, bytes]) -> None:
     """Each Mermaid picture in README.md and docs/ is the dev stack's render (`make golden` rewrites them)."""
-    pictures = {name: files[name].decode() for name in ("graph.mmd", "timeline.mmd")}
-    shown: set[str] = set()
-    for path in mermaid.documents(ROOT):
-        text = path.read_text()
-        shown |= {m.group("name") for m in mermaid.BLOCK.finditer(text)}
-        assert mermaid.embedded(text, pictures) == text, f"{path.name}: a picture is out of date: run `make golden`"
-    assert shown == set(pictures), "each picture is shown somewhere in the docs"
+    _check_blocks(docblocks.pictures(files))
 
 
-def test_the_readmes_time_estimates_are_the_current_render(files: dict[str, bytes]) -> None:
+def test_the_samples_in_the_readme_are_what_the_code_gives(reference: Path) -> None:
+    """The sample `pulumi stack output` and verdict: Azure's published log through the real program and CLI."""
+    samples = {k: v for k, v in docblocks.generated({"graph.mmd": b"", "timeline.mmd": b""}, reference).items()
+               if k.endswith(".txt")}
+    assert "    fabricVerdict                PASS\n" in samples["stack-output.txt"]
+    assert samples["verdict.txt"].count("VERDICT: PASS — Standard_ND96asr_v4, 187.2 GB/s busbw at 8 GiB") == 1
+    _check_blocks(samples)
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"  # where the time estimate is written
+
+
+def _prose(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_the_docs_time_estimates_are_the_current_render(files: dict[str, bytes]) -> None:
     timeline = json.loads(files["timeline.json"])
-    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
+    text = _prose(ARCHITECTURE)
     for key in ("critical_path_minutes", "sequential_total_minutes"):
         t = timeline[key]
         phrase = f"{round(t['typical'])} minutes ({round(t['low'])}–{round(t['high'])})"
-        assert phrase in readme, f"README should say {phrase!r} for {key} (offline/durations.py changed?)"
+        assert phrase in text, f"{ARCHITECTURE.name} should say {phrase!r} for {key} (offline/durations.py changed?)"
 
 
-def test_the_readme_states_the_pre_pulls_gain(dev: Rendering) -> None:
+def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
     without = synth.build_timeline(_without_prepull(dev))
-    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
-    phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes\n"
+    text = _prose(ARCHITECTURE)
+    phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes "
               f"({round(without.critical_total('low'))}–{round(without.critical_total('high'))})")
-    assert phrase in readme
+    assert phrase in text
     pull = durations.IMAGE_PULL
-    assert f"estimated {pull.typical_min:g} minutes, {pull.low_min:g}–{pull.high_min:g}" in readme
+    assert f"estimated {pull.typical_min:g} minutes, {pull.low_min:g}–{pull.high_min:g}" in text
 
 
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:

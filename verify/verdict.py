@@ -1,6 +1,6 @@
 """The verdict on a parsed nccl-tests run: PASS, WARN, FAIL or UNKNOWN, with the reasons.
 
-The rules, in one place (the README repeats them):
+The rules, in one place (docs/fabric-test.md shows them as a table):
 
 - The figure judged is the out-of-place bus bandwidth at the LARGEST message size, not the footer's
   "Avg bus bandwidth" (which averages every row, small messages too).
