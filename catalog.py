@@ -71,6 +71,17 @@ class LinkExpectation:
 
 
 @dataclass(frozen=True)
+class NodeAllReduceGate:
+    """A single-node all-reduce over all of a VM's GPUs (NVLink, no fabric): Azure's health-check
+    gate, busbw in GB/s at one message size (azurehpc-health-checks `check_nccl_allreduce EXP 1 SIZE`,
+    which judges the footer's average of a `-b SIZE -e SIZE` run, i.e. the busbw at that size)."""
+
+    threshold_gbps: float  # GB/s (bytes) busbw; below it Azure's health check fails the node
+    size: str  # the message size Azure runs, as all_reduce_perf's -b/-e take it, e.g. "16G"
+    source: str
+
+
+@dataclass(frozen=True)
 class Sku:
     vm_size: str
     family: str
@@ -90,6 +101,7 @@ class Sku:
     # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
     min_kubernetes_minor: int | None = None
     gpu_memory_gb: int = 0  # memory per GPU (the size pages in `sources`): bounds all_reduce_perf's -e
+    allreduce_1_node: NodeAllReduceGate | None = None  # the fabric doctor's NVLink check; None: unpublished
 
     @property
     def has_gpus(self) -> bool:
@@ -123,6 +135,14 @@ _NDR8_DERIVED = Expectation(
         "(H100, 8 nodes, SHARP on: ~450 GB/s, warn < 400)"
     ),
 )
+SRC_AZNHC_NCCL = "Azure/azurehpc-health-checks@0e0a1ac conf/{conf}.conf check_nccl_allreduce {gbps} 1 {size}"
+
+
+def _node_gate(conf: str, gbps: float, size: str) -> NodeAllReduceGate:
+    source = SRC_AZNHC_NCCL.format(conf=conf, gbps=gbps, size=size)
+    return NodeAllReduceGate(threshold_gbps=gbps, size=size, source=source)
+
+
 SRC_AZNHC = "Azure/azurehpc-health-checks@0e0a1ac conf/<size>.conf check_ib_bw_non_gdr (ib_write_bw, Gb/s)"
 _HDR_LINK = LinkExpectation(
     baseline_gbits=200.0, threshold_gbits=190.0, source=f"HDR line rate; gate 190 from {SRC_AZNHC} for hb120rs_v3"
@@ -151,6 +171,7 @@ SKUS: dict[str, Sku] = {
             p2p=_HDR_LINK,
             sources=(SRC_NDASRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
             gpu_memory_gb=40,
+            allreduce_1_node=_node_gate("nd96asr_v4", 228.0, "8G"),
         ),
         Sku(
             vm_size="Standard_ND96amsr_A100_v4",
@@ -168,6 +189,7 @@ SKUS: dict[str, Sku] = {
             p2p=_HDR_LINK,
             sources=(SRC_NDAMSRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
+            allreduce_1_node=_node_gate("nd96amsr_a100_v4", 228.0, "16G"),
         ),
         Sku(
             vm_size="Standard_ND96isr_H100_v5",
@@ -185,6 +207,7 @@ SKUS: dict[str, Sku] = {
             p2p=_NDR_LINK,
             sources=(SRC_NDH100V5, SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
+            allreduce_1_node=_node_gate("nd96isr_h100_v5", 460.0, "16G"),
         ),
         Sku(
             vm_size="Standard_ND96isr_H200_v5",
@@ -202,6 +225,7 @@ SKUS: dict[str, Sku] = {
             p2p=_NDR_LINK,
             sources=(SRC_NDH200V5, SRC_AKS_IB_FLAG),
             gpu_memory_gb=141,
+            allreduce_1_node=_node_gate("nd96isr_h200_v5", 431.0, "16G"),
         ),
         Sku(
             vm_size="Standard_HB120rs_v3",
