@@ -108,11 +108,11 @@ class HcaBandwidth:
 class Expectations:
     """What a healthy node and pair deliver: the catalog's figures, each with its source."""
 
-    vm_size: str
-    gpus_per_node: int
-    hcas_per_node: int
-    link_gbits: float
-    ib_generation: str
+    vm_size: str | None = None  # None: no SKU given; only the pairs are compared, with each other
+    gpus_per_node: int | None = None
+    hcas_per_node: int | None = None
+    link_gbits: float | None = None
+    ib_generation: str | None = None
     node_allreduce_gbps: float | None = None  # single node, all GPUs (Azure's check_nccl_allreduce)
     node_allreduce_source: str | None = None
     pair_threshold_gbps: float | None = None  # 2-node all-reduce FAIL line
@@ -177,7 +177,7 @@ def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
     if node.ports is not None:
         ib = infiniband_ports(node.ports)
         listed = [p.name for p in ib]
-        if len(ib) < exp.hcas_per_node:
+        if exp.hcas_per_node is not None and len(ib) < exp.hcas_per_node:
             found.append(Suspect(
                 node.host, None,
                 f"{len(ib)} of {exp.hcas_per_node} InfiniBand HCA ports visible ({exp.vm_size} has "
@@ -192,12 +192,12 @@ def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
             elif p.phys_state is not None and p.phys_state != LINK_UP:
                 found.append(Suspect(node.host, p.device, f"port {p.name} physical state is {p.phys_state}, "
                                      f"not LinkUp", evidence))
-            elif p.rate_gbits is not None and p.rate_gbits < exp.link_gbits:
+            elif p.rate_gbits is not None and exp.link_gbits is not None and p.rate_gbits < exp.link_gbits:
                 found.append(Suspect(
                     node.host, p.device,
                     f"port {p.name} runs at {p.rate_gbits:g} Gb/s, expected {exp.link_gbits:g} "
                     f"({exp.ib_generation}): a degraded link (cable, transceiver or switch port)", evidence))
-    if node.gpus is not None and node.gpus < exp.gpus_per_node:
+    if node.gpus is not None and exp.gpus_per_node is not None and node.gpus < exp.gpus_per_node:
         found.append(Suspect(node.host, None,
                              f"{node.gpus} of {exp.gpus_per_node} GPUs listed by nvidia-smi -L",
                              {"gpus": node.gpus, "expected_gpus": exp.gpus_per_node}))

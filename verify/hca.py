@@ -25,9 +25,6 @@ ACTIVE = "ACTIVE"
 LINK_UP = "LinkUp"
 
 
-class ParseError(ValueError):
-    """The text holds no port listing (or no GPU listing); the message says what was looked for."""
-
 
 @dataclass(frozen=True)
 class HcaPort:
