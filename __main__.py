@@ -100,6 +100,9 @@ if ft.enabled and sku.has_gpus:
             image=ft.image,
             all_reduce_args=ft.all_reduce_args,
             timeout_minutes=ft.timeout_minutes,
+            doctor=ft.doctor,
+            doctor_minutes=ft.doctor_minutes,
+            threshold_gbps=ft.threshold_gbps,
             wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
         ),
         opts=k8s_opts,
@@ -128,7 +131,7 @@ fabric_check = (
             vm_size=sku.vm_size,
             node_count=fabric_job.node_count,
             gpus_per_node=sku.gpus_per_vm,
-            timeout_minutes=ft.timeout_minutes,
+            timeout_minutes=fabric_job.deadline_minutes,  # the job's own, the doctor's budget included
             job_spec_sha256=fabric_job.spec_sha256,
             threshold_gbps=ft.threshold_gbps,  # the config allows each threshold only on its kind
             threshold_gbits=ft.p2p_threshold_gbits,

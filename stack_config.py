@@ -20,6 +20,7 @@ from typing import Any
 
 import catalog
 import fabric
+from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"
 
@@ -255,6 +256,13 @@ SCHEMA: tuple[Key, ...] = (
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
             Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
                 default_doc="from the SKU catalog", check=_optional(_int_range(1, 3200))),
+            Key("doctor", "string",
+                "GPU sizes: the fabric doctor (per-node checks, pairwise all-reduces, per-HCA ib_write_bw) that "
+                "names the node or HCA behind a slow fabric: `auto` runs it only when the all-nodes run is not "
+                "PASS, `always`, or `never`.", default="auto", check=_one_of(*DOCTOR_MODES)),
+            Key("doctorMinutes", "integer", "The most time the doctor may add to the job (its steps are skipped "
+                "once it is spent); added to the job's deadline unless doctor is never.", default=15,
+                check=_int_range(1, 120)),
             Key("p2pThresholdGbits", "integer",
                 "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
                 "largest message).", default_doc="from the SKU catalog", check=_optional(_int_range(1, 1600))),
@@ -309,6 +317,8 @@ class FabricTest:
     fail_on_low_bandwidth: bool
     threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
+    doctor: str = "auto"  # DOCTOR_MODES
+    doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
 
 
 @dataclass(frozen=True)
@@ -484,6 +494,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         wrong, right, test = (("p2pThresholdGbits", "thresholdGbps", "the NCCL all-reduce, judged in GB/s busbw")
                               if sku.has_gpus else
                               ("thresholdGbps", "p2pThresholdGbits", "MPI point to point, judged in Gb/s (bits)"))
+        if not sku.has_gpus and ft_cfg.get("doctor") == "always":
+            problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is MPI point "
+                            f"to point between two nodes, which has no doctor: leave it unset (auto) or never")
         if ft_cfg.get(wrong) is not None:
             problems.append(f"{prefix}fabricTest.{wrong}: got {ft_cfg[wrong]}; on {sku.vm_size} the fabric test is "
                             f"{test}: set fabricTest.{right} instead")
@@ -507,6 +520,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             enabled=ft["enabled"], image=ft["image"], all_reduce_args=ft["allReduceArgs"] or all_reduce_args_for(sku),
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
+            doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),

@@ -57,7 +57,7 @@ class FabricCheckArgs:
     vm_size: str
     node_count: int  # the nodes the job spans (the p2p job: always its 2 workers)
     gpus_per_node: int  # 0 for the p2p job
-    timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes)
+    timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes, plus doctorMinutes when it may run)
     job_spec_sha256: str  # re-run the collection exactly when the job is replaced
     threshold_gbps: float | None = None  # nccl: GB/s busbw; None: the catalog's threshold for the size
     fail_on_low_bandwidth: bool = False
@@ -131,6 +131,8 @@ class FabricResult:
     bw_at_max_size_gbits: float | None = None
     max_bw_gbits: float | None = None
     latency_us: float | None = None
+    # the fabric doctor's suspects, as `python -m verify` prints them: {host, hca, reason, evidence, verdict}
+    suspects: tuple[dict[str, Any], ...] = ()
 
     def ranks_text(self, expected_nodes: int, gpus_per_node: int) -> str:
         expected = f"{expected_nodes} nodes x {gpus_per_node} GPUs = {expected_nodes * gpus_per_node} ranks"
@@ -184,14 +186,23 @@ def parse_result(stdout: str | None) -> FabricResult:
         bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
         max_bw_gbits=_float(doc.get("max_bw_gbits")),
         latency_us=_float(doc.get("latency_us")),
+        suspects=_suspects(doc.get("suspects")),
     )
+
+
+def _suspects(v: Any) -> tuple[dict[str, Any], ...]:
+    """The suspects list, each entry with the keys the stack output promises (anything else dropped)."""
+    if not isinstance(v, list):
+        return ()
+    keys = ("host", "hca", "reason", "evidence", "verdict")
+    return tuple({k: s.get(k) for k in keys} for s in v if isinstance(s, dict) and isinstance(s.get("host"), str))
 
 
 class FabricCheck(pulumi.ComponentResource):
     """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
 
     Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
-    `nccl_version`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
+    `nccl_version`, `suspects`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
     None until a run has produced it.
     """
 
@@ -206,6 +217,7 @@ class FabricCheck(pulumi.ComponentResource):
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
     latency_us: pulumi.Output[float | None]
+    suspects: pulumi.Output[list[dict[str, Any]]]
     kind: str
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
@@ -248,6 +260,7 @@ class FabricCheck(pulumi.ComponentResource):
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
+        self.suspects = self.result.apply(lambda r: [dict(s) for s in r.suspects])
         self.kind = args.kind
         figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
                    if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
@@ -267,5 +280,6 @@ class FabricCheck(pulumi.ComponentResource):
                 "allReduceBusBwAtMaxSizeGbps": self.busbw_at_max_size_gbps,
                 "fabricRanks": self.ranks,
                 "ncclVersion": self.nccl_version,
+                "fabricSuspects": self.suspects,  # the fabric doctor's named nodes / HCAs ([] when none)
             }
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

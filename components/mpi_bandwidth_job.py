@@ -174,6 +174,7 @@ class MpiBandwidthJob(pulumi.ComponentResource):
     job_name: str
     namespace_name: str
     node_count: int
+    deadline_minutes: int
     spec: dict[str, Any]
     spec_sha256: str
 
@@ -181,6 +182,7 @@ class MpiBandwidthJob(pulumi.ComponentResource):
         super().__init__("aks-infiniband:kubernetes:MpiBandwidthJob", name, None, opts)
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = WORKERS  # nodes the test spans
+        self.deadline_minutes = args.timeout_minutes  # the pods' deadline (no doctor on this test)
         declared = mpi_job.declare_mpi_job(
             name,
             self,

@@ -2,8 +2,12 @@
 # The fabric test's launcher: runs in the `mpimaster` pod of the Volcano job (mounted from the
 # `nccl-launcher` ConfigMap). Reads the worker hosts that Volcano's svc plugin writes, waits
 # (bounded) until every worker's sshd answers, then runs all_reduce_perf under mpirun with one rank
-# per GPU. Its stdout is the log that `python -m verify collect` parses. Exit status: mpirun's, or
-# 2 for a missing input, 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
+# per GPU. Then, when asked to, the fabric doctor: per-node checks, pairwise 2-node all-reduces and
+# per-HCA ib_write_bw that let `python -m verify` name the node or HCA behind a slow fabric.
+# Its stdout is the log that `python -m verify collect` parses; sections start with one marker line,
+# `# aks-infiniband <section> key=value ...` (verify/sections.py lists them). Exit status: the
+# all-nodes mpirun's (the doctor never changes it), or 2 for a missing input, 3 for a wrong number
+# of workers, 4 for a worker whose sshd never answered.
 #
 # Inputs (environment; the job sets them from the SKU catalog and the stack configuration):
 #   NODES             workers expected (the pool's node count)
@@ -15,12 +19,29 @@
 #                     orted finds its binaries and libraries over a non-login ssh shell
 #   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
 #   SSH_POLL_SECONDS  pause between attempts (default 5)
+# The doctor (fabricTest.doctor; components/nccl_job.py computes every figure from the catalog and
+# verify/, so no rule is written here twice):
+#   DOCTOR                 auto | always | never (default never): auto runs it only when the all-nodes
+#                          run is not PASS by its bandwidth: it failed, printed no result at its largest
+#                          size, is below DOCTOR_PASS_BUSBW_GBPS, or no pass line is known
+#   DOCTOR_SECONDS         the doctor's time budget; each step gets what is left, then is skipped
+#   DOCTOR_PASS_BUSBW_GBPS the busbw at the largest size at and above which the all-nodes verdict
+#                          can be PASS (verify.verdict.pass_line_gbps); empty: unknown
+#   DOCTOR_PAIR_ROUNDS     rounds of node-index pairs, "0-3 1-2;0-2 1-3" (verify.doctor.plan_pairs)
+#   DOCTOR_PAIR_ARGS       all_reduce_perf arguments of a pair run
+#   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
+#   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw; empty: none
+#   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw (default 2)
+#   PERFTEST_ARGS          ib_write_bw arguments (default "-s 8388608 -F --report_gbits")
+#   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client (default 2)
+#   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take (default 60)
 # Every NCCL_* and UCX_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
 log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
+marker() { echo "# aks-infiniband $*"; }
 
 [ -n "${NODES:-}" ] || die 2 "NODES is not set"
 [ -n "${GPUS_PER_NODE:-}" ] || die 2 "GPUS_PER_NODE is not set"
@@ -30,6 +51,8 @@ bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
 wait_s="${SSH_WAIT_SECONDS:-600}"
 poll_s="${SSH_POLL_SECONDS:-5}"
+doctor="${DOCTOR:-never}"
+case "$doctor" in auto | always | never) ;; *) die 2 "DOCTOR must be auto, always or never, got '$doctor'" ;; esac
 
 # 1. The workers, as Volcano's svc plugin names them (<job>-mpiworker-<i>.<job>).
 [ -r "$hostfile_in" ] || die 2 "no hostfile at $hostfile_in (does the job have the svc plugin?)"
@@ -51,7 +74,8 @@ for h in "${hosts[@]}"; do
 done
 
 # 3. An OpenMPI hostfile with one slot per GPU, so -npernode never oversubscribes.
-hostfile=$(mktemp)
+work=$(mktemp -d)
+hostfile="$work/hostfile"
 for h in "${hosts[@]}"; do echo "$h slots=$GPUS_PER_NODE"; done >"$hostfile"
 
 np=$((NODES * GPUS_PER_NODE))
@@ -64,8 +88,7 @@ for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
 
-cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
-  -np "$np" -npernode "$GPUS_PER_NODE" --hostfile "$hostfile"
+mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
   # NCCL pins its own threads from the topology file; MPI must not bind the ranks first.
   --bind-to none
   # mpirun starts every orted itself, so workers need not ssh to each other.
@@ -74,12 +97,182 @@ cmd=(mpirun --prefix "$mpi_home" --allow-run-as-root
   # default PML), which UCX_NET_DEVICES=eth0 keeps there; NCCL alone uses InfiniBand.
   -mca oob_tcp_if_include eth0
   # HPC-X's HCOLL would probe the HCAs for MPI collectives that this test does not need.
-  -mca coll ^hcoll
-  "${forward[@]}"
+  -mca coll ^hcoll)
+cmd=("${mpi[@]}" -np "$np" -npernode "$GPUS_PER_NODE" --hostfile "$hostfile" "${forward[@]}"
   "$bench" "${bench_args[@]}")
 log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np"
 log "running: ${cmd[*]}"
-rc=0
-"${cmd[@]}" || rc=$?
+marker "allreduce hosts=$(IFS=,; echo "${hosts[*]}")"
+set +e
+"${cmd[@]}" | tee "$work/allreduce.out"
+rc=${PIPESTATUS[0]}
+set -e
 log "mpirun exited with status $rc"
+
+# --- the fabric doctor ---------------------------------------------------------------------------
+# busbw (out of place, GB/s) at the largest size of an all_reduce_perf output; nothing when there is
+# no row or a row has #wrong > 0. Lines may carry mpirun --tag-output's "[job,rank]<stdout>:".
+largest_busbw() {
+  awk '{ sub(/^\[[0-9]+,[0-9]+\]<std(out|err)>: ?/, "") }
+       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+$/ && NF >= 9 && $8 ~ /^[0-9.]+$/ {
+         if ($9 != "0" && $9 != "N/A") bad = 1
+         if ($1 + 0 >= max) { max = $1 + 0; bw = $8 }
+       }
+       END { if (bw != "" && !bad) print bw }' "$1"
+}
+below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
+# Seconds a command may take: what is left of the budget, at most $1 when given, at least 1
+# (`timeout 0` would mean no limit at all).
+bound() {
+  local s=$((deadline - SECONDS))
+  if [ -n "${1:-}" ] && [ "$1" -lt "$s" ]; then s=$1; fi
+  if [ "$s" -lt 1 ]; then s=1; fi
+  echo "$s"
+}
+# A step runs only with time left in the budget; it is bounded by what is left.
+have_time() {
+  if [ $((deadline - SECONDS)) -gt 0 ]; then return 0; fi
+  marker "doctor-skip step=$1 reason=time-budget budget_s=$budget"
+  return 1
+}
+
+# The doctor's runs: NCCL warnings only (its INFO lines are the all-nodes run's evidence, and the
+# doctor's dozens of runs would multiply the log), everything else as the all-nodes run.
+doctor_forward=()
+for ((i = 0; i < ${#forward[@]}; i += 2)); do
+  case "${forward[i + 1]}" in NCCL_DEBUG | NCCL_DEBUG_SUBSYS) ;; *) doctor_forward+=(-x "${forward[i + 1]}") ;; esac
+done
+doctor_forward+=(-x NCCL_DEBUG=WARN)
+
+# all_reduce_perf over the given hosts (all their GPUs), output to a file, bounded by the budget.
+allreduce_on() {
+  local out=$1 args=$2
+  shift 2
+  local spec=() h
+  for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
+  local -a a
+  read -r -a a <<<"$args"
+  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) -npernode "$GPUS_PER_NODE" \
+    --host "$(IFS=,; echo "${spec[*]}")" "${doctor_forward[@]}" "$bench" "${a[@]}" >"$out" 2>&1 ||
+    echo "# launcher: mpirun on $* exited with status $? (124: the doctor's time budget ran out)" >>"$out"
+}
+
+# The node's HCA ports as ibstatus prints them, read from sysfs (no infiniband-diags needed).
+# shellcheck disable=SC2016  # expanded on the worker
+hca_listing='for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continue; d=${p%/ports/*}; d=${d##*/};
+  printf "Infiniband device '"'"'%s'"'"' port %s status:\n" "$d" "${p##*/}";
+  for f in state phys_state rate link_layer; do printf "\t%s:\t %s\n" "$f" "$(cat "$p/$f" 2>/dev/null)"; done; done'
+
+node_checks() {
+  local i h
+  have_time node-checks || return 0
+  for i in "${!hosts[@]}"; do
+    h=${hosts[i]}
+    timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" >"$work/node.$i.hca" 2>&1 &
+    timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L >"$work/node.$i.gpus" 2>&1 &
+    allreduce_on "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
+  done
+  wait || true
+  for i in "${!hosts[@]}"; do
+    marker "node host=${hosts[i]} check=hca"
+    cat "$work/node.$i.hca"
+    marker "node host=${hosts[i]} check=gpus"
+    cat "$work/node.$i.gpus"
+    marker "node host=${hosts[i]} check=allreduce"
+    cat "$work/node.$i.allreduce"
+  done
+}
+
+slow_pairs=()  # "a b" index pairs, in the order found
+note_if_slow() {
+  local pair=$1 out=$2 busbw
+  [ -n "${DOCTOR_PAIR_SLOW_BELOW_GBPS:-}" ] || return 0
+  busbw=$(largest_busbw "$out")
+  if [ -z "$busbw" ] || below "$busbw" "$DOCTOR_PAIR_SLOW_BELOW_GBPS"; then slow_pairs+=("$pair"); fi
+}
+
+pair_rounds() {
+  local r=0 round pair a b
+  local -a rounds pairs
+  IFS=';' read -r -a rounds <<<"${DOCTOR_PAIR_ROUNDS:-}"
+  for round in "${rounds[@]}"; do
+    r=$((r + 1))
+    have_time "pairs-round-$r" || continue
+    read -r -a pairs <<<"$round"
+    for pair in "${pairs[@]}"; do
+      a=${pair%-*} b=${pair#*-}
+      allreduce_on "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
+    done
+    wait || true
+    for pair in "${pairs[@]}"; do
+      a=${pair%-*} b=${pair#*-}
+      marker "pair round=$r hosts=${hosts[a]},${hosts[b]}"
+      cat "$work/pair.$r.$pair"
+      note_if_slow "$a $b" "$work/pair.$r.$pair"
+    done
+  done
+}
+
+# ib_write_bw between two nodes over each of the first node's InfiniBand HCAs (the same device
+# name on the other node): server on the second node, client on the first; one HCA at a time, each
+# bounded (on the worker too, so that a server whose client never came does not linger).
+hca_bandwidth() {
+  local a=$1 b=$2 dev port=18515 server cap
+  local args="${PERFTEST_ARGS:--s 8388608 -F --report_gbits}"
+  local devs
+  devs=$(awk '/^Infiniband device/ { d = $3; gsub(/\047/, "", d) } /link_layer:/ && $2 == "InfiniBand" { print d }' \
+    "$work/node.$a.hca" 2>/dev/null | sort -u)
+  if [ -z "$devs" ]; then
+    marker "doctor-skip step=hca-bw hosts=${hosts[a]},${hosts[b]} reason=no-infiniband-hca-listed"
+    return 0
+  fi
+  for dev in $devs; do
+    have_time "hca-bw-$dev" || return 0
+    cap=$(bound "${PERFTEST_SECONDS:-60}")
+    timeout "$cap" ssh -o BatchMode=yes "${hosts[b]}" "timeout $cap ib_write_bw -d $dev -p $port $args" \
+      >"$work/bw.server" 2>&1 &
+    server=$!
+    sleep "${PERFTEST_START_SECONDS:-2}"
+    marker "hca-bw hosts=${hosts[a]},${hosts[b]} hca=$dev"
+    timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" "timeout $cap ib_write_bw -d $dev -p $port $args ${hosts[b]}" 2>&1 ||
+      echo "# launcher: ib_write_bw client exited with status $? (124: timed out)"
+    wait "$server" || true
+    port=$((port + 1))
+  done
+}
+
+if [ "$doctor" = never ]; then
+  run=no reason=mode-never
+elif [ "$NODES" -lt 2 ]; then
+  run=no reason=single-node
+elif [ "$doctor" = always ]; then
+  run=yes reason=mode-always
+else
+  busbw=$(largest_busbw "$work/allreduce.out")
+  if [ "$rc" -ne 0 ] || [ -z "$busbw" ]; then
+    run=yes reason=allreduce-failed
+  elif [ -z "${DOCTOR_PASS_BUSBW_GBPS:-}" ]; then
+    run=yes reason=no-pass-line
+  elif below "$busbw" "$DOCTOR_PASS_BUSBW_GBPS"; then
+    run=yes reason=allreduce-below-pass-line
+  else
+    run=no reason=allreduce-passed
+  fi
+fi
+budget=${DOCTOR_SECONDS:-900}
+marker "doctor mode=$doctor run=$run reason=$reason busbw_gbps=$(largest_busbw "$work/allreduce.out")" \
+  "pass_gbps=${DOCTOR_PASS_BUSBW_GBPS:-} budget_s=$budget"
+if [ "$run" = yes ]; then
+  log "fabric doctor: $reason; budget ${budget}s"
+  began=$SECONDS
+  deadline=$((SECONDS + budget))
+  node_checks
+  pair_rounds
+  if [ "$NODES" -eq 2 ]; then note_if_slow "0 1" "$work/allreduce.out"; fi  # the all-nodes run is the pair
+  for pair in "${slow_pairs[@]:0:${DOCTOR_HCA_PAIRS:-2}}"; do
+    # shellcheck disable=SC2086  # "a b"
+    hca_bandwidth $pair
+  done
+  marker "doctor-end elapsed_s=$((SECONDS - began)) budget_s=$budget"
+fi
 exit "$rc"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import catalog
 import fabric
 from components import mpi_job, nccl_job
 from components.nccl_topology import render_xml
+from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -98,11 +98,13 @@ def test_job_ends_with_the_launcher_and_fails_cleanly(dev):
     assert spec["ttlSecondsAfterFinished"] > 0
 
 
-@pytest.mark.parametrize("minutes", [20, 90])
-def test_every_pod_has_the_configured_deadline(render, minutes):
-    stack = render(fabricTest={"timeoutMinutes": minutes})
+@pytest.mark.parametrize("minutes, doctor, doctor_minutes, deadline", [
+    (20, "auto", 10, 30), (90, "always", 15, 105), (20, "never", 10, 20)])
+def test_every_pod_has_the_configured_deadline_plus_the_doctors_budget(render, minutes, doctor, doctor_minutes,
+                                                                        deadline):
+    stack = render(fabricTest={"timeoutMinutes": minutes, "doctor": doctor, "doctorMinutes": doctor_minutes})
     for name in ("mpimaster", "mpiworker"):
-        assert pod(stack, name)["activeDeadlineSeconds"] == minutes * 60
+        assert pod(stack, name)["activeDeadlineSeconds"] == deadline * 60
 
 
 def test_workers_lock_memory_without_privilege(dev):
@@ -300,36 +302,14 @@ def test_launcher_is_valid_bash():
 
 @pytest.fixture
 def fake_cluster(tmp_path):
-    """A PATH with stub ssh (answers after SSH_FAILS attempts per host) and mpirun (records argv)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ssh").write_text(
-        '#!/usr/bin/env bash\n'
-        'host=""; for a in "$@"; do case "$a" in -o) ;; *=*) ;; true) ;; *) host="$a";; esac; done\n'
-        'n=$(cat "$STUB_DIR/ssh.$host" 2>/dev/null || echo 0); echo $((n+1)) > "$STUB_DIR/ssh.$host"\n'
-        '[ "$n" -ge "${SSH_FAILS:-0}" ]\n'
-    )
-    (bin_dir / "mpirun").write_text(
-        '#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$STUB_DIR/mpirun.args"\n'
-        'cp "$(for a in "$@"; do [ "$prev" = --hostfile ] && echo "$a"; prev="$a"; done)" "$STUB_DIR/hostfile"\n'
-        'echo "#  Avg bus bandwidth    : 0"\nexit "${MPIRUN_EXIT:-0}"\n'
-    )
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    return tmp_path
+    """A PATH with stub ssh, mpirun, nvidia-smi and ib_write_bw (tests/launcher_stubs.py)."""
+    return launcher_stubs.install(tmp_path)
 
 
 def run_launcher(fake_cluster: Path, stack, hosts: int, **extra: str) -> subprocess.CompletedProcess:
     hostfile = fake_cluster / "mpiworker.host"
     hostfile.write_text("".join(f"nccl-allreduce-mpiworker-{i}.nccl-allreduce\n" for i in range(hosts)))
-    run_env = {
-        **env(stack),  # exactly what the job sets on the launcher container
-        "PATH": f"{fake_cluster / 'bin'}:{os.environ['PATH']}",
-        "HOSTFILE": str(hostfile),
-        "STUB_DIR": str(fake_cluster),
-        "SSH_POLL_SECONDS": "0",
-        **extra,
-    }
+    run_env = launcher_stubs.env_for(fake_cluster, env(stack), hostfile, **extra)
     return subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
 
 
@@ -388,6 +368,6 @@ def test_launcher_refuses_a_wrong_number_of_workers(fake_cluster, dev):
 
 
 def test_launcher_passes_on_mpiruns_failure(fake_cluster, dev):
-    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7")
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7", DOCTOR="never")  # the doctor: test_doctor_launcher
     assert done.returncode == 7
     assert "mpirun exited with status 7" in done.stderr

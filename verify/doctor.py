@@ -35,6 +35,8 @@ import catalog
 from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
 from verify.verdict import Verdict
 
+# When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
+DOCTOR_MODES = ("auto", "always", "never")
 # Partners per node in the pairwise rounds: 3 tells up to two bad nodes apart from good ones
 # (module docstring). Each round is one 2-node all-reduce per pair, all pairs at once.
 PAIR_PARTNERS = 3
