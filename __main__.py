@@ -27,7 +27,7 @@ feature = FeatureRegistration(
     FeatureRegistrationArgs(
         subscription_id=azure_native.authorization.get_client_config_output().subscription_id,
         timeout_minutes=cfg.feature_wait_timeout_minutes,
-        must_be_registered=cfg.register_ib_feature,
+        ib_feature=sku.ib_feature,
     ),
 )
 

@@ -12,6 +12,7 @@ verdict for that size is UNKNOWN rather than a guess.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 # Sources, named once and referred to by the entries below.
 SRC_NDASRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndasra100v4-series"
@@ -70,6 +71,16 @@ class LinkExpectation:
             raise ValueError(f"threshold {self.threshold_gbits} must be in (0, baseline {self.baseline_gbits}]")
 
 
+class IbFeature(Enum):
+    """What a size needs of the AKSInfinibandSupport feature on the deploying subscription."""
+
+    # Registered (and waited for until Registered) before the pool exists, so that its VMs land on
+    # one InfiniBand network (SRC_AKS_IB_FLAG).
+    REGISTERED = "registered"
+    # Must not be registered: the stack only checks, and stops if it is (SRC_AKS_GB200_FLAG).
+    MUST_BE_ABSENT = "must-be-absent"
+
+
 @dataclass(frozen=True)
 class NodeAllReduceGate:
     """A single-node all-reduce over all of a VM's GPUs (NVLink, no fabric): Azure's health-check
@@ -88,10 +99,10 @@ class Sku:
     gpus_per_vm: int  # 0 for CPU-only HPC sizes
     gpu_model: str | None
     ib_hcas_per_vm: int
-    ib_link_gbps: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
+    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
     ib_generation: str  # "HDR" | "NDR"
     nccl_topology: str | None  # id of the NCCL topology file, None when no file applies
-    ib_feature_flag: bool  # whether AKSInfinibandSupport is registered for this size
+    ib_feature: IbFeature  # what the size needs of AKSInfinibandSupport
     cpu_arch: str  # "amd64" | "arm64": which images can run
     allreduce_2_nodes: Expectation | None  # NCCL all_reduce_perf busbw at the largest size
     allreduce_more_nodes: Expectation | None
@@ -108,9 +119,9 @@ class Sku:
         return self.gpus_per_vm > 0
 
     @property
-    def ib_line_rate_gbytes(self) -> float:
-        """Per-HCA line rate in GB/s (bytes): 200 Gb/s -> 25 GB/s."""
-        return self.ib_link_gbps / 8
+    def ib_line_rate_gbps(self) -> float:
+        """Per-HCA line rate in GB/s (bytes, the unit of NCCL's busbw): 200 Gb/s -> 25 GB/s."""
+        return self.ib_link_gbits / 8
 
     def allreduce_expectation(self, nodes: int) -> Expectation | None:
         """The all-reduce expectation for a run across `nodes` VMs (None below 2: no fabric crossed)."""
@@ -161,10 +172,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="A100 40GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             nccl_topology="ndv4",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
@@ -179,10 +190,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="A100 80GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             nccl_topology="ndv4",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
@@ -197,10 +208,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="H100 80GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             nccl_topology="ndv5",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_NDR8_DERIVED,
             allreduce_more_nodes=_NDR8_DERIVED,
@@ -215,10 +226,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=8,
             gpu_model="H200 141GB",
             ib_hcas_per_vm=8,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             nccl_topology="ndv5",
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=_NDR8_DERIVED,
             allreduce_more_nodes=_NDR8_DERIVED,
@@ -233,10 +244,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=200,
+            ib_link_gbits=200,
             ib_generation="HDR",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -249,10 +260,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -265,10 +276,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=0,
             gpu_model=None,
             ib_hcas_per_vm=1,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             nccl_topology=None,
-            ib_feature_flag=True,
+            ib_feature=IbFeature.REGISTERED,
             cpu_arch="amd64",
             allreduce_2_nodes=None,
             allreduce_more_nodes=None,
@@ -281,10 +292,10 @@ SKUS: dict[str, Sku] = {
             gpus_per_vm=4,
             gpu_model="GB200 (Blackwell, 192GB)",
             ib_hcas_per_vm=4,
-            ib_link_gbps=400,
+            ib_link_gbits=400,
             ib_generation="NDR",
             nccl_topology=None,  # Azure publishes no topology file for it (reference/topology)
-            ib_feature_flag=False,  # must NOT be registered for GB200/GB300
+            ib_feature=IbFeature.MUST_BE_ABSENT,  # Azure: unregister it for GB200/GB300
             cpu_arch="arm64",
             allreduce_2_nodes=None,  # no published figure; verdicts are UNKNOWN
             allreduce_more_nodes=None,

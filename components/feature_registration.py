@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
+from catalog import IbFeature
+
 FEATURE_NAME = "AKSInfinibandSupport"
 PROVIDER_NAMESPACE = "Microsoft.ContainerService"
 # Relative to the project directory, where Pulumi runs the program: an absolute path would differ
@@ -15,15 +17,18 @@ PROVIDER_NAMESPACE = "Microsoft.ContainerService"
 SCRIPT = "scripts/feature-registration.sh"
 MODE_REGISTER = "register"
 MODE_REQUIRE_UNREGISTERED = "require-unregistered"
+# The script's FEATURE_MODE and the step's name for each state the size needs (names are URNs: fixed).
+MODES = {IbFeature.REGISTERED: MODE_REGISTER, IbFeature.MUST_BE_ABSENT: MODE_REQUIRE_UNREGISTERED}
+STEP_NAMES = {IbFeature.REGISTERED: "register", IbFeature.MUST_BE_ABSENT: "check-unregistered"}
 
 
 @dataclass(frozen=True)
 class FeatureRegistrationArgs:
     subscription_id: pulumi.Input[str]  # the subscription Pulumi deploys to (getClientConfig)
     timeout_minutes: int
-    # False for sizes Azure says must NOT have the feature (catalog `ib_feature_flag`, e.g. GB200):
-    # then the step only checks that it is not registered, and fails saying how to unregister it.
-    must_be_registered: bool = True
+    # What the size needs (catalog `Sku.ib_feature`). MUST_BE_ABSENT (e.g. GB200): the step only
+    # checks that the feature is not registered, and fails saying how to unregister it.
+    ib_feature: IbFeature = IbFeature.REGISTERED
 
 
 class FeatureRegistration(pulumi.ComponentResource):
@@ -46,10 +51,10 @@ class FeatureRegistration(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FeatureRegistrationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:azure:FeatureRegistration", name, None, opts)
-        mode = MODE_REGISTER if args.must_be_registered else MODE_REQUIRE_UNREGISTERED
+        mode = MODES[args.ib_feature]
         timeout = f"{args.timeout_minutes + 5}m"  # Pulumi's timeout must not cut the script's bound short
         self.step = command.local.Command(
-            f"{name}-register" if args.must_be_registered else f"{name}-check-unregistered",
+            f"{name}-{STEP_NAMES[args.ib_feature]}",
             command.local.CommandArgs(
                 create=f"bash {SCRIPT}",
                 environment={

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
 
@@ -25,6 +26,9 @@ class GpuOperatorArgs:
     version: str
     namespace_name: str = "gpu-operator"
     timeout_seconds: int = 600
+
+    def __post_init__(self) -> None:
+        pins.CHART_VERSION.require("version", self.version)
 
 
 def chart_values() -> dict[str, Any]:

@@ -36,6 +36,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from catalog import Sku
 from components import mpi_job
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
@@ -89,6 +90,7 @@ class MpiBandwidthJobArgs:
                 f"sku: {self.sku.vm_size} has {self.sku.gpus_per_vm} GPUs; the MPI point-to-point job is for "
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"
             )
+        pins.IMAGE_REF.require("image", self.image)
         fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
         mpi_job.check_host_names(self.job_name, WORKERS)
 

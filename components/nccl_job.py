@@ -17,8 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from catalog import Sku
-from components import mpi_job
+from components import mpi_job, nccl_sizing
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_topology import render_xml
 from verify import doctor
@@ -103,24 +104,16 @@ class NcclJobArgs:
             )
         if self.node_count < 1:
             raise ValueError(f"node_count: got {self.node_count}; expected 1 or more")
+        pins.IMAGE_REF.require("image", self.image)
+        too_big = nccl_sizing.fit_problem(self.all_reduce_args, self.sku)
+        if too_big:
+            raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
         fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
         mpi_job.check_host_names(self.job_name, self.node_count)
         if self.doctor not in doctor.DOCTOR_MODES:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
         if self.doctor != "never" and self.doctor_minutes < 1:
             raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
-        max_size_token(self.all_reduce_args)  # raises when it has no -e
-
-
-def max_size_token(all_reduce_args: str) -> str:
-    """The -e (--maxbytes) value of all_reduce_perf's arguments, as written (e.g. "16G")."""
-    tokens = all_reduce_args.split()
-    for i, t in enumerate(tokens):
-        if t in ("-e", "--maxbytes") and i + 1 < len(tokens):
-            return tokens[i + 1]
-        if t.startswith("-e") and len(t) > 2:
-            return t[2:]
-    raise ValueError(f"all_reduce_args: got {all_reduce_args!r}; expected a -e SIZE (the largest message)")
 
 
 def _gbps(value: float | None) -> str:
@@ -133,7 +126,7 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     if args.doctor == "never":
         return {"DOCTOR": "never"}
     sku = args.sku
-    largest = max_size_token(args.all_reduce_args)
+    largest = nccl_sizing.max_size_arg(args.all_reduce_args)
     node_size = sku.allreduce_1_node.size if sku.allreduce_1_node else largest
     pair = sku.allreduce_expectation(2)
     pair_slow = args.threshold_gbps if args.threshold_gbps is not None else (pair.threshold_gbps if pair else None)

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
 
@@ -50,6 +51,10 @@ class NetworkOperatorArgs:
     timeout_seconds: int = 600
 
     def __post_init__(self) -> None:
+        pins.CHART_VERSION.require("version", self.version)
+        pins.DOCA_TAG.require("doca_driver_version", self.doca_driver_version)
+        pins.IMAGE_TAG.require("rdma_shared_device_plugin_version", self.rdma_shared_device_plugin_version)
+        pins.IMAGE_TAG.require("sriov_device_plugin_version", self.sriov_device_plugin_version)
         if self.rdma_mode not in fabric.RDMA_MODES:
             raise ValueError(f"rdma_mode: got {self.rdma_mode!r}; expected one of {', '.join(fabric.RDMA_MODES)}")
 

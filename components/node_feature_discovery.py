@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import fabric
+import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
 
@@ -33,6 +34,9 @@ class NodeFeatureDiscoveryArgs:
     namespace_name: str = "node-feature-discovery"
     # Helm wait, seconds.
     timeout_seconds: int = 600
+
+    def __post_init__(self) -> None:
+        pins.CHART_VERSION.require("version", self.version)
 
 
 def chart_values() -> dict[str, Any]:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+import pins
+
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
 # Namespace the manifest itself creates (with the scheduler, controllers and admission webhook).
 NAMESPACE = "volcano-system"
-_RELEASE_TAG = re.compile(r"v\d+\.\d+\.\d+")
 
 
 @dataclass(frozen=True)
@@ -20,11 +20,7 @@ class VolcanoArgs:
     version: str
 
     def __post_init__(self) -> None:
-        if not _RELEASE_TAG.fullmatch(self.version):
-            raise ValueError(
-                f"version: got {self.version!r}; expected a Volcano release tag such as v1.15.1 "
-                f"(a branch such as master or latest would change under the stack)"
-            )
+        pins.VOLCANO_TAG.require("version", self.version)  # the config's check, so it cannot pass there and fail here
 
 
 def manifest_url(version: str) -> str:

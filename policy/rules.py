@@ -6,10 +6,11 @@ The analyzer gives `props` as read-only Mapping/Sequence proxies and numbers as 
 here tests for `dict`/`list` or `int`. No `pulumi_policy` import: the tests call these functions
 with inputs taken from the offline render, and `__main__.py` wraps them in a `PolicyPack`.
 
-The facts come from the project's own modules (`catalog` for SKUs, `fabric` for resource names);
-the project root must be on `sys.path`, which `policy/__main__.py` arranges. The checks on versions
-and images are written here independently of `stack_config`'s: a guardrail should not share the
-code it guards.
+The facts come from the project's own modules (`catalog` for SKUs, `fabric` for resource names,
+`pins` for what a pinned version, tag or image looks like); the project root must be on `sys.path`,
+which `policy/__main__.py` arranges. The pins are the same predicates the configuration schema and
+the component Args call: three copies of that rule drifted apart once, and a value passed one check
+and failed another after resources existed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import catalog
 import fabric
+import pins
 
 ReportViolation = Callable[..., None]  # report_violation(message, urn=None)
 Validate = Callable[[Any, ReportViolation], None]
@@ -32,9 +34,6 @@ MANIFEST_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile")
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 VOLCANO_JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
-UNPINNED = frozenset({"", "latest", "master", "main", "stable", "edge", "nightly", "head", "dev"})
-_VERSION = re.compile(r"v?\d+(\.\d+){1,3}([-+.][0-9A-Za-z.+-]+)?")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 # Capabilities that amount to a privileged container.
 PRIVILEGED_CAPABILITIES = frozenset({"ALL", "SYS_ADMIN"})
 
@@ -58,24 +57,6 @@ def _get(v: Any, *path: str) -> Any:
 
 def _seq(v: Any) -> Sequence[Any]:
     return v if _is_seq(v) else ()
-
-
-def pinned_tag(tag: Any) -> bool:
-    return isinstance(tag, str) and tag.lower() not in UNPINNED and bool(_TAG.fullmatch(tag))
-
-
-def pinned_image(ref: Any) -> bool:
-    """An image reference with a digest, or a tag that is not `latest` (`registry:5000/repo` is untagged)."""
-    if not isinstance(ref, str) or not ref or ref != ref.strip():
-        return False
-    if re.search(r"@sha256:[0-9a-f]{64}$", ref):
-        return True
-    name, _, tag = ref.rpartition(":")
-    return bool(name) and "/" not in tag and pinned_tag(tag)
-
-
-def pinned_version(v: Any) -> bool:
-    return isinstance(v, str) and v.lower() not in UNPINNED and bool(_VERSION.fullmatch(v))
 
 
 @dataclass(frozen=True)
@@ -137,34 +118,36 @@ def versions_pinned(args: Any, report_violation: ReportViolation) -> None:
     props, t = args.props, args.resource_type
     if t in HELM_RELEASES:
         version = _get(props, "version")
-        if not pinned_version(version):
+        if not pins.CHART_VERSION.ok(version):
             report_violation(f"Helm chart {_get(props, 'chart')!r} ({args.name}): version {version!r} is not a "
                              f"pinned release (set an exact chart version, not latest or empty)")
         for path, value in _walk_version_keys(_get(props, "values"), "values"):
-            ok = pinned_image(value) if path.endswith(".image") else pinned_tag(value)
+            ok = (pins.IMAGE_REF if path.endswith(".image") else pins.IMAGE_TAG).ok(value)
             if not ok:
                 report_violation(f"Helm chart {_get(props, 'chart')!r} ({args.name}): {path} = {value!r} is not pinned")
     elif t == NIC_CLUSTER_POLICY:
         for path, comp in _image_components(_get(props, "spec"), "spec"):
             image, version = _get(comp, "image"), _get(comp, "version")
             if isinstance(image, str) and ("@" in image or ":" in image.rsplit("/", 1)[-1]):
-                ok = pinned_image(image)
-            else:
-                ok = pinned_tag(version)
+                ok = pins.IMAGE_REF.ok(image)
+            else:  # the operator builds the image from repository, image and version
+                ok = (pins.DOCA_TAG if path == "spec.ofedDriver" else pins.IMAGE_TAG).ok(version)
             if not ok:
                 report_violation(f"NicClusterPolicy {path}: image {image!r} version {version!r} is not pinned "
                                  f"(set the release tag of the image)")
     elif t == VOLCANO_JOB:
         for c in job_containers(props):
             image = _get(c.spec, "image")
-            if not pinned_image(image):
+            if not pins.IMAGE_REF.ok(image):
                 report_violation(f"Volcano Job {args.name!r} {c.where}: image {image!r} is not pinned "
                                  f"(use a tag other than latest, or a digest)")
     elif t in MANIFEST_FILES:
         file = _get(props, "file")
         if isinstance(file, str) and re.match(r"https?://", file):
             segments = file.split("/")
-            if any(s.lower() in UNPINNED - {""} for s in segments) or not any(pinned_version(s) for s in segments):
+            # a release tag among the path's segments (the Volcano manifest's: v1.15.1), no branch name
+            moving = any(s.lower() in pins.UNPINNED - {""} for s in segments)
+            if moving or not any(pins.VOLCANO_TAG.ok(s) or pins.CHART_VERSION.ok(s) for s in segments):
                 report_violation(f"manifest {args.name!r}: {file} does not name a release tag (a branch such as "
                                  f"master changes under you)")
 

@@ -77,7 +77,7 @@ def test_pool_waits_for_the_feature_step(render, overrides):
 def test_sizes_that_must_not_have_the_flag_check_it_is_absent(render):
     """GB200: Azure says AKSInfinibandSupport must NOT be registered. Not skipped silently: the step
     only reads the state, and fails (saying how to unregister) if the feature is registered."""
-    assert not catalog.lookup(GB200["ibPool"]["vmSize"]).ib_feature_flag
+    assert catalog.lookup(GB200["ibPool"]["vmSize"]).ib_feature is catalog.IbFeature.MUST_BE_ABSENT
     stack = render(**GB200)
     step = feature_step(stack)
     assert step.name == "ib-feature-check-unregistered"

@@ -39,7 +39,7 @@ def test_non_infiniband_sizes_are_refused_with_the_supported_list(size):
 @pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
 def test_every_entry_is_consistent_and_sourced(sku):
     assert sku.ib_hcas_per_vm >= 1
-    assert (sku.ib_generation, sku.ib_link_gbps) in {("HDR", 200), ("NDR", 400)}
+    assert (sku.ib_generation, sku.ib_link_gbits) in {("HDR", 200), ("NDR", 400)}
     assert sku.sources and all(s.strip() for s in sku.sources)
     assert (sku.gpus_per_vm > 0) == (sku.gpu_model is not None) == sku.has_gpus
     for exp in (sku.allreduce_2_nodes, sku.allreduce_more_nodes):
@@ -47,9 +47,9 @@ def test_every_entry_is_consistent_and_sourced(sku):
             assert sku.has_gpus, "all-reduce expectations only make sense with GPUs"
             assert exp.source
             # busbw cannot exceed the node's aggregate injection rate without SHARP (not enabled here)
-            assert exp.baseline_gbps <= sku.ib_hcas_per_vm * sku.ib_line_rate_gbytes
+            assert exp.baseline_gbps <= sku.ib_hcas_per_vm * sku.ib_line_rate_gbps
     if sku.p2p is not None:
-        assert sku.p2p.baseline_gbits == sku.ib_link_gbps
+        assert sku.p2p.baseline_gbits == sku.ib_link_gbits
         assert sku.p2p.source
 
 
@@ -79,7 +79,7 @@ def test_no_expectation_below_two_nodes():
 
 
 def test_feature_flag_is_skipped_only_where_azure_says_so():
-    skipped = {s.vm_size for s in catalog.SKUS.values() if not s.ib_feature_flag}
+    skipped = {s.vm_size for s in catalog.SKUS.values() if s.ib_feature is catalog.IbFeature.MUST_BE_ABSENT}
     assert skipped == {"Standard_ND128isr_NDR_GB200_v6"}
     assert "unregister" in " ".join(catalog.lookup("Standard_ND128isr_NDR_GB200_v6").sources)
 

@@ -107,8 +107,25 @@ def test_sriov_plugin_mounts_rdma_devices_and_spans_every_hca(render):
 
 
 def test_rdma_mode_is_checked_at_construction():
+    v = stack_config.DEFAULT_VERSIONS
+    good = {"version": v["networkOperator"], "doca_driver_version": v["docaDriver"],
+            "rdma_shared_device_plugin_version": v["rdmaSharedDevicePlugin"],
+            "sriov_device_plugin_version": v["sriovDevicePlugin"]}
     with pytest.raises(ValueError, match="rdma_mode: got 'ipoib'"):
-        NetworkOperatorArgs("26.4.1", "doca", "p", "s", rdma_mode="ipoib")
+        NetworkOperatorArgs(**good, rdma_mode="ipoib")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("version", "26.4"), ("doca_driver_version", "doca3.4.1-26.04-1.1.0.0-1-ubuntu24.04-amd64"),
+    ("rdma_shared_device_plugin_version", "latest"), ("sriov_device_plugin_version", ""),
+])
+def test_network_operator_pins_are_checked_at_construction_with_the_configs_predicates(field, value):
+    v = stack_config.DEFAULT_VERSIONS
+    good = {"version": v["networkOperator"], "doca_driver_version": v["docaDriver"],
+            "rdma_shared_device_plugin_version": v["rdmaSharedDevicePlugin"],
+            "sriov_device_plugin_version": v["sriovDevicePlugin"]}
+    with pytest.raises(ValueError, match=f"{field}: got {value!r}"):
+        NetworkOperatorArgs(**{**good, field: value}, rdma_mode="shared")
 
 
 # --- NicClusterPolicy ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 import catalog
 import fabric
+import pins
 from offline import engine
 from policy import rules
 
@@ -163,8 +164,8 @@ def test_job_image_by_digest_is_pinned(dev):
 def test_release_manifest_names_a_tag(dev, ref):
     manifest = dev.of_type(rules.MANIFEST_FILES[0])[0]
     pinned = manifest.inputs["file"]
-    assert rules.pinned_version(next(s for s in pinned.split("/") if rules.pinned_version(s)))
-    url = pinned.replace(next(s for s in pinned.split("/") if rules.pinned_version(s)), ref)
+    assert pins.CHART_VERSION.ok(next(s for s in pinned.split("/") if pins.CHART_VERSION.ok(s)))
+    url = pinned.replace(next(s for s in pinned.split("/") if pins.CHART_VERSION.ok(s)), ref)
     found = violations(rules.versions_pinned, broken(manifest, lambda i: i.update(file=url)))
     assert len(found) == 1 and url in found[0]
 

@@ -131,7 +131,7 @@ class Expectations:
         node = sku.allreduce_1_node
         return cls(
             vm_size=sku.vm_size, gpus_per_node=sku.gpus_per_vm, hcas_per_node=sku.ib_hcas_per_vm,
-            link_gbits=float(sku.ib_link_gbps), ib_generation=sku.ib_generation,
+            link_gbits=float(sku.ib_link_gbits), ib_generation=sku.ib_generation,
             node_allreduce_gbps=node.threshold_gbps if node else None,
             node_allreduce_source=node.source if node else None,
             pair_threshold_gbps=pair_threshold_gbps if pair_threshold_gbps is not None else (

@@ -1,0 +1,134 @@
+"""The schema engine: a declared key (`Key`), how a raw value becomes that key's type, and the
+one-line-per-key problems. Knows nothing about this stack's keys (those are `schema.py`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# A check returns None when the value is fine, else what is allowed ("an integer from 1 to 10").
+Check = Callable[[Any], "str | None"]
+
+
+class ConfigError(ValueError):
+    """One or more configuration keys are invalid. `problems` holds one line per key."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str  # Pulumi config type: string | integer | boolean | object
+    description: str
+    default: Any = None  # None with required=False means "no default: derived or off"
+    check: Check | None = None
+    required: bool = False
+    fields: tuple[Key, ...] = ()  # for objects with a fixed set of fields
+    default_doc: str | None = None  # how the default is described when it is derived
+
+
+# --- check combinators ------------------------------------------------------------------------
+def int_range(lo: int, hi: int) -> Check:
+    return lambda v: None if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi else (
+        f"an integer from {lo} to {hi}"
+    )
+
+
+def regex(pattern: str, allowed: str) -> Check:
+    rx = re.compile(pattern)
+    return lambda v: None if isinstance(v, str) and rx.fullmatch(v) else allowed
+
+
+def one_of(*choices: str) -> Check:
+    return lambda v: None if v in choices else f"one of: {', '.join(choices)}"
+
+
+def optional(check: Check) -> Check:
+    return lambda v: None if v is None else check(v)
+
+
+# --- reading ------------------------------------------------------------------------------------
+def shown(value: Any) -> str:
+    """A value as a message shows it: strings quoted, everything else as JSON."""
+    return repr(value) if isinstance(value, str) else json.dumps(value)
+
+
+def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
+    """Turn a raw config value (strings from the CLI, or typed values from YAML) into the key's type."""
+    if key.type == "integer":
+        if isinstance(raw, bool):
+            problems.append(f"{path}: got {shown(raw)}; expected an integer")
+            return None
+        if isinstance(raw, int):
+            return raw
+        # ASCII digits only: int() would also take "٢" or "２"
+        if isinstance(raw, str) and re.fullmatch(r"-?[0-9]+", raw.strip()):
+            return int(raw)
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+        problems.append(f"{path}: got {shown(raw)}; expected an integer")
+        return None
+    if key.type == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        problems.append(f"{path}: got {shown(raw)}; expected true or false")
+        return None
+    if key.type == "string":
+        if isinstance(raw, str):
+            return raw
+        problems.append(f"{path}: got {shown(raw)}; expected a string")
+        return None
+    # object
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            problems.append(f"{path}: got {shown(raw)}; expected an object (a YAML mapping)")
+            return None
+    if not isinstance(value, dict):
+        problems.append(f"{path}: got {json.dumps(value)}; expected an object (a YAML mapping)")
+        return None
+    return value
+
+
+def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
+    """Coerce, fill defaults, recurse into objects, and check. Returns the value (None on error)."""
+    if raw == "" and key.default is None and not key.required and key.type == "string":
+        raw = None  # Pulumi.yaml's default "" for a derived value (see docs.pulumi_yaml_config)
+    if raw is None:
+        if key.required:
+            allowed = key.check(None) if key.check else None
+            hint = f"; {allowed}" if allowed else ""
+            problems.append(f"{path}: is required but not set{hint}")
+            return None
+        raw = key.default
+        if raw is None and not key.fields:
+            return None
+    value = coerce(key, raw, path, problems) if raw is not None else {}
+    if value is None:
+        return None
+    if key.fields:
+        known = {f.name for f in key.fields}
+        for unknown in sorted(set(value) - known):
+            problems.append(f"{path}.{unknown}: unknown key; {key.name} takes: {', '.join(sorted(known))}")
+        return {f.name: read(f, value.get(f.name), f"{path}.{f.name}", problems) for f in key.fields}
+    if key.check is not None:
+        allowed = key.check(value)
+        if allowed is not None:
+            problems.append(f"{path}: got {shown(value)}; expected {allowed}")
+            return None
+    return value
+
+
+def snake(name: str) -> str:
+    """camelCase config key -> snake_case field name."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

@@ -1,0 +1,205 @@
+"""The typed configuration (`StackConfig`) and how it is read: `parse()` validates a raw config
+map against `schema.SCHEMA` plus the rules that span several keys; `load()` does it for the running
+program and stops it with one message."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import catalog
+from components import nccl_sizing
+from stack_config import engine
+from stack_config.engine import ConfigError
+from stack_config.schema import (
+    DEFAULT_NCCL_TESTS_IMAGE,
+    LOCATION_KEY,
+    PROJECT,
+    SCHEMA,
+    SCHEMA_BY_NAME,
+)
+
+
+@dataclass(frozen=True)
+class SystemPool:
+    vm_size: str
+    node_count: int
+
+
+@dataclass(frozen=True)
+class IbPool:
+    vm_size: str
+    node_count: int
+    name: str
+    os_disk_size_gb: int
+
+    @property
+    def sku(self) -> catalog.Sku:
+        return catalog.lookup(self.vm_size)
+
+
+@dataclass(frozen=True)
+class Versions:
+    node_feature_discovery: str
+    network_operator: str
+    doca_driver: str
+    rdma_shared_device_plugin: str
+    sriov_device_plugin: str
+    gpu_operator: str
+    volcano: str
+
+
+@dataclass(frozen=True)
+class FabricTest:
+    enabled: bool
+    image: str
+    all_reduce_args: str
+    timeout_minutes: int
+    fail_on_low_bandwidth: bool
+    threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
+    p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
+    doctor: str = "auto"  # verify.doctor.DOCTOR_MODES
+    doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    location: str
+    resource_group_name: str
+    cluster_name: str
+    kubernetes_version: str
+    system_pool: SystemPool
+    ib_pool: IbPool
+    rdma_mode: str
+    versions: Versions
+    fabric_test: FabricTest
+    feature_wait_timeout_minutes: int
+    tags: Mapping[str, str] = field(default_factory=dict)
+    protect: bool = False
+
+    @property
+    def sku(self) -> catalog.Sku:
+        return self.ib_pool.sku
+
+
+def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
+    """The rules that span several keys (each key's own check has passed or been reported)."""
+    problems: list[str] = []
+    ib, ft = values["ibPool"], values["fabricTest"] or {}
+    if ib and ib["nodeCount"] == 1 and ft.get("enabled"):
+        problems.append(
+            f"{prefix}ibPool.nodeCount: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
+            f"(or set fabricTest.enabled: false)"
+        )
+    if not (ib and ib["vmSize"]):
+        return problems
+    sku = catalog.lookup(ib["vmSize"])
+    if values["kubernetesVersion"]:
+        minor = int(values["kubernetesVersion"].split(".")[1])
+        if sku.min_kubernetes_minor and minor < sku.min_kubernetes_minor:
+            problems.append(
+                f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {sku.vm_size} needs 1."
+                f"{sku.min_kubernetes_minor} or newer (its nodes need the Ubuntu 24.04 image)"
+            )
+    if ft.get("allReduceArgs"):
+        why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
+        if why:
+            problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
+    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch != "amd64":
+        problems.append(
+            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
+            f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
+        )
+    # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
+    wrong, right, test = (("p2pThresholdGbits", "thresholdGbps", "the NCCL all-reduce, judged in GB/s busbw")
+                          if sku.has_gpus else
+                          ("thresholdGbps", "p2pThresholdGbits", "MPI point to point, judged in Gb/s (bits)"))
+    if not sku.has_gpus and ft.get("doctor") == "always":
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is MPI point "
+                        f"to point between two nodes, which has no doctor: leave it unset (auto) or set never")
+    if ft.get(wrong) is not None:
+        problems.append(f"{prefix}fabricTest.{wrong}: got {ft[wrong]}; on {sku.vm_size} the fabric test is "
+                        f"{test}: set fabricTest.{right} instead")
+    return problems
+
+
+def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
+    """Validate a stack's configuration. `raw` maps full keys ("aks-infiniband:ibPool",
+    "azure-native:location", ...) to values as the CLI hands them (strings; objects as JSON) or as
+    typed YAML values. Raises ConfigError listing every problem, one line per key."""
+    problems: list[str] = []
+    prefix = f"{PROJECT}:"
+    ours = {k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix)}
+    for unknown in sorted(set(ours) - set(SCHEMA_BY_NAME)):
+        problems.append(
+            f"{prefix}{unknown}: unknown key; allowed keys: {', '.join(k.name for k in SCHEMA)}"
+        )
+    # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if name and namespace != PROJECT and difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.8):
+            problems.append(f"{key}: unknown namespace {namespace!r}; did you mean {prefix}{name}?")
+    values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
+    # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
+    for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
+        if values[name] is None and ours.get(name) in (None, ""):  # unset, or Pulumi.yaml's ""
+            allowed = SCHEMA_BY_NAME[name].check(derived)
+            if allowed is not None:
+                problems.append(f"{prefix}{name}: got {derived!r} (derived from the stack name); expected {allowed}; "
+                                f"set {name} explicitly")
+            values[name] = derived
+
+    location = raw.get(LOCATION_KEY)
+    if not isinstance(location, str) or not re.fullmatch(r"[a-z][a-z0-9]{2,39}", location or ""):
+        problems.append(
+            f"{LOCATION_KEY}: got {location!r}; expected an Azure region name such as eastus "
+            f"(set it with `pulumi config set azure-native:location eastus`)"
+        )
+    problems += _cross_key_problems(values, prefix)
+    if problems:
+        raise ConfigError(problems)
+
+    v, ib, sp, ft = values["versions"], values["ibPool"], values["systemPool"], values["fabricTest"]
+    sku = catalog.lookup(ib["vmSize"])
+    return StackConfig(
+        stack=stack,
+        location=location,
+        resource_group_name=values["resourceGroupName"],
+        cluster_name=values["clusterName"],
+        kubernetes_version=values["kubernetesVersion"],
+        system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
+        ib_pool=IbPool(vm_size=sku.vm_size, node_count=ib["nodeCount"], name=ib["name"],
+                       os_disk_size_gb=ib["osDiskSizeGb"]),
+        rdma_mode=values["rdmaMode"],
+        versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
+        fabric_test=FabricTest(
+            enabled=ft["enabled"], image=ft["image"],
+            all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),
+            timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
+            threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
+            doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
+        ),
+        feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
+        tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
+        protect=values["protect"],
+    )
+
+
+def load() -> StackConfig:
+    """Read and validate the running stack's configuration, or stop the program with one message."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    raw: dict[str, Any] = dict(runtime_config.get_config_env())
+    raw.update(runtime_config.CONFIG.get())
+    try:
+        return parse(raw, pulumi.get_stack())
+    except ConfigError as err:
+        lines = "\n  ".join(err.problems)
+        raise pulumi.RunError(
+            f"invalid configuration for stack {pulumi.get_stack()!r} (nothing was created):\n  {lines}"
+        ) from None

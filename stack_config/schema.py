@@ -1,0 +1,130 @@
+"""Every key of the stack's configuration - type, default, description, check - in one table,
+and the pinned versions, each in exactly one place."""
+
+from __future__ import annotations
+
+import fabric
+import pins
+from stack_config import checks
+from stack_config.engine import Key, int_range, one_of, optional, regex
+from verify.doctor import DOCTOR_MODES
+
+PROJECT = "aks-infiniband"
+LOCATION_KEY = "azure-native:location"
+
+# --- pinned versions: each in exactly one place -------------------------------------------------
+# AKS supports the three newest GA minors; 1.35 is inside that window in late 2026 (1.34 reached
+# upstream end of life on 2026-10-27) and gives Ubuntu 24.04 nodes. Check `az aks get-versions -l <region>`.
+DEFAULT_KUBERNETES_VERSION = "1.35"
+DEFAULT_VERSIONS: dict[str, str] = {
+    # kubernetes-sigs/node-feature-discovery chart (reference/chart-values/node-feature-discovery.*.v0.19.0)
+    "nodeFeatureDiscovery": "0.19.0",
+    # Mellanox/network-operator chart (reference/chart-values/network-operator.*.v26.4.1)
+    "networkOperator": "26.4.1",
+    # DOCA-OFED driver container for that operator release (reference/examples/example-nicclusterpolicy_cr.v26.4.1.yaml)
+    "docaDriver": "doca3.4.1-26.04-1.1.0.0-1",
+    # RDMA shared / SR-IOV device plugin images released with the operator (same example CR)
+    "rdmaSharedDevicePlugin": "network-operator-v26.4.1",
+    "sriovDevicePlugin": "network-operator-v26.4.1",
+    # NVIDIA/gpu-operator chart; published versions carry a leading v
+    # (reference/chart-values/gpu-operator.Chart.v26.7.0.yaml)
+    "gpuOperator": "v26.7.0",
+    # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
+    "volcano": "v1.15.1",
+}
+VERSION_DESCRIPTIONS = {
+    "nodeFeatureDiscovery": "node-feature-discovery Helm chart version.",
+    "networkOperator": "NVIDIA Network Operator Helm chart version.",
+    "docaDriver": "DOCA-OFED driver container tag (nvcr.io/nvidia/mellanox/doca-driver) in the NicClusterPolicy.",
+    "rdmaSharedDevicePlugin": "k8s-rdma-shared-dev-plugin image tag (rdmaMode shared).",
+    "sriovDevicePlugin": "sriov-network-device-plugin image tag (rdmaMode sriov).",
+    "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
+    "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
+}
+# What kind of pin each version is (pins.py): the same predicate the component taking it checks.
+VERSION_PINS: dict[str, pins.Pin] = {
+    "nodeFeatureDiscovery": pins.CHART_VERSION,
+    "networkOperator": pins.CHART_VERSION,
+    "docaDriver": pins.DOCA_TAG,
+    "rdmaSharedDevicePlugin": pins.IMAGE_TAG,
+    "sriovDevicePlugin": pins.IMAGE_TAG,
+    "gpuOperator": pins.CHART_VERSION,
+    "volcano": pins.VOLCANO_TAG,
+}
+# nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
+# reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
+# (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
+DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+
+MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
+SYSTEM_POOL_NAME = "system"  # the cluster's CPU pool; an IB pool of that name would overwrite it
+
+
+SCHEMA: tuple[Key, ...] = (
+    Key("resourceGroupName", "string", "Resource group that holds the cluster (created by the stack).",
+        default_doc="aks-infiniband-<stack>",
+        check=regex(r"[-\w.()]{0,89}[-\w()]", "1-90 letters, digits, - _ . ( ), not ending in .")),
+    Key("clusterName", "string", "AKS cluster name; also the DNS prefix.",
+        default_doc="aks-ib-<stack>",
+        # It doubles as the DNS prefix, which is stricter than the name: 1-54 characters, no underscore.
+        check=regex(r"[A-Za-z0-9](?:[-A-Za-z0-9]{0,52}[A-Za-z0-9])?",
+                    "1-54 letters, digits and -, starting and ending with a letter or digit "
+                    "(it is also the cluster's DNS prefix)")),
+    Key("kubernetesVersion", "string",
+        "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
+        default=DEFAULT_KUBERNETES_VERSION, check=checks.kubernetes_version),
+    Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers. "
+        "Set it at creation: AKS does not change a cluster's inline pool in place.",
+        fields=(
+            Key("vmSize", "string", "VM size of the system pool.", default="Standard_D4s_v5",
+                check=regex(r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_D4s_v5")),
+            Key("nodeCount", "integer", "Nodes in the system pool.", default=2, check=int_range(1, 10)),
+        )),
+    Key("ibPool", "object", "The InfiniBand node pool: size from the SKU catalog, node count, disk.", required=True,
+        fields=(
+            Key("vmSize", "string", "InfiniBand-capable VM size (see the SKU catalog).", required=True,
+                check=checks.ib_size),
+            Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
+                check=int_range(1, MAX_NODES)),
+            Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
+                check=checks.pool_name(SYSTEM_POOL_NAME)),
+            Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
+                default=256, check=int_range(128, 2048)),
+        )),
+    Key("rdmaMode", "string",
+        "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
+        default="shared", check=one_of(*fabric.RDMA_MODES)),
+    Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
+        fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v, check=VERSION_PINS[k].problem)
+                     for k, v in DEFAULT_VERSIONS.items())),
+    Key("fabricTest", "object", "The fabric test job that proves RDMA across nodes, and how its result is judged.",
+        fields=(
+            Key("enabled", "boolean", "Run the test job and report its result as stack outputs.", default=True),
+            Key("image", "string", "Image with nccl-tests, OpenMPI and sshd.", default=DEFAULT_NCCL_TESTS_IMAGE,
+                check=pins.IMAGE_REF.problem),
+            Key("allReduceArgs", "string", "Arguments of all_reduce_perf (its buffers must fit the GPU's memory).",
+                default_doc="-b 8 -e 16G -f 2 -g 1; -e 8G on 40 GB GPUs", check=checks.all_reduce_args),
+            Key("timeoutMinutes", "integer", "Deadline of the job and of the wait for its result.", default=60,
+                check=int_range(5, 720)),
+            Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
+            Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
+                default_doc="from the SKU catalog", check=optional(int_range(1, 3200))),
+            Key("doctor", "string",
+                "GPU sizes: the fabric doctor (per-node checks, pairwise all-reduces, per-HCA ib_write_bw) that "
+                "names the node or HCA behind a slow fabric: `auto` runs it only when the all-nodes run is not "
+                "PASS, `always`, or `never`.", default="auto", check=one_of(*DOCTOR_MODES)),
+            Key("doctorMinutes", "integer", "The most time the doctor may add to the job (its steps are skipped "
+                "once it is spent); added to the job's deadline unless doctor is never.", default=15,
+                check=int_range(1, 120)),
+            Key("p2pThresholdGbits", "integer",
+                "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
+                "largest message).", default_doc="from the SKU catalog", check=optional(int_range(1, 1600))),
+        )),
+    Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
+        default=30, check=int_range(1, 120)),
+    Key("tags", "object", "Azure tags on every resource that takes them.", default_doc="{project, stack}",
+        check=checks.tags),
+    Key("protect", "boolean", "Protect the resource group, cluster and node pool from deletion (production stacks).",
+        default=False),
+)
+SCHEMA_BY_NAME = {k.name: k for k in SCHEMA}
