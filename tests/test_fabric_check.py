@@ -248,8 +248,10 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
         "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
         "--sku", dev.outputs["vmSize"], "--nodes", str(dev.outputs["nodeCount"]),
+        # the job's deadline: the test's timeout plus the fabric doctor's budget (doctor auto)
         "--timeout-minutes", str(fabric_check.NODE_SETUP_BUDGET_MINUTES
                                  + stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
+                                 + stack_config.parse(dev_config(), "dev").fabric_test.doctor_minutes
                                  + fabric_check.COLLECT_MARGIN_MINUTES),
         "--json",
     ]
