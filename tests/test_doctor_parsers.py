@@ -4,11 +4,13 @@ section splitter that hands each marked section to them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from verify import sections
+from verify.__main__ import main
 from verify.hca import HcaPort, infiniband_ports, parse_gpus, parse_ports
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -116,3 +118,44 @@ def test_the_all_reduce_section_is_what_is_judged(reference):
 def test_a_marker_needs_its_exact_prefix():
     assert [s.name for s in sections.split("# aks-infiniband pair round=1 hosts=a,b\n")] == ["pair"]
     assert [s.name for s in sections.split("#aks-infiniband pair\n# aks-infiniband Pair x\n")] == [None]
+
+
+# --- the launcher's real output (recorded on 2 x H200 with fake hosts; the file's first line) ----
+RECORDED = "doctor-launcher_always-4x1_h200x2-fake-hosts.log"
+
+
+def test_a_recorded_doctor_run_reads_back():
+    """Real mpirun, nvidia-smi and all_reduce_perf under the launcher: 4 nodes checked, the three
+    planned rounds of two concurrent pairs, no HCA listed (the machine has none), so no ib_write_bw."""
+    run = sections.read_doctor(sections.split(real(RECORDED)))
+    assert (run.mode, run.ran, run.finished, run.budget_s) == ("always", True, True, 150)
+    assert [n.host for n in run.nodes] == [f"node-{i}" for i in range(4)]
+    assert all(n.ports == () and n.gpus == 2 for n in run.nodes)  # nvidia-smi -L lists the host's 2 GPUs
+    assert all(n.allreduce_busbw_gbps is None and n.allreduce_failure is None for n in run.nodes)  # 1 rank
+    assert [(p.round, p.hosts) for p in run.pairs] == [
+        (1, ("node-0", "node-3")), (1, ("node-1", "node-2")), (2, ("node-0", "node-2")), (2, ("node-1", "node-3")),
+        (3, ("node-0", "node-1")), (3, ("node-2", "node-3"))]
+    assert all(p.failure is None and 0 < p.busbw_gbps < 10 for p in run.pairs)  # NET/Socket between fake hosts
+    assert [s["reason"] for s in run.skipped] == ["no-infiniband-hca-listed"] * 2
+
+
+def test_a_recorded_doctor_run_judged_as_an_h200_pool_names_what_it_lacks(capsys):
+
+    assert main(["report", str(DATA / RECORDED), "--sku", "Standard_ND96isr_H200_v5", "--nodes", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    reasons = {(s["host"], s["reason"].split(" (")[0]) for s in out["suspects"]}
+    assert reasons == {(f"node-{i}", r) for i in range(4)
+                       for r in ("0 of 8 InfiniBand HCA ports visible", "2 of 8 GPUs listed by nvidia-smi -L")}
+    assert out["verdict"] == "FAIL"
+    assert any("all 6 pairs are slow" in n for n in out["doctor"]["notes"])
+
+
+def test_a_recorded_auto_run_that_passed_its_line_ran_no_doctor(capsys):
+
+    log = DATA / "doctor-launcher_auto-pass-2x1_h200x2-fake-hosts.log"
+    run = sections.read_doctor(sections.split(real(log.name)))
+    assert (run.mode, run.ran, run.reason) == ("auto", False, "allreduce-passed")
+    assert run.decision["busbw_gbps"] == "3.96" and run.decision["pass_gbps"] == "0.001"
+    assert main(["report", str(log), "--nodes", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["suspects"] == [] and out["doctor"]["ran"] is False

@@ -118,5 +118,6 @@ def text(assessment: DoctorAssessment) -> str:
     for n in assessment.diagnosis.notes:
         lines.append(f"  note: {n}")
     if run.ran and not assessment.diagnosis.suspects:
-        lines.append("  no suspect: every node, pair and HCA checked is within its expectation")
+        lines.append("  no node or HCA named" + ("" if assessment.diagnosis.notes else
+                                                  ": every node, pair and HCA checked is within its expectation"))
     return "\n".join(lines) + "\n"

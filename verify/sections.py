@@ -138,6 +138,8 @@ def nccl_figure(text: str) -> tuple[float | None, str | None]:
         return None, f"{result.wrong} wrong elements (#wrong > 0)"
     if result.out_of_bounds:
         return None, f"{result.out_of_bounds} out-of-bounds values"
+    if result.ranks is not None and result.ranks < 2:
+        return None, None  # one rank exchanges nothing: busbw is 0 by definition, not a measurement
     return result.busbw_at_max_size_gbps, None
 
 
