@@ -5,7 +5,7 @@
 # per GPU. Then, when asked to, the fabric doctor: per-node checks, pairwise 2-node all-reduces and
 # per-HCA ib_write_bw that let `python -m verify` name the node or HCA behind a slow fabric.
 # Its stdout is the log that `python -m verify collect` parses; sections start with one marker line,
-# `# aks-infiniband <section> key=value ...` (verify/sections.py lists them). Exit status: the
+# `# aks-infiniband <section> key=value ...` (docs/fabric-doctor.md lists them). Exit status: the
 # all-nodes mpirun's (the doctor never changes it), or 2 for a missing input, 3 for a wrong number
 # of workers, 4 for a worker whose sshd never answered.
 #

@@ -5,6 +5,7 @@ section splitter that hands each marked section to them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,15 @@ def test_a_recorded_auto_run_that_passed_its_line_ran_no_doctor(capsys):
     assert main(["report", str(log), "--nodes", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["suspects"] == [] and out["doctor"]["ran"] is False
+
+
+def test_the_documented_markers_are_the_ones_verify_reads():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "fabric-doctor.md").read_text()
+    table = doc.split("## The log: section markers")[1].split("\n## ")[0]
+    documented = set(re.findall(r"^\| `([a-z-]+)[ `]", table, flags=re.M))
+    assert documented == {sections.ALLREDUCE, sections.DOCTOR, sections.NODE, sections.PAIR, sections.HCA_BW,
+                          sections.DOCTOR_SKIP, sections.DOCTOR_END}
+    assert all(f"`{code}`" in table for code in sections.REASONS), "every reason code the launcher prints"
+    launcher = (Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh").read_text()
+    assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | {"time-budget",
+                                                                                     "no-infiniband-hca-listed"}

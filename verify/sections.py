@@ -2,19 +2,8 @@
 section holds, parsed with the existing parsers.
 
 A marker is one line, `# aks-infiniband <section> key=value ...` (values have no spaces; host lists
-are comma-separated). A section is the text from its marker to the next one. The sections:
-
-| marker                                            | what follows                                      |
-|---------------------------------------------------|---------------------------------------------------|
-| `allreduce hosts=a,b,...`                         | the all-nodes all_reduce_perf output (judged)     |
-| `doctor mode=M run=yes/no reason=R ...`           | nothing: whether the doctor runs, and why         |
-| `node host=a check=hca`                           | the node's HCA ports, from sysfs (ibstatus form)  |
-| `node host=a check=gpus`                          | `nvidia-smi -L`                                   |
-| `node host=a check=allreduce`                     | a single-node all_reduce_perf over its GPUs       |
-| `pair round=1 hosts=a,b`                          | a 2-node all_reduce_perf                          |
-| `hca-bw round=1 hosts=a,b hca=mlx5_ib3`           | ib_write_bw over one HCA, client a, server b      |
-| `doctor-skip step=S reason=R`                     | nothing: a step left out (time budget, no data)   |
-| `doctor-end elapsed_s=T budget_s=B`               | nothing: the doctor finished, in T seconds        |
+are comma-separated); a section is the text from its marker to the next one. The sections and what
+follows each are listed in docs/fabric-doctor.md ("The log: section markers").
 
 A log without markers (an older launcher, a saved nccl-tests output) is one all-reduce.
 The `#` keeps a marker a comment to nccl-tests' own parsers.
