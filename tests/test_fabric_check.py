@@ -273,3 +273,19 @@ def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
     assert r.max_bw_gbits == pytest.approx(max(float(v[0]) for v in rows.values()) * 8 / 1000, abs=0.01)
     assert r.latency_us is None  # osu_bw alone: no latency table
     assert r.verdict == "PASS" and r.max_busbw_gbps is None and r.nccl_version is None
+
+
+def test_suspects_become_the_fabricsuspects_output():
+    doc = {"verdict": "FAIL", "suspects": [
+        {"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s", "evidence": {"rate_gbits": 200},
+         "verdict": "FAIL", "extra": "dropped"},
+        "not an object", {"hca": None}]}
+    r = parse_result(json.dumps(doc))
+    assert r.suspects == ({"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s",
+                           "evidence": {"rate_gbits": 200}, "verdict": "FAIL"},)
+    assert parse_result(json.dumps({"verdict": "PASS"})).suspects == ()
+    assert parse_result("").suspects == ()
+
+
+def test_the_gpu_stack_exports_fabric_suspects(dev):
+    assert dev.outputs["fabricSuspects"] == []  # none until a run names some

@@ -290,6 +290,31 @@ def test_args_refuse_a_cpu_only_size():
                              image="x/y:1", all_reduce_args="-b 8", timeout_minutes=10)
 
 
+def doctor_args(vm_size: str, nodes: int = 4, **kw) -> nccl_job.NcclJobArgs:
+    sku = catalog.lookup(vm_size)
+    return nccl_job.NcclJobArgs(sku=sku, node_count=nodes, rdma_mode="shared", image="x/y:1",
+                                all_reduce_args=kw.pop("all_reduce_args", "-b 8 -e 8G -f 2 -g 1"),
+                                timeout_minutes=30, **{"doctor": "auto", "doctor_minutes": 10, **kw})
+
+
+def test_the_doctors_inputs_come_from_the_catalog_and_verify():
+    env = nccl_job.doctor_env(doctor_args(A100))
+    assert env["DOCTOR_NODE_ARGS"] == "-b 8G -e 8G -f 2 -g 1"  # Azure's gate size on ND96asr_v4
+    assert env["DOCTOR_PAIR_ARGS"] == "-b 8G -e 8G -f 2 -g 1"  # the run's own -e
+    assert env["DOCTOR_PASS_BUSBW_GBPS"] == "181.39" and env["DOCTOR_PAIR_SLOW_BELOW_GBPS"] == "180"
+    assert env["DOCTOR_SECONDS"] == "600" and env["DOCTOR_HCA_PAIRS"] == "2"
+    # the threshold override moves both lines, as it moves the verdict
+    moved = nccl_job.doctor_env(doctor_args(A100, threshold_gbps=185.0))
+    assert (moved["DOCTOR_PASS_BUSBW_GBPS"], moved["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == ("185", "185")
+    # no published figure (GB200): no pass line (auto always runs), the node run at the run's -e
+    gb200 = nccl_job.doctor_env(doctor_args("Standard_ND128isr_NDR_GB200_v6", all_reduce_args="-b 8 -e 16G"))
+    assert gb200["DOCTOR_PASS_BUSBW_GBPS"] == "" and gb200["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
+    assert nccl_job.doctor_env(doctor_args(A100, doctor="never")) == {"DOCTOR": "never"}
+    assert doctor_args(A100, doctor="never").deadline_minutes == 30 and doctor_args(A100).deadline_minutes == 40
+    with pytest.raises(ValueError, match="doctor: got 'on'"):
+        doctor_args(A100, doctor="on")
+
+
 def test_spec_hash_is_stable_and_order_free():
     assert mpi_job.spec_hash({"a": 1, "b": [1, 2]}) == mpi_job.spec_hash({"b": [1, 2], "a": 1})
     assert mpi_job.spec_hash({"a": 1}) != mpi_job.spec_hash({"a": 2})
