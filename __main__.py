@@ -10,6 +10,7 @@ from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.image_prepull import ImagePrepull, ImagePrepullArgs
 from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
 from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
@@ -89,6 +90,10 @@ volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
 # HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
 ft = cfg.fabric_test
+if ft.enabled:
+    # The test image, pulled on each IB node as it joins, while the drivers install: waits for
+    # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
+    ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
 fabric_job = None
 if ft.enabled and sku.has_gpus:
     fabric_job = NcclJob(
@@ -103,7 +108,10 @@ if ft.enabled and sku.has_gpus:
             doctor=ft.doctor,
             doctor_minutes=ft.doctor_minutes,
             threshold_gbps=ft.threshold_gbps,
+            sharp=ft.sharp,
+            topology_file=ft.topology_file,
             wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
+            driver_versions={**network_operator.driver_versions, **gpu_operator.driver_versions},
         ),
         opts=k8s_opts,
     )
@@ -116,6 +124,7 @@ elif ft.enabled:
             image=ft.image,
             timeout_minutes=ft.timeout_minutes,
             wait_for=[ib_pool.agent_pool, network_operator.policy, volcano.manifest],
+            driver_versions=network_operator.driver_versions,
         ),
         opts=k8s_opts,
     )
@@ -136,6 +145,7 @@ fabric_check = (
             threshold_gbps=ft.threshold_gbps,  # the config allows each threshold only on its kind
             threshold_gbits=ft.p2p_threshold_gbits,
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+            sharp=ft.sharp,  # the config allows it on GPU sizes only
             wait_for=[fabric_job.job],
         ),
     )

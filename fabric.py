@@ -32,6 +32,11 @@ NVIDIA_PCI_VENDOR = "10de"
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# Where the operators run (their Helm releases' namespaces). The collector reads their pods there when
+# the fabric test waits; the GPU Operator's ClusterPolicy also names its own in status.namespace.
+NETWORK_OPERATOR_NAMESPACE = "network-operator"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+
 # RDMA device plugin modes. `shared`: the RDMA shared device plugin advertises one resource per
 # node that many pods may share (rdmaHcaMax of them); `sriov`: the SR-IOV device plugin advertises
 # each InfiniBand VF as its own resource.

@@ -14,7 +14,8 @@ A Command with no `update` re-runs its create command whenever an input differs;
 read afresh on every run, differs after any credential or certificate rotation, and a re-run after
 the job's 24 h TTL would fail or block `pulumi up`. With stable inputs only the trigger (the job's
 spec hash) re-runs it, and a second `pulumi up` changes nothing. Progress goes to stderr, which
-Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`.
+Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`. A run that did
+not complete (`--incomplete-as-fail`) is such a result too: verdict FAIL, its diagnosis as reasons.
 """
 
 from __future__ import annotations
@@ -31,17 +32,17 @@ import pulumi_azure_native as azure_native
 import pulumi_command as command
 
 from verify import kinds
-from verify.collect import AksCluster
+from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
 PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
 # How long the collector waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
-# test image's pull come first - up to ~35 minutes by the high estimates in offline/durations.py.
+# test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
+# once that much time has passed since the IB nodes became Ready and a resource is still missing).
 # The pods' own deadline (activeDeadlineSeconds = timeoutMinutes) starts only when they do. So the
 # collector allows that setup, then the job's deadline, then a margin to report the job's real end
 # (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
-NODE_SETUP_BUDGET_MINUTES = 45
 COLLECT_MARGIN_MINUTES = 5
 PULUMI_MARGIN_MINUTES = 5
 PENDING = "PENDING"
@@ -68,6 +69,7 @@ class FabricCheckArgs:
     threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
+    sharp: bool = False  # nccl: the job ran with SHARP (fabricTest.sharp); the result records which was measured
 
     def __post_init__(self) -> None:
         if self.kind not in kinds.KINDS:
@@ -76,6 +78,8 @@ class FabricCheckArgs:
             raise ValueError(f"kind p2p: got threshold_gbps={self.threshold_gbps!r}, gpus_per_node="
                              f"{self.gpus_per_node}; a point-to-point test has no GPU and is judged in Gb/s "
                              f"(threshold_gbits)")
+        if self.kind == kinds.P2P and self.sharp:
+            raise ValueError("kind p2p: got sharp=True; SHARP is an NCCL all-reduce setting")
         if self.kind == kinds.NCCL and self.threshold_gbits is not None:
             raise ValueError(f"kind nccl: got threshold_gbits={self.threshold_gbits!r}; an all-reduce is judged "
                              f"in GB/s busbw (threshold_gbps)")
@@ -110,7 +114,12 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         argv += ["--threshold-gbits", _number(args.threshold_gbits)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
-    argv.append("--json")
+    if args.sharp:
+        argv.append("--sharp")
+    # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are
+    # its diagnosis: reported in the outputs, and failing `pulumi up` only with failOnLowBandwidth,
+    # as any FAIL. (Without the flag it would exit 2: the step fails and no output says why.)
+    argv += ["--incomplete-as-fail", "--json"]
     return shlex.join(argv)
 
 
@@ -262,6 +271,7 @@ class FabricCheck(pulumi.ComponentResource):
         self.latency_us = self.result.apply(lambda r: r.latency_us)
         self.suspects = self.result.apply(lambda r: [dict(s) for s in r.suspects])
         self.kind = args.kind
+        self._sharp = args.sharp
         figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
                    if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
         self.register_outputs({"verdict": self.verdict, **figures})
@@ -281,5 +291,7 @@ class FabricCheck(pulumi.ComponentResource):
                 "fabricRanks": self.ranks,
                 "ncclVersion": self.nccl_version,
                 "fabricSuspects": self.suspects,  # the fabric doctor's named nodes / HCAs ([] when none)
+                # which transport the figures measure: SHARP/CollNet, or NCCL's own IB (the thresholds' basis)
+                "allReduceSharp": pulumi.Output.from_input(self._sharp),
             }
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

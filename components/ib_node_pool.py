@@ -78,6 +78,9 @@ class IbNodePool(pulumi.ComponentResource):
             enable_auto_scaling=False,
             node_taints=[fabric.IB_TAINT],
             node_labels=pool_labels(sku),
+            # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
+            # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next
+            # to the GPU Operator's. The pinned SDK cannot set it; the policy pack refuses Managed.
             gpu_profile=cs.GPUProfileArgs(driver=cs.GPUDriver.NONE) if sku.has_gpus else None,
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(

@@ -27,8 +27,8 @@ The job's shape (gang scheduling, ssh/svc plugins, placement, security, replacem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,9 @@ class MpiBandwidthJobArgs:
     osu_latency_args: str = ""
     # What the job must wait for: the IB pool, the NicClusterPolicy, Volcano (no GPU Operator).
     wait_for: Sequence[pulumi.Resource] = ()
+    # Operator charts and drivers the test runs against (NetworkOperator/GpuOperator.driver_versions):
+    # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
+    driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "mpi-p2p"
 
@@ -194,6 +197,7 @@ class MpiBandwidthJob(pulumi.ComponentResource):
             configmaps={OSU_BUILD_CONTAINER: {BUILD_SCRIPT.name: BUILD_SCRIPT.read_text()}},
             build_spec=lambda launcher, configmaps, config_hash: job_spec(args, launcher, configmaps, config_hash),
             wait_for=args.wait_for,
+            driver_versions=args.driver_versions,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256

@@ -43,6 +43,16 @@ SSH_WAIT_SECONDS = 900
 # Host keys if the image has none, then sshd in the foreground, logging to stderr.
 WORKER_COMMAND = "ssh-keygen -A >/dev/null; mkdir -p /run/sshd; exec /usr/sbin/sshd -D -e"
 CONFIG_HASH_ANNOTATION = "aks-infiniband.io/config-sha256"
+# The operator charts and drivers the test runs against ("name=version,..."), on every pod: a change
+# of any changes the Job's spec, so the Job is replaced and the test runs again (a DOCA or GPU driver
+# change can silently drop GPUDirect RDMA; docs/upgrade-runbook.md).
+DRIVER_VERSIONS_ANNOTATION = "aks-infiniband.io/driver-versions"
+# The ranks run as root (the nccl-tests image's sshd, and mpirun --allow-run-as-root). With CAP_IPC_LOCK
+# (container_security) root may pin memory past RLIMIT_MEMLOCK, which RDMA memory registration counts
+# against: the kernel skips the limit for a capable process (ib_umem_get), so no host memlock change
+# is needed. Ranks that are not root would lose the capability at exec and need
+# LimitMEMLOCK=infinity on containerd (as NVIDIA's AKS recipe sets); tested.
+RANK_USER_ID = 0
 ROLE_LABEL = "aks-infiniband.io/fabric-test-role"
 MASTER_TASK, WORKER_TASK = "mpimaster", "mpiworker"
 
@@ -96,7 +106,9 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         enable_service_links=False,
         automount_service_account_token=False,
         # the container runtime's default seccomp filter; verbs and CUDA need only ordinary syscalls
-        security_context=core.PodSecurityContextArgs(seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
+        security_context=core.PodSecurityContextArgs(
+            run_as_user=RANK_USER_ID, seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")
+        ),
         node_selector=fabric.pool_node_selector(),
         tolerations=[core.TolerationArgs(**fabric.toleration())],
         affinity=affinity,
@@ -194,6 +206,11 @@ def launcher_template(
     )
 
 
+def versions_text(versions: Mapping[str, str]) -> str:
+    """`name=version` pairs, sorted, comma-separated: the DRIVER_VERSIONS_ANNOTATION value."""
+    return ",".join(f"{name}={versions[name]}" for name in sorted(versions))
+
+
 def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs) -> dict[str, Any]:
     """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
     return plain({
@@ -245,9 +262,13 @@ def declare_mpi_job(
     build_spec: SpecBuilder,
     wait_for: Sequence[pulumi.Resource],
     configmaps: Mapping[str, Mapping[str, str] | None] | None = None,
+    driver_versions: Mapping[str, str] | None = None,
 ) -> MpiJobResources:
     """Declare `{name}-namespace`, `{name}-launcher`, `{name}-<suffix>` for each extra ConfigMap and
     `{name}-job`, as children of `parent`.
+
+    - every pod carries `driver_versions` (DRIVER_VERSIONS_ANNOTATION), so the Job is replaced and
+      the test re-runs whenever an operator chart or driver it depends on changes;
 
     - the namespace enforces `privileged` because the workers add IPC_LOCK, which is beyond
       `baseline`; warn and audit stay at `baseline`, so anything else that needs more shows up;
@@ -277,6 +298,9 @@ def declare_mpi_job(
     }
     launcher = declared.pop("launcher")
     spec = build_spec(names["launcher"], names, config_hash)
+    if driver_versions:
+        for task in spec["tasks"]:
+            task["template"]["metadata"]["annotations"][DRIVER_VERSIONS_ANNOTATION] = versions_text(driver_versions)
     job = k8s.apiextensions.CustomResource(
         f"{name}-job",
         api_version="batch.volcano.sh/v1alpha1",

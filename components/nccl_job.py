@@ -8,8 +8,8 @@ this file holds what is NCCL's: the environment, the topology file, the GPU requ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pins
 from catalog import Sku
 from components import mpi_job, nccl_sizing
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
+from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
 from verify import doctor
 from verify.verdict import pass_line_gbps
@@ -28,47 +29,11 @@ from verify.verdict import pass_line_gbps
 core = k8s.core.v1
 
 LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
-TOPOLOGY_DIR = "/opt/nccl-topology"
-TOPOLOGY_KEY = "topo.xml"
 ALL_REDUCE_BIN = "/opt/nccl_tests/build/all_reduce_perf"  # path in the nccl-tests image
 # Per rank (one per GPU): a CPU core and host memory for its buffers and the NCCL proxy thread.
 CPU_PER_RANK, MEMORY_GI_PER_RANK = 1, 8
 # The doctor's per-HCA ib_write_bw: at most this many slow pairs (each takes one HCA at a time).
 DOCTOR_HCA_PAIRS = 2
-
-
-def nccl_env(topology: bool) -> dict[str, str]:
-    """The NCCL/UCX environment of the ranks (set on the launcher, forwarded by mpirun with -x)."""
-    env = {
-        # Use the InfiniBand transport (NCCL falls back to TCP sockets only when it finds no HCA).
-        "NCCL_IB_DISABLE": "0",
-        # GPUDirect RDMA at any PCI distance: the VM's virtual PCI tree puts every GPU and HCA on
-        # its own domain, so NCCL would otherwise stage through host memory (Azure's test sets SYS).
-        "NCCL_NET_GDR_LEVEL": "SYS",
-        # Azure's HCAs are virtual functions; relaxed PCIe ordering is needed for full bandwidth
-        # (azhpc-images' /etc/nccl.conf sets it on ND v4/v5).
-        "NCCL_IB_PCI_RELAXED_ORDERING": "1",
-        # NCCL's bootstrap and its out-of-band socket traffic on the pod network.
-        "NCCL_SOCKET_IFNAME": "eth0",
-        # NCCL's built-in IB transport, not the SHARP plugin that HPC-X puts on LD_LIBRARY_PATH
-        # (Azure's fabric has no SHARP; the plugin would also change what is measured).
-        "NCCL_NET_PLUGIN": "none",
-        # The version line and which transport each rank chose (NET/IB vs NET/Socket) in the log;
-        # the parser skips these lines.
-        "NCCL_DEBUG": "INFO",
-        "NCCL_DEBUG_SUBSYS": "INIT,NET",
-        # GPU numbering by PCI bus id, the order the topology file lists them in.
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        # MPI's own traffic (UCX, the HPC-X default PML) over TCP on eth0: it only launches the
-        # ranks and exchanges NCCL's unique id; InfiniBand is left to NCCL.
-        "UCX_TLS": "tcp",
-        "UCX_NET_DEVICES": "eth0",
-    }
-    if topology:
-        # The SKU's topology file (see components/nccl_topology.py): which HCA sits next to
-        # which GPU, hidden from NCCL by virtualisation.
-        env["NCCL_TOPO_FILE"] = f"{TOPOLOGY_DIR}/{TOPOLOGY_KEY}"
-    return env
 
 
 @dataclass(frozen=True)
@@ -79,9 +44,17 @@ class NcclJobArgs:
     image: str
     all_reduce_args: str
     timeout_minutes: int  # the pods' activeDeadlineSeconds
+    # HPC-X's SHARP plugin with CollNet (True), or NCCL's own IB transport (False, what the catalog's
+    # lines judge); and whether to mount Azure's NCCL topology file where one exists (see
+    # components/nccl_settings.py for both).
+    sharp: bool = False
+    topology_file: bool = True
     # What the job must wait for: the IB pool, the NicClusterPolicy, the GPU Operator, Volcano.
     # Passed to the Job itself (a component's depends_on is not inherited by its children).
     wait_for: Sequence[pulumi.Resource] = ()
+    # Operator charts and drivers the test runs against (NetworkOperator/GpuOperator.driver_versions):
+    # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
+    driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "nccl-allreduce"
     # The fabric doctor (verify/doctor.py, run by the launcher): doctor.DOCTOR_MODES; its budget is
@@ -144,6 +117,10 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     }
 
 
+def uses_topology_file(args: NcclJobArgs) -> bool:
+    return args.topology_file and bool(args.sku.nccl_topology)
+
+
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
     """Every GPU of the node and the RDMA resource of the configured mode (fabric.py)."""
     rdma = fabric.rdma_request(args.rdma_mode, args.sku)
@@ -158,8 +135,9 @@ def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
 def job_spec(
     args: NcclJobArgs, launcher_configmap: str, configmaps: dict[str, str], config_hash: str
 ) -> dict[str, Any]:
-    """The Volcano Job's spec: the launcher with the NCCL environment, a worker per node with every
-    GPU, the RDMA resource and (where Azure publishes one) the topology file."""
+    """The Volcano Job's spec: the launcher with the NCCL environment and mpirun binding of the SKU's
+    generation, a worker per node with every GPU, the RDMA resource and (where Azure publishes one
+    and `topology_file` is on) the topology file."""
     sku = args.sku
     env = {
         "NODES": str(args.node_count),
@@ -167,12 +145,13 @@ def job_spec(
         "ALL_REDUCE_ARGS": args.all_reduce_args,
         "ALL_REDUCE_BIN": ALL_REDUCE_BIN,
         "MPI_HOME": MPI_HOME,
+        "MPI_MAP_BIND": " ".join(binding(sku).args),
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
-        **nccl_env(topology=bool(sku.nccl_topology)),
+        **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp),
         **doctor_env(args),
     }
     mounts, volumes = [], []
-    if sku.nccl_topology:
+    if uses_topology_file(args):
         mounts.append(core.VolumeMountArgs(name="nccl-topology", mount_path=TOPOLOGY_DIR, read_only=True))
         volumes.append(core.VolumeArgs(
             name="nccl-topology",
@@ -204,6 +183,7 @@ class NcclJob(pulumi.ComponentResource):
     namespace_name: str
     node_count: int
     deadline_minutes: int
+    sharp: bool  # whether the run used SHARP (CollNet): the result says which transport it measured
     spec: dict[str, Any]
     spec_sha256: str
 
@@ -212,7 +192,8 @@ class NcclJob(pulumi.ComponentResource):
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = args.node_count  # nodes the test spans
         self.deadline_minutes = args.deadline_minutes  # the collector waits this long after setup
-        topology = args.sku.nccl_topology
+        self.sharp = args.sharp
+        topology = args.sku.nccl_topology if uses_topology_file(args) else None
         declared = mpi_job.declare_mpi_job(
             name,
             self,
@@ -222,6 +203,7 @@ class NcclJob(pulumi.ComponentResource):
             configmaps={"topology": {TOPOLOGY_KEY: render_xml(topology)} if topology else None},
             build_spec=lambda launcher, configmaps, config_hash: job_spec(args, launcher, configmaps, config_hash),
             wait_for=args.wait_for,
+            driver_versions=args.driver_versions,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")

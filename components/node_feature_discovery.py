@@ -58,7 +58,16 @@ def chart_values() -> dict[str, Any]:
 
 
 def node_feature_rule_spec() -> dict[str, Any]:
-    """Label nodes with a Mellanox (15b3) InfiniBand controller (class 0207) with fabric.MELLANOX_NIC_LABEL."""
+    """Label nodes with a Mellanox (15b3) InfiniBand controller (class 0207) with fabric.MELLANOX_NIC_LABEL.
+
+    NVIDIA's AKS recipe (aicr recipes/components/network-operator/manifests/nfd-network-rule.yaml,
+    after Azure/aks-rdma-infiniband tests/setup-infra/network-operator-nfd.yaml) matches PCI device
+    ids 101c and 101e instead. Not adopted: 101c is the ConnectX-6 virtual function, but 101e is the
+    generic mlx5Gen virtual function (NVIDIA/aicr#1299), which Ethernet VFs of newer ConnectX parts
+    share, so an accelerated-networking VF could put the DOCA driver on the system pool; and a new
+    IB generation with another id would go unlabelled. The class says what we mean: an InfiniBand
+    controller, which every IB VF of the catalog's sizes is and no Ethernet VF is.
+    """
     return {
         "rules": [
             {

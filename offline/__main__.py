@@ -1,7 +1,11 @@
-"""`python -m offline synth [--stack NAME] [--out DIR] [--no-images]`: render a stack offline.
+"""`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
+offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
+`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI).
 
-Runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and writes
-plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/).
+`synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
+writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
+where the pinned Helm and the chart archives are at hand, charts/ (offline/charts.py).
+`policy` exits 1 when any stack breaks a rule; by default it checks every Pulumi.<stack>.yaml.
 """
 
 from __future__ import annotations
@@ -11,7 +15,68 @@ import sys
 import time
 from pathlib import Path
 
-from offline import engine, synth
+from offline import charts, engine, synth
+
+
+def _stacks() -> list[str]:
+    return sorted(f.name[len("Pulumi."):-len(".yaml")] for f in engine.ROOT.glob("Pulumi.*.yaml"))
+
+
+def _render(stack: str) -> engine.Rendering | None:
+    try:
+        return engine.render(stack)
+    except FileNotFoundError as e:
+        print(f"error: {e}; stacks here: {', '.join(_stacks()) or 'none'}", file=sys.stderr)
+        return None
+
+
+def synth_command(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    rendering = _render(args.stack)
+    if rendering is None:
+        return 2
+    files = synth.synthesize(rendering, images=not args.no_images)
+    note = "charts/ not rendered (--no-charts)"
+    if not args.no_charts:
+        try:
+            rendered = charts.render_all(rendering)
+        except charts.Unavailable as e:
+            note = f"charts/ not rendered: {e}"
+        else:
+            files.update(charts.files(rendered, charts.kube_version(rendering)))
+            note = f"charts/ holds {len(rendered)} Helm releases rendered by Helm {charts.HELM_VERSION}"
+    synth.write(files, args.out)
+    print(f"rendered stack {args.stack} into {args.out}/: {synth.summary(files)} "
+          f"({time.monotonic() - began:.1f} s; nothing deployed); {note}")
+    return 0
+
+
+def policy_command(args: argparse.Namespace) -> int:
+    from offline import policy_check  # pulumi_policy is a dev requirement, not needed to synth
+
+    failed = False
+    print("### Policy pack (policy/rules.py) on the offline render\n")
+    for stack in args.stack or _stacks():
+        rendering = _render(stack)
+        if rendering is None:
+            return 2
+        found = policy_check.violations(rendering)
+        failed = failed or bool(found)
+        print(policy_check.report(stack, found))
+    return 1 if failed else 0
+
+
+def pull_charts_command(args: argparse.Namespace) -> int:
+    rendering = _render(args.stack)
+    if rendering is None:
+        return 2
+    try:
+        paths = charts.pull(rendering, args.out)
+    except charts.Unavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(str(p) for p in paths))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,20 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
     p.add_argument("--out", default="build", type=Path, help="output directory (default: build)")
     p.add_argument("--no-images", action="store_true", help="skip graph.svg and timeline.svg")
+    p.add_argument("--no-charts", action="store_true", help="skip charts/ (helm template of the pinned charts)")
+    p.set_defaults(run=synth_command)
+    q = sub.add_parser("policy", help="run the policy pack's rules on the offline render")
+    q.add_argument("--stack", action="append", help="stack name (repeatable; default: every Pulumi.<stack>.yaml)")
+    q.set_defaults(run=policy_command)
+    c = sub.add_parser("pull-charts", help="download the stack's pinned charts with helm pull (CI; needs network)")
+    c.add_argument("--stack", default="dev", help="stack name (default: dev)")
+    c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
+    c.set_defaults(run=pull_charts_command)
     args = parser.parse_args(argv)
-
-    began = time.monotonic()
-    try:
-        rendering = engine.render(args.stack)
-    except FileNotFoundError as e:
-        stacks = sorted(f.name[len("Pulumi."):-len(".yaml")] for f in engine.ROOT.glob("Pulumi.*.yaml"))
-        print(f"error: {e}; stacks here: {', '.join(stacks) or 'none'}", file=sys.stderr)
-        return 2
-    files = synth.synthesize(rendering, images=not args.no_images)
-    synth.write(files, args.out)
-    print(f"rendered stack {args.stack} into {args.out}/: {synth.summary(files)} "
-          f"({time.monotonic() - began:.1f} s; nothing deployed)")
-    return 0
+    return args.run(args)
 
 
 if __name__ == "__main__":

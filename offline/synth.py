@@ -33,7 +33,7 @@ from offline.durations import Duration
 from offline.engine import SECRET, Rendering, Resource
 
 SCENARIOS = ("typical", "low", "high")
-MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm")
+MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm", "charts")
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -247,11 +247,26 @@ def build_timeline(rendering: Rendering) -> Timeline:
                               {ids[release.urn], *pools}, on_node=True)
             ready.append(sid)
     runs: list[str] = []
+    daemonsets = find(lambda r: r.type == "kubernetes:apps/v1:DaemonSet")
     for job in find(lambda r: r.type.startswith("kubernetes:batch.volcano.sh/") and r.type.endswith(":Job")):
         jid = ids[job.urn]
+        images = {i for task in (job.inputs.get("spec") or {}).get("tasks") or []
+                  for i in _pod_images((task.get("template") or {}).get("spec"))}
+        # the test image: pulled by a DaemonSet that holds it on the nodes as they join, in parallel with the
+        # drivers; else by the job's own pods, once the drivers are ready and they are scheduled
+        prepulls = [ids[d.urn] for d in daemonsets
+                    if images and images <= _pod_images(((d.inputs.get("spec") or {}).get("template") or {})
+                                                        .get("spec"))]
+        pull = f"{prepulls[0]}/image-pulled" if prepulls else f"{jid}/image-pulled"
+        if prepulls:
+            steps[pull] = Step(pull, "fabric test image pulled on the IB nodes by the pre-pull DaemonSet", "on-node",
+                               steps[prepulls[0]].component, durations.IMAGE_PULL, {*prepulls, *pools}, on_node=True)
+        else:
+            steps[pull] = Step(pull, "fabric test image pulled by the job's pods, once they are scheduled", "on-node",
+                               steps[jid].component, durations.IMAGE_PULL, {jid, *ready, *pools}, on_node=True)
         sid = f"{jid}/runs"
-        steps[sid] = Step(sid, "fabric test job scheduled, pulled and run to its first result", "on-node",
-                          steps[jid].component, durations.FABRIC_TEST_RUN, {jid, *ready, *pools}, on_node=True)
+        steps[sid] = Step(sid, "fabric test job scheduled and run to its first result", "on-node",
+                          steps[jid].component, durations.FABRIC_TEST_RUN, {jid, *ready, *pools, pull}, on_node=True)
         runs.append(sid)
         last = sid
         env = _launcher_env(job)
@@ -261,7 +276,7 @@ def build_timeline(rendering: Rendering) -> Timeline:
             steps[last] = Step(last, f"fabric doctor after the all-nodes run (fabricTest.doctor: {env['DOCTOR']})",
                                "on-node", steps[jid].component, doctor, {sid}, on_node=True)
         for step in steps.values():  # whoever waits for the job (the verification) waits for its run
-            if jid in step.deps and step.id not in (sid, last):
+            if jid in step.deps and step.id not in (sid, pull, last):
                 step.deps.add(last)
 
     order = _topological(steps)
@@ -290,6 +305,13 @@ def _launcher_env(job: Resource) -> dict[str, str]:
             containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
             return {e["name"]: str(e.get("value", "")) for c in containers for e in c.get("env") or []}
     return {}
+
+
+def _pod_images(pod_spec: Any) -> set[str]:
+    """The images of a pod spec's containers and init containers."""
+    spec = pod_spec if isinstance(pod_spec, Mapping) else {}
+    return {str(c.get("image")) for key in ("initContainers", "containers") for c in spec.get(key) or []
+            if isinstance(c, Mapping) and c.get("image")}
 
 
 def _topological(steps: Mapping[str, Step]) -> list[str]:

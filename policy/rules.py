@@ -219,6 +219,12 @@ def gpu_pool_driver_none(args: Any, report_violation: ReportViolation) -> None:
     if sku.has_gpus and driver != "None":
         report_violation(f"AgentPool {args.name!r} ({sku.vm_size}, {sku.gpus_per_vm} GPUs): gpuProfile.driver is "
                          f"{driver!r}; set it to None so that the GPU Operator owns the driver (fixed at creation)")
+    # AKS's managed GPU experience (preview; default Unmanaged) would install its own driver, device
+    # plugin and DCGM exporter next to the GPU Operator's.
+    management = _get(args.props, "gpuProfile", "nvidia", "managementMode")
+    if management not in (None, "Unmanaged"):
+        report_violation(f"AgentPool {args.name!r}: gpuProfile.nvidia.managementMode is {management!r}; leave it "
+                         f"unset (Unmanaged) so that AKS installs no second GPU stack next to the GPU Operator's")
 
 
 @dataclass(frozen=True)
@@ -235,6 +241,7 @@ POLICIES: tuple[Rule, ...] = (
     Rule("job-pods-unprivileged-with-rdma",
          "Fabric test pods are not privileged, and every GPU container requests the RDMA resource.",
          job_pods_unprivileged_with_rdma),
-    Rule("gpu-pool-driver-none", "GPU node pools leave the driver to the GPU Operator (gpuProfile.driver None).",
+    Rule("gpu-pool-driver-none",
+         "GPU node pools leave the driver to the GPU Operator (gpuProfile.driver None, no managed GPU stack).",
          gpu_pool_driver_none),
 )

@@ -17,6 +17,9 @@
 #   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
 #   MPI_HOME          default /opt/hpcx/ompi (HPC-X OpenMPI); passed as --prefix so that the remote
 #                     orted finds its binaries and libraries over a non-login ssh shell
+#   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/nccl_settings.py
+#                     binding(): Azure's core binding on ND v5); default
+#                     "-npernode $GPUS_PER_NODE --bind-to none"
 #   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
 #   SSH_POLL_SECONDS  pause between attempts (default 5)
 # The doctor (fabricTest.doctor; components/nccl_job.py computes every figure from the catalog and
@@ -35,7 +38,7 @@
 #   PERFTEST_ARGS          ib_write_bw arguments (default "-s 8388608 -F --report_gbits")
 #   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client (default 2)
 #   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take (default 60)
-# Every NCCL_* and UCX_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
+# Every NCCL_*, UCX_* and SHARP_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
@@ -82,15 +85,14 @@ np=$((NODES * GPUS_PER_NODE))
 forward=()
 while IFS= read -r var; do
   forward+=(-x "$var")
-done < <(compgen -e | grep -E '^(NCCL_|UCX_)' | sort)
+done < <(compgen -e | grep -E '^(NCCL_|UCX_|SHARP_)' | sort)
 for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
   if [ -n "${!var:-}" ]; then forward+=(-x "$var"); fi
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
+read -r -a map_bind <<<"${MPI_MAP_BIND:--npernode $GPUS_PER_NODE --bind-to none}"
 
 mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
-  # NCCL pins its own threads from the topology file; MPI must not bind the ranks first.
-  --bind-to none
   # mpirun starts every orted itself, so workers need not ssh to each other.
   -mca plm_rsh_no_tree_spawn 1
   # mpirun's out-of-band channel on the pod network. MPI's own messages go through UCX (HPC-X's
@@ -98,9 +100,9 @@ mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
   -mca oob_tcp_if_include eth0
   # HPC-X's HCOLL would probe the HCAs for MPI collectives that this test does not need.
   -mca coll ^hcoll)
-cmd=("${mpi[@]}" -np "$np" -npernode "$GPUS_PER_NODE" --hostfile "$hostfile" "${forward[@]}"
-  "$bench" "${bench_args[@]}")
-log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np"
+# ranks per node and their CPU binding, per ND generation (MPI_MAP_BIND above)
+cmd=("${mpi[@]}" -np "$np" --hostfile "$hostfile" "${map_bind[@]}" "${forward[@]}" "$bench" "${bench_args[@]}")
+log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np map/bind: ${map_bind[*]}"
 log "running: ${cmd[*]}"
 marker "allreduce hosts=$(IFS=,; echo "${hosts[*]}")"
 set +e
@@ -152,7 +154,7 @@ allreduce_on() {
   for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
   local -a a
   read -r -a a <<<"$args"
-  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) -npernode "$GPUS_PER_NODE" \
+  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${map_bind[@]}" \
     --host "$(IFS=,; echo "${spec[*]}")" "${doctor_forward[@]}" "$bench" "${a[@]}" >"$out" 2>&1 ||
     echo "# launcher: mpirun on $* exited with status $? (124: the doctor's time budget ran out)" >>"$out"
 }

@@ -63,6 +63,8 @@ class FabricTest:
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
     doctor: str = "auto"  # verify.doctor.DOCTOR_MODES
     doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
+    sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
+    topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,9 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     if ft.get(wrong) is not None:
         problems.append(f"{prefix}fabricTest.{wrong}: got {ft[wrong]}; on {sku.vm_size} the fabric test is "
                         f"{test}: set fabricTest.{right} instead")
+    if ft.get("sharp") and not sku.has_gpus:
+        problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is {test}, which "
+                        f"has no NCCL and no SHARP setting: remove the key or set it to false")
     return problems
 
 
@@ -182,6 +187,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
             doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
+            sharp=ft["sharp"], topology_file=ft["topologyFile"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),

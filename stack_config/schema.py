@@ -119,6 +119,15 @@ SCHEMA: tuple[Key, ...] = (
             Key("p2pThresholdGbits", "integer",
                 "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
                 "largest message).", default_doc="from the SKU catalog", check=optional(int_range(1, 1600))),
+            Key("sharp", "boolean",
+                "GPU sizes: all-reduce through SHARP (CollNet, HPC-X's plugin in the image, Azure's SHARP "
+                "variables) instead of NCCL's own InfiniBand transport (`NCCL_NET_PLUGIN=none`), which the "
+                "catalog's thresholds judge; the result says which was measured (docs/nccl-tuning.md).",
+                default=False),
+            Key("topologyFile", "boolean",
+                "GPU sizes with a published NCCL topology file (ND v4, ND v5): mount it as `NCCL_TOPO_FILE`, as "
+                "Azure's AKS NCCL test does; false lets NCCL detect the topology, as Azure's health checks do "
+                "since azurehpc-health-checks#143 (docs/nccl-tuning.md).", default=True),
         )),
     Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
         default=30, check=int_range(1, 120)),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from offline import engine
+from offline import charts, engine
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference"))
@@ -50,3 +50,24 @@ def reference() -> Path:
     if not REFERENCE.is_dir():
         pytest.skip(f"upstream reference material not found at {REFERENCE} (set AKS_IB_REFERENCE)")
     return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The pinned Helm (`make helm`); skips, saying why, where it is missing (CI must have it)."""
+    try:
+        return charts.find_helm()
+    except charts.Unavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e} - CI must render the charts")
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def dev_charts(dev: engine.Rendering, helm: Path) -> dict[str, charts.RenderedRelease]:
+    """The dev stack's Helm releases rendered once per session by the pinned Helm (`helm template` of
+    the chart archives; see offline/charts.py), by release name. Skips where the archives are absent."""
+    archives = charts.charts_dir()
+    if not archives.is_dir():
+        pytest.skip(f"chart archives not found at {archives} (the shared reference's charts/, or AKS_IB_CHARTS)")
+    return {r.release.name: r for r in charts.render_all(dev, helm=helm, archives=archives)}

@@ -52,8 +52,8 @@ busbw = healthy.get(len(hosts), float(os.environ.get("STUB_ALL_BUSBW", "372")))
 slow = {h for h in os.environ.get("STUB_SLOW_HOSTS", "").split(",") if h}
 if slow & set(hosts) and len(hosts) > 1:  # a fabric problem: a node's own NVLink run is unaffected
     busbw *= 0.5
-per = int(flag("-npernode"))
 n = int(flag("-np"))
+per = n // len(hosts)  # ranks per node, however they were mapped (-npernode or --map-by ppr:N:node)
 print("# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809")
 print("# Collective test starting: all_reduce_perf")
 print(f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0")

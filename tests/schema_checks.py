@@ -77,8 +77,13 @@ class Crd:
 
 
 def _crds_in(path: Path) -> dict[tuple[str, str], Crd]:
+    return crds_from(load_yaml_all(path.read_text()), path.name)
+
+
+def crds_from(documents: Iterator[Any] | list[Any], source: str) -> dict[tuple[str, str], Crd]:
+    """Every CRD version among `documents` (e.g. the CRDs a chart installs), keyed by (apiVersion, kind)."""
     found: dict[tuple[str, str], Crd] = {}
-    for doc in load_yaml_all(path.read_text()):
+    for doc in documents:
         if not doc or doc.get("kind") != "CustomResourceDefinition":
             continue
         spec = doc["spec"]
@@ -90,7 +95,7 @@ def _crds_in(path: Path) -> dict[tuple[str, str], Crd]:
                 scope=spec["scope"],
                 served=bool(v.get("served")),
                 schema=v["schema"]["openAPIV3Schema"],
-                source=path.name,
+                source=source,
             )
             found[(crd.api_version, crd.kind)] = crd
     return found

@@ -99,3 +99,38 @@ def test_rdma_request_per_mode(sku):
 
 def test_taint_is_in_aks_syntax():
     assert re.fullmatch(r"[\w./-]+=[\w.-]+:(NoSchedule|PreferNoSchedule|NoExecute)", fabric.IB_TAINT)
+
+
+def test_h200_thresholds_come_from_h200s_own_health_check_not_h100s():
+    h100 = catalog.lookup("Standard_ND96isr_H100_v5").allreduce_expectation(2)
+    h200 = catalog.lookup("Standard_ND96isr_H200_v5").allreduce_expectation(2)
+    assert "nd96isr_h200_v5.conf: check_ib_bw_gdr 360" in h200.source
+    assert "nd96isr_h100_v5.conf" in h100.source and "nd96isr_h200_v5.conf" not in h100.source
+    # Azure gates H200's HCAs lower (360 vs 380 Gb/s): so is its derived line
+    assert (h100.threshold_gbps, h200.threshold_gbps) == (380.0, 360.0)
+    assert h200.baseline_gbps < h100.baseline_gbps and h100.derived and h200.derived
+
+
+def test_the_derivation_rule_reproduces_the_one_published_pair():
+    """threshold = HCAs x GDR gate / 8: applied to ND A100 v4's own gate it gives Azure's published
+    fail line; baseline = threshold x the A100 pair's margin."""
+    a100 = catalog.lookup("Standard_ND96asr_v4")
+    assert a100.ib_hcas_per_vm * a100.p2p.threshold_gbits / 8 == a100.allreduce_expectation(2).threshold_gbps
+    for size in ("Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"):
+        sku = catalog.lookup(size)
+        exp = sku.allreduce_expectation(2)
+        assert exp.threshold_gbps == sku.ib_hcas_per_vm * sku.p2p.threshold_gbits / 8
+        assert exp.baseline_gbps == pytest.approx(exp.threshold_gbps * 187 / 180, abs=0.05)
+        assert "NVIDIA/aicr#1699" in exp.source  # the one public AKS measurement, weighed
+
+
+@pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
+def test_cores_per_vm_are_sourced_and_split_evenly_across_gpus(sku):
+    assert sku.cpu_cores_per_vm > 0 and str(sku.cpu_cores_per_vm) in sku.cpu_cores_source
+    if sku.has_gpus:
+        assert sku.cpu_cores_per_vm % sku.gpus_per_vm == 0
+
+
+def test_link_expectation_rejects_a_warn_band_above_its_threshold():
+    with pytest.raises(ValueError, match="WARN band"):
+        catalog.LinkExpectation(baseline_gbits=400, threshold_gbits=390, source="x", other_tool_warn_from_gbits=395)

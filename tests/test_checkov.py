@@ -6,6 +6,10 @@ them to build/manifests), except that a Volcano Job is replaced by one Pod per t
 task's pod template. checkov reads any `kind: Job` as a batch/v1 Job (spec.template), which a Volcano
 Job does not have, so it would check nothing real there; the pods are what the scheduler creates.
 
+The vendors' charts as the stack renders them (build/charts/, offline/charts.py) are scanned as well,
+against their own list of accepted findings, .checkov-charts.yaml: checkov skips a check everywhere or
+nowhere, and what the charts may do the fabric test's pods may not.
+
 checkov lives in its own virtualenv (.venv-scan, `make scan-venv`; see requirements-scan.txt).
 """
 
@@ -26,6 +30,10 @@ from offline import engine, synth
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".checkov.yaml"
+CHARTS_CONFIG = ROOT / ".checkov-charts.yaml"
+# Checks that must stay fixed everywhere: never excepted in either file.
+NEVER_EXCEPTED = {"CKV_K8S_16": "privileged", "CKV_K8S_17": "hostPID", "CKV_K8S_18": "hostIPC",
+                  "CKV_K8S_19": "hostNetwork", "CKV_K8S_39": "SYS_ADMIN"}
 VOLCANO_JOB_API = "batch.volcano.sh/"
 
 
@@ -98,12 +106,12 @@ def findings(report: dict[str, Any]) -> set[tuple[str, str]]:
     return {(f["check_id"], f["resource"]) for f in report["results"].get("failed_checks", [])}
 
 
-def accepted() -> dict[str, str]:
-    """.checkov.yaml's skip-check list, each check id with the reason on its line."""
-    ids = yaml.safe_load(CONFIG.read_text())["skip-check"]
-    reasons = dict(re.findall(r"^\s*-\s*(CKV2?_[A-Z0-9_]+)\s*#\s*(.+)$", CONFIG.read_text(), re.M))
+def accepted(config: Path = CONFIG) -> dict[str, str]:
+    """A checkov config's skip-check list, each check id with the reason on its line."""
+    ids = yaml.safe_load(config.read_text())["skip-check"]
+    reasons = dict(re.findall(r"^\s*-\s*(CKV2?_[A-Z0-9_]+)\s*#\s*(.+)$", config.read_text(), re.M))
     missing = [i for i in ids if len(reasons.get(i, "")) < 20]
-    assert not missing, f".checkov.yaml: give each skipped check a reason on its line: {missing}"
+    assert not missing, f"{config.name}: give each skipped check a reason on its line: {missing}"
     return {i: reasons[i] for i in ids}
 
 
@@ -141,7 +149,39 @@ def test_the_config_file_runs_clean(scan_dir):
 
 
 def test_privileged_and_host_access_are_not_excepted():
-    """The exceptions never cover privileged pods or host namespaces: those must stay fixed."""
-    never = {"CKV_K8S_16": "privileged", "CKV_K8S_17": "hostPID", "CKV_K8S_18": "hostIPC",
-             "CKV_K8S_19": "hostNetwork", "CKV_K8S_39": "SYS_ADMIN"}
-    assert not set(never) & set(accepted())
+    """The exceptions never cover privileged pods or host namespaces: those must stay fixed (a chart
+    that starts rendering a privileged pod must be looked at, not waved through)."""
+    for config in (CONFIG, CHARTS_CONFIG):
+        assert not set(NEVER_EXCEPTED) & set(accepted(config)), config.name
+
+
+# --- the vendors' charts, as the stack renders them --------------------------------------------------
+@pytest.fixture(scope="module")
+def charts_report(tmp_path_factory, dev_charts) -> dict[str, Any]:
+    """One checkov run over the dev stack's rendered charts (what build/charts/ holds)."""
+    out = tmp_path_factory.mktemp("checkov-charts") / "charts"
+    out.mkdir()
+    for name, rendered in dev_charts.items():
+        (out / f"{name}.yaml").write_text(rendered.text)
+    return run_checkov(out)
+
+
+def test_the_chart_scan_covers_the_vendors_workloads(charts_report):
+    results = charts_report["results"]
+    resources = {f["resource"] for f in results.get("failed_checks", []) + results.get("passed_checks", [])}
+    for workload in ("DaemonSet.node-feature-discovery.node-feature-discovery-worker",
+                     "Deployment.gpu-operator.gpu-operator", "Deployment.network-operator.network-operator"):
+        assert workload in resources
+    assert charts_report["summary"]["parsing_errors"] == 0
+
+
+def test_every_chart_finding_is_accepted_with_a_reason(charts_report):
+    reasons = accepted(CHARTS_CONFIG)
+    open_findings = sorted(f"{check} on {resource}" for check, resource in findings(charts_report)
+                           if check not in reasons)
+    assert open_findings == [], "a chart bump brought these: accept them in .checkov-charts.yaml with a reason"
+
+
+def test_no_stale_chart_exceptions(charts_report):
+    stale = sorted(set(accepted(CHARTS_CONFIG)) - {check for check, _ in findings(charts_report)})
+    assert stale == [], f"these checks pass now: remove them from .checkov-charts.yaml: {stale}"

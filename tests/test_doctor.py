@@ -14,8 +14,8 @@ from verify.hca import HcaPort
 from verify.verdict import Verdict
 
 H100, A100 = catalog.lookup("Standard_ND96isr_H100_v5"), catalog.lookup("Standard_ND96asr_v4")
-HEALTHY_PAIR_GBPS = 371.0  # a healthy H100 pair, near the derived baseline 374
-SLOW_PAIR_GBPS = 180.0  # one rail at half rate drags the ring down
+HEALTHY_PAIR_GBPS = H100.allreduce_expectation(2).baseline_gbps  # a healthy H100 pair
+SLOW_PAIR_GBPS = HEALTHY_PAIR_GBPS / 2  # one rail at half rate drags the ring down
 
 
 def hosts(n: int) -> list[str]:
@@ -198,7 +198,7 @@ def test_a_slow_hca_on_a_slow_pair_is_put_on_the_node_the_pairs_blame():
     bws = write_bw((names[0], names[1]), {"mlx5_ib6": 196.0})
     found = doctor.diagnose([], runs, bws, Expectations.for_sku(H100)).suspects
     assert [(s.host, s.hca) for s in found] == [(names[1], None), (names[1], "mlx5_ib6")]
-    assert found[1].evidence["bw_gbits"] == 196.0 and found[1].evidence["threshold_gbits"] == 390.0
+    assert found[1].evidence["bw_gbits"] == 196.0 and found[1].evidence["threshold_gbits"] == H100.p2p.threshold_gbits
 
 
 def test_a_slow_hca_with_no_other_evidence_names_both_ends():

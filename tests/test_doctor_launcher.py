@@ -13,14 +13,21 @@ from pathlib import Path
 
 import pytest
 
+import catalog
 from offline import engine
 from tests import launcher_stubs
 from tests.conftest import dev_config
 from verify import sections
 from verify.__main__ import main as verify_main
+from verify.verdict import pass_line_gbps
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 H100 = "Standard_ND96isr_H100_v5"
+SKU = catalog.lookup(H100)
+# what the stub mpirun measures on a healthy fabric: the catalog's baselines (tests/launcher_stubs.py)
+HEALTHY = {"STUB_ALL_BUSBW": f"{SKU.allreduce_expectation(4).baseline_gbps}",
+           "STUB_PAIR_BUSBW": f"{SKU.allreduce_expectation(2).baseline_gbps}",
+           "STUB_NODE_BUSBW": f"{SKU.allreduce_1_node.threshold_gbps + 10}"}
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
 
@@ -72,8 +79,8 @@ def run(tmp_path: Path, env: dict[str, str], nodes: int, setup=None, **extra: st
         launcher_stubs.add_node(root, host(i), **((setup or {}).get(i, {})))
     hostfile = root / "mpiworker.host"
     hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
-    done = subprocess.run(["bash", str(LAUNCHER)], env=launcher_stubs.env_for(root, env, hostfile, **extra),
-                          capture_output=True, text=True, timeout=120)
+    run_env = launcher_stubs.env_for(root, env, hostfile, **{**HEALTHY, **extra})
+    done = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=120)
     return Run(root, done, nodes)
 
 
@@ -82,8 +89,11 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     assert env4["DOCTOR"] == "auto" and env4["DOCTOR_SECONDS"] == str(15 * 60)
     assert env4["DOCTOR_PAIR_ROUNDS"] == "0-3 1-2;0-2 1-3;0-1 2-3"  # verify.doctor.plan_pairs(4)
     assert env2["DOCTOR_PAIR_ROUNDS"] == ""  # two nodes: the all-nodes run is the pair
-    # verify.verdict.pass_line_gbps: H100's derived 374 x 97 %; a pair is slow below the 2-node line
-    assert env4["DOCTOR_PASS_BUSBW_GBPS"] == "362.78" and env4["DOCTOR_PAIR_SLOW_BELOW_GBPS"] == "360"
+    # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node FAIL line
+    line = pass_line_gbps(SKU.allreduce_expectation(4))
+    assert float(env4["DOCTOR_PASS_BUSBW_GBPS"]) == pytest.approx(line, abs=0.005)
+    assert line > SKU.allreduce_expectation(4).threshold_gbps  # the WARN line: above it the verdict is PASS
+    assert float(env4["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == SKU.allreduce_expectation(2).threshold_gbps
     # Azure's single-node gate size for H100 (check_nccl_allreduce 460.0 1 16G); pairs at the run's -e
     assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
@@ -96,7 +106,8 @@ def test_healthy_cluster_under_auto_runs_no_doctor_and_names_no_one(tmp_path, en
     assert len(r.calls) == 1  # the all-nodes run only
     (decision,) = r.named(sections.DOCTOR)
     assert decision.attrs["run"] == "no" and decision.attrs["reason"] == "allreduce-passed"
-    assert decision.attrs["busbw_gbps"] == "372.00" and decision.attrs["pass_gbps"] == "362.78"
+    assert float(decision.attrs["busbw_gbps"]) == pytest.approx(float(HEALTHY["STUB_ALL_BUSBW"]), abs=0.01)
+    assert decision.attrs["pass_gbps"] == env4["DOCTOR_PASS_BUSBW_GBPS"]
     assert not r.named(sections.NODE) and not r.named(sections.PAIR) and not r.named(sections.DOCTOR_END)
     report = r.report()
     assert report["verdict"] == "PASS"
@@ -141,7 +152,8 @@ def test_one_slow_node_among_four_is_named(tmp_path, env4):
     assert "node common to the slow pairs" in suspect["reason"]
     assert {tuple(p["hosts"]) for p in suspect["evidence"]["slow_pairs"]} == {
         (host(1), host(2)), (host(0), host(2)), (host(2), host(3))}
-    assert all(p["busbw_gbps"] == 185.5 for p in suspect["evidence"]["slow_pairs"])
+    half = float(HEALTHY["STUB_PAIR_BUSBW"]) / 2
+    assert all(p["busbw_gbps"] == pytest.approx(half, abs=0.01) for p in suspect["evidence"]["slow_pairs"])
     assert report["doctor"]["ran"] is True and report["doctor"]["finished"] is True
 
 

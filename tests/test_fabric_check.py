@@ -125,6 +125,19 @@ def test_fail_on_low_bandwidth_flag_only_when_configured(render, dev):
     assert "--fail-on-low-bandwidth" in argv(render(fabricTest={"failOnLowBandwidth": True}))
 
 
+def test_sharp_reaches_the_result_and_the_outputs(render, dev):
+    """The result says which transport was measured: --sharp on the command line (recorded in the
+    JSON) and the allReduceSharp output."""
+    assert "--sharp" not in argv(dev) and dev.outputs["allReduceSharp"] is False
+    sharp = render(fabricTest={"sharp": True})
+    assert "--sharp" in argv(sharp) and sharp.outputs["allReduceSharp"] is True
+    assert trigger(sharp) != trigger(dev)  # a SHARP run is a different run
+    with pytest.raises(ValueError, match="kind p2p: got sharp=True"):
+        fabric_check.FabricCheckArgs(kind="p2p", resource_group_name="rg", cluster_name="c", namespace="n",
+                                     job_name="j", vm_size="Standard_HB176rs_v4", node_count=2, gpus_per_node=0,
+                                     timeout_minutes=60, job_spec_sha256="x", sharp=True)
+
+
 def test_threshold_only_when_configured(render, dev):
     assert "--threshold-gbps" not in argv(dev)
     assert option(argv(render(fabricTest={"thresholdGbps": 170})), "--threshold-gbps") == "170"
@@ -230,7 +243,7 @@ def test_parse_what_the_verify_cli_prints(reference):
 
 
 def test_verify_cli_accepts_every_flag_the_step_passes(render):
-    stack = render(fabricTest={"failOnLowBandwidth": True, "thresholdGbps": 170})
+    stack = render(fabricTest={"failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True})
     done = subprocess.run([sys.executable, "-m", "verify", "collect", "--help"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -253,7 +266,7 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
                                  + stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
                                  + stack_config.parse(dev_config(), "dev").fabric_test.doctor_minutes
                                  + fabric_check.COLLECT_MARGIN_MINUTES),
-        "--json",
+        "--incomplete-as-fail", "--json",
     ]
     assert not [k for k in dev.outputs if k.startswith("p2p")]
 

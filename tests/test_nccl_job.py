@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 import catalog
 import fabric
-from components import mpi_job, nccl_job
+from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
 from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
@@ -174,6 +175,81 @@ def test_nccl_environment(dev):
     assert e["NCCL_SOCKET_IFNAME"] == "eth0"
     assert e["UCX_NET_DEVICES"] == "eth0" and e["UCX_TLS"] == "tcp"
     assert e["NCCL_TOPO_FILE"].endswith("/topo.xml")
+
+
+AZURE_NDV5 = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_MIN_NCHANNELS": "32", "NCCL_P2P_NET_CHUNKSIZE": "524288",
+              "NCCL_PXN_DISABLE": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+
+
+def test_the_nd_v5_job_carries_azures_settings_each_with_its_source(dev):
+    e = env(dev)
+    assert {k: e[k] for k in AZURE_NDV5} == AZURE_NDV5
+    sku = catalog.lookup(H100)
+    for name, setting in nccl_settings.settings(sku, topology_file=True, sharp=False).items():
+        assert setting.value == e[name], name
+        assert re.search(r"[\w-]+/[\w.-]+@[0-9a-f]{7}", setting.source) or setting.source == nccl_settings.OURS, name
+        assert len(setting.why) > 15, name
+    for name in AZURE_NDV5:  # Azure's AKS NCCL test, by its path
+        assert "infrastructure_validations/aks/NCCL/helm/nccl-test/values.yaml" in nccl_settings.settings(
+            sku, topology_file=True, sharp=False)[name].source
+    assert e["MPI_MAP_BIND"] == "--map-by ppr:8:node:pe=12 --bind-to core --report-bindings"
+
+
+def spec_env(vm_size: str, **kw: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    args = nccl_job.NcclJobArgs(sku=catalog.lookup(vm_size), node_count=2, rdma_mode="shared", image="x.io/i:1",
+                                all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=60, **kw)
+    spec = nccl_job.job_spec(args, "launcher", {"topology": "topology"}, "hash")
+    master = next(t for t in spec["tasks"] if t["name"] == "mpimaster")["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in master["env"]}, spec
+
+
+def test_a100_gets_azhpc_images_nd_v4_settings_and_no_binding():
+    e, _ = spec_env(A100)
+    assert e["NCCL_IGNORE_CPU_AFFINITY"] == "1"
+    assert not set(AZURE_NDV5) - {"NCCL_IGNORE_CPU_AFFINITY"} & set(e)
+    assert e["MPI_MAP_BIND"] == "-npernode 8 --bind-to none"
+
+
+def test_sharp_switches_collnet_on_and_stops_disabling_the_plugin():
+    off, _ = spec_env(H100)
+    assert off["NCCL_NET_PLUGIN"] == "none" and "NCCL_COLLNET_ENABLE" not in off
+    assert not any(k.startswith("SHARP_") for k in off)
+    on, _ = spec_env(H100, sharp=True)
+    assert "NCCL_NET_PLUGIN" not in on  # NCCL loads HPC-X's libnccl-net.so, the SHARP plugin
+    assert on["NCCL_COLLNET_ENABLE"] == "1" and on["SHARP_COLL_ENABLE_SAT"] == "1"
+    assert on["SHARP_SMX_UCX_INTERFACE"] == on["UCX_NET_DEVICES"] == "mlx5_0:1" and on["UCX_TLS"] == "rc"
+    assert {k: on[k] for k in AZURE_NDV5} == AZURE_NDV5  # the generation's tuning stays
+
+
+def test_topology_file_switch_removes_the_file_the_mount_and_the_variable():
+    on, spec_on = spec_env(H100)
+    off, spec_off = spec_env(H100, topology_file=False)
+    assert on["NCCL_TOPO_FILE"] == "/opt/nccl-topology/topo.xml" and "NCCL_TOPO_FILE" not in off
+
+    def volumes(spec):
+        worker = next(t for t in spec["tasks"] if t["name"] == "mpiworker")["template"]["spec"]
+        return {v["name"] for v in worker["volumes"]}
+
+    assert "nccl-topology" in volumes(spec_on) and "nccl-topology" not in volumes(spec_off)
+
+
+def test_the_config_switches_reach_the_rendered_job(render, dev):
+    """fabricTest.sharp: true switches CollNet on and no longer disables the SHARP plugin;
+    fabricTest.topologyFile: false drops the file (ConfigMap, mount, variable). Defaults: Azure's AKS test."""
+    assert env(dev)["NCCL_NET_PLUGIN"] == "none" and "NCCL_COLLNET_ENABLE" not in env(dev)
+    assert env(dev)["NCCL_TOPO_FILE"] == "/opt/nccl-topology/topo.xml"
+    sharp = env(render(fabricTest={"sharp": True}))
+    assert sharp["NCCL_COLLNET_ENABLE"] == "1" and "NCCL_NET_PLUGIN" not in sharp
+    no_file = render(fabricTest={"topologyFile": False})
+    assert "NCCL_TOPO_FILE" not in env(no_file)
+    assert not [r for r in no_file.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
+    assert [r for r in dev.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
+
+
+def test_the_readme_lists_the_nccl_settings_as_generated():
+    readme = (LAUNCHER.parent.parent / "README.md").read_text()
+    table = readme.split(nccl_settings.TABLE_START, 1)[1].split(nccl_settings.TABLE_END, 1)[0]
+    assert table == nccl_settings.markdown_table(), "stale: run `python -m components.nccl_settings sync`"
 
 
 def test_image_and_benchmark_arguments_come_from_config(render):
@@ -354,7 +430,12 @@ def test_launcher_runs_one_rank_per_gpu(fake_cluster, render, vm_size, nodes):
     assert done.returncode == 0, done.stderr
     args = mpirun_args(fake_cluster)
     assert flag(args, "-np") == str(nodes * gpus)
-    assert flag(args, "-npernode") == str(gpus)
+    sku = catalog.lookup(vm_size)
+    if sku.generation == "ndv5":  # Azure's core binding: cores per VM / GPUs per VM each
+        assert flag(args, "--map-by") == f"ppr:{gpus}:node:pe={sku.cpu_cores_per_vm // gpus}" == "ppr:8:node:pe=12"
+        assert flag(args, "--bind-to") == "core" and "-npernode" not in args
+    else:
+        assert flag(args, "-npernode") == str(gpus) and flag(args, "--bind-to") == "none"
     assert (fake_cluster / "hostfile").read_text().splitlines() == [
         f"nccl-allreduce-mpiworker-{i}.nccl-allreduce slots={gpus}" for i in range(nodes)
     ]
@@ -368,7 +449,7 @@ def test_launcher_forwards_the_nccl_environment(fake_cluster, dev):
     assert run_launcher(fake_cluster, dev, hosts=2).returncode == 0
     args = mpirun_args(fake_cluster)
     forwarded = {args[i + 1] for i, a in enumerate(args) if a == "-x"}
-    wanted = {k for k in env(dev) if k.startswith(("NCCL_", "UCX_"))} | {"CUDA_DEVICE_ORDER", "PATH"}
+    wanted = {k for k in env(dev) if k.startswith(("NCCL_", "UCX_", "SHARP_"))} | {"CUDA_DEVICE_ORDER", "PATH"}
     assert wanted <= forwarded
     assert "NCCL_TOPO_FILE" in forwarded and "NCCL_IB_DISABLE" in forwarded
 

@@ -210,6 +210,34 @@ def test_above_line_rate_means_the_fabric_was_not_measured():
     assert v.status == p2p.WARN and any("one InfiniBand HCA" in r for r in v.reasons)
 
 
+def _flat(tool: str, gbits: float) -> p2p.Series:
+    return p2p.Series(tool=tool, kind=p2p.BANDWIDTH, points=(p2p.Point(1 << 20, gbits), p2p.Point(1 << 22, gbits)))
+
+
+@pytest.mark.parametrize("size", ["Standard_HB176rs_v4", "Standard_HX176rs"])
+def test_osu_bw_just_below_the_ib_write_bw_gate_warns_on_ndr(size):
+    """Azure's NDR gate (390 Gb/s) was measured with ib_write_bw: osu_bw within the band warns."""
+    link = _expect(size)
+    assert link.gate_tool == "ib_write_bw" and link.other_tool_warn_from_gbits == 380.0
+    inside = (link.other_tool_warn_from_gbits + link.threshold_gbits) / 2
+    v = p2p.judge([_flat("osu_bw", inside)], size)
+    assert v.status == p2p.WARN and "measures with ib_write_bw" in v.reasons[0]
+    # the gate's own tool gets no band; below the band osu_bw fails; a set threshold has no band
+    assert p2p.judge([_flat("ib_write_bw", inside)], size).status == p2p.FAIL
+    assert p2p.judge([_flat("osu_bw", link.other_tool_warn_from_gbits - 1)], size).status == p2p.FAIL
+    assert p2p.judge([_flat("osu_bw", inside)], size, threshold_gbits=link.threshold_gbits).status == p2p.FAIL
+    assert p2p.judge([_flat("osu_bw", link.threshold_gbits)], size).status == p2p.PASS
+
+
+def test_gpu_sizes_judge_one_hca_by_their_own_gpudirect_gate():
+    gates = {size: _expect(size).threshold_gbits for size in
+             ("Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5")}
+    assert gates == {"Standard_ND96asr_v4": 180.0, "Standard_ND96isr_H100_v5": 380.0,
+                     "Standard_ND96isr_H200_v5": 360.0}
+    for size in gates:
+        assert "check_ib_bw_gdr" in _expect(size).source and "non_gdr" not in _expect(size).source
+
+
 def test_device_buffers_warn_on_a_cpu_only_size():
     v = p2p.judge(osu.parse(CUDA_BW.read_text()), "Standard_HB120rs_v3")
     assert v.status == p2p.WARN

@@ -227,6 +227,16 @@ def test_gpu_pool_driver_none(dev):
         assert len(found) == 1 and "gpuProfile.driver" in found[0]
 
 
+def test_gpu_pool_without_the_managed_gpu_stack(dev):
+    pool = dev.one(rules.AGENT_POOL)
+    found = violations(rules.gpu_pool_driver_none, broken(
+        pool, lambda i: i.update(gpuProfile={"driver": "None", "nvidia": {"managementMode": "Managed"}})))
+    assert len(found) == 1 and "managementMode" in found[0]
+    unmanaged = {"driver": "None", "nvidia": {"managementMode": "Unmanaged"}}
+    explicit_off = broken(pool, lambda i: i.update(gpuProfile=unmanaged))
+    assert violations(rules.gpu_pool_driver_none, explicit_off) == []
+
+
 def test_cpu_pool_needs_no_gpu_profile(render):
     pool = render(ibPool={"vmSize": "Standard_HB120rs_v3"}).one(rules.AGENT_POOL)
     assert "gpuProfile" not in pool.inputs
@@ -273,3 +283,21 @@ def test_pack_entry_point_imports_the_rules_from_its_own_directory():
     words = done.stdout.split()
     assert words[:2] == ["aks-infiniband", "mandatory"]
     assert words[2:] == [p.name for p in rules.POLICIES]
+
+
+# --- the same rules on the offline render: `python -m offline policy` (make policy, offline.yml) ----
+def test_the_offline_policy_command_reports_each_violation(dev, monkeypatch, capsys):
+    from offline import __main__ as cli
+    from offline import policy_check
+
+    assert policy_check.violations(dev) == []
+    broken_render = copy.deepcopy(dev)
+    broken_render.one(rules.AGENT_POOL).inputs["enableNodePublicIP"] = True
+    found = policy_check.violations(broken_render)
+    assert [(v.policy, v.resource) for v in found] == [("no-public-node-ips", "ib-pool")]
+    assert "**1 mandatory violation(s)**" in policy_check.report("dev", found)
+    monkeypatch.setattr(engine, "render", lambda stack: broken_render if stack == "broken" else dev)
+    assert cli.main(["policy", "--stack", "dev"]) == 0
+    assert cli.main(["policy", "--stack", "dev", "--stack", "broken"]) == 1
+    out = capsys.readouterr().out
+    assert "`dev`: every rule of the policy pack passes" in out and "`no-public-node-ips` on `ib-pool`" in out

@@ -121,14 +121,39 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
     assert tl.target == "nccl/runs"
     assert {"policy/doca-driver-ready", "gpu/gpu-driver-ready", "pool", "nccl"} <= tl.steps["nccl/runs"].deps
     assert "nccl/runs" in tl.steps["verify"].deps
-    assert tl.critical_path == ["pool", "policy/doca-driver-ready", "nccl/runs"]
+    # no pre-pull: the job's pods pull the image after the drivers, on the critical path
+    assert {"policy/doca-driver-ready", "gpu/gpu-driver-ready", "nccl"} <= tl.steps["nccl/image-pulled"].deps
+    assert tl.critical_path == ["pool", "policy/doca-driver-ready", "nccl/image-pulled", "nccl/runs"]
     assert tl.critical_total("typical") == pytest.approx(
         sum(tl.steps[s].duration.typical_min for s in tl.critical_path))
 
 
+def _without_prepull(rendering: Rendering) -> Rendering:
+    def prepull(r: Resource) -> bool:
+        top = synth.top_component(rendering, r)
+        return (top or r).type == "aks-infiniband:kubernetes:ImagePrepull"
+
+    return Rendering(rendering.stack, [r for r in rendering.resources if not prepull(r)], rendering.outputs)
+
+
+def test_the_prepull_takes_the_image_pull_off_the_critical_path(dev: Rendering) -> None:
+    """The estimate of the time to the first all-reduce drops by the modelled pull time, in every scenario."""
+    with_prepull, without = synth.build_timeline(dev), synth.build_timeline(_without_prepull(dev))
+    assert dev.of_type("kubernetes:apps/v1:DaemonSet") and not _without_prepull(dev).of_type(
+        "kubernetes:apps/v1:DaemonSet")
+    pull = next(s for s in with_prepull.steps if s.endswith("/image-pulled"))
+    assert with_prepull.steps[pull].deps == {"fabric-test-prepull-daemonset", "ib-pool"}  # starts as nodes join
+    assert pull not in with_prepull.critical_path
+    assert "fabric-test-job/image-pulled" in without.critical_path
+    assert pull in with_prepull.steps["fabric-test-job/runs"].deps  # the job still needs the image
+    for scenario in synth.SCENARIOS:
+        gain = without.critical_total(scenario) - with_prepull.critical_total(scenario)
+        assert gain == pytest.approx(getattr(durations.IMAGE_PULL, f"{scenario}_min")), scenario
+
+
 def test_every_duration_names_its_basis_and_source() -> None:
     figures = [d for _, _, d in durations.RULES] + [
-        durations.DOCA_DRIVER_READY, durations.GPU_DRIVER_READY, durations.FABRIC_TEST_RUN]
+        durations.DOCA_DRIVER_READY, durations.GPU_DRIVER_READY, durations.FABRIC_TEST_RUN, durations.IMAGE_PULL]
     for d in figures:
         assert d.basis in (durations.SOURCED, durations.ESTIMATE)
         assert len(d.source) > 20, d
@@ -142,11 +167,15 @@ def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     stale = tmp_path / "manifests" / "stale.yaml"
     stale.parent.mkdir()
     stale.write_text("left over from an older render")
+    stale_chart = tmp_path / "charts" / "old-release.yaml"
+    stale_chart.parent.mkdir()
+    stale_chart.write_text("a release the stack no longer has")
     keep = tmp_path / "notes.txt"
     keep.write_text("not the render's")
-    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path)]) == 0
-    assert "nothing deployed" in capsys.readouterr().out
-    assert not stale.exists() and keep.exists()
+    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path), "--no-charts"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing deployed" in out and "charts/ not rendered (--no-charts)" in out
+    assert not stale.exists() and not stale_chart.exists() and keep.exists()
     for name in ("plan.md", "timeline.json", "graph.svg", "timeline.svg"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert b"<svg" in (tmp_path / "graph.svg").read_bytes()
@@ -168,6 +197,16 @@ def test_the_readmes_time_estimates_are_the_current_render(files: dict[str, byte
         t = timeline[key]
         phrase = f"{round(t['typical'])} minutes ({round(t['low'])}–{round(t['high'])})"
         assert phrase in readme, f"README should say {phrase!r} for {key} (offline/durations.py changed?)"
+
+
+def test_the_readme_states_the_pre_pulls_gain(dev: Rendering) -> None:
+    without = synth.build_timeline(_without_prepull(dev))
+    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
+    phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes\n"
+              f"({round(without.critical_total('low'))}–{round(without.critical_total('high'))})")
+    assert phrase in readme
+    pull = durations.IMAGE_PULL
+    assert f"estimated {pull.typical_min:g} minutes, {pull.low_min:g}–{pull.high_min:g}" in readme
 
 
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:

@@ -1,12 +1,20 @@
 """`python -m verify collect` against a FAKE Kubernetes API: a small HTTP server on 127.0.0.1 in the
-test process that serves exactly the endpoints the collector calls (there is no cluster here)."""
+test process that serves exactly the endpoints the collector calls (there is no cluster here).
+
+Two ways to drive it: a list of job phases served in order (the simple cases), or a scenario - a
+function from the scenario's clock (seconds since T0) to what the cluster looks like then - with a
+fake clock the collector sleeps on, so an hour-long wait runs in a second and every time asserted
+is the scenario's."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -15,27 +23,78 @@ import pytest
 import yaml
 
 import catalog
+import fabric
 from components.mpi_bandwidth_job import MpiBandwidthJobArgs
 from components.mpi_job import MASTER_TASK
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
-from verify import collect
+from verify import collect, kube
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
 NS, JOB, TOKEN = "fabric-test", "nccl-allreduce", "fake-token-123"
 JOB_PATH = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs/{JOB}"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
+JOB_UID = "5f0c6a3e-0000-4000-8000-000000000001"
+T0 = kube.epoch("2026-03-01T12:00:00Z")  # the scenario's clock starts here; the collector starts at T0
+MIN = 60.0
+
+
+class FakeClock:
+    """The collector's clock in a scenario: `sleep` only moves time on."""
+
+    def __init__(self, start: float = T0):
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Cluster:
+    """What the fake API serves at one moment, as the API's JSON. `nic_policies` / `cluster_policies`
+    None: that CRD is not installed (404). `log`: the launcher's lines, (seconds after T0, text)."""
+
+    phase: str = "Pending"
+    pods: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    pod_group: dict | None = None
+    nodes: list[dict] = field(default_factory=list)
+    nic_policies: list[dict] | None = field(default_factory=list)
+    cluster_policies: list[dict] | None = field(default_factory=list)
+    operator_pods: dict[str, list[dict]] = field(default_factory=dict)
+    log: list[tuple[float, str]] = field(default_factory=list)
+
+
+def at(t: float) -> str:
+    """Seconds after T0 as an API timestamp."""
+    return kube.iso(T0 + t)
+
+
+def launcher_pod(phase: str, job: str = JOB, namespace: str = NS) -> dict:
+    return {"metadata": {"name": f"{job}-mpimaster-0", "namespace": namespace, "uid": "uid-launcher",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": "mpimaster"}},
+            "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
+            "status": {"phase": phase}}
 
 
 class FakeKube:
-    """Job phases served in order (the last one repeats), one launcher pod, its log. `namespace` and
-    `job` name the one Volcano Job it knows (the NCCL job by default; the p2p tests pass theirs)."""
+    """Either `phases` (served in order, the last one repeats; one launcher pod, `log` as its log) or
+    `scenario(t)` -> Cluster with `clock`. `namespace` and `job` name the one Volcano Job it knows (the
+    NCCL job by default; the p2p tests pass theirs); `spec` is that job's spec (its tasks)."""
 
-    def __init__(self, phases: list[str], log: str, *, pods: bool = True, job_exists: bool = True,
-                 namespace: str = NS, job: str = JOB):
-        self.phases, self.log, self.pods, self.job_exists = list(phases), log, pods, job_exists
-        self.namespace, self.job = namespace, job
+    def __init__(self, phases: list[str] | None = None, log: str = "", *, pods: bool = True,
+                 job_exists: bool = True, namespace: str = NS, job: str = JOB, spec: dict | None = None,
+                 scenario: Callable[[float], Cluster] | None = None, clock: FakeClock | None = None,
+                 forbidden: tuple[str, ...] = ()):
+        self.phases, self.log, self.pods, self.job_exists = list(phases or ["Completed"]), log, pods, job_exists
+        self.phase = self.phases[0]
+        self.namespace, self.job, self.spec = namespace, job, spec or {}
+        self.scenario, self.clock, self.forbidden = scenario, clock, forbidden  # forbidden: paths answered 403
         self.job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{job}"
         self.pods_path = f"/api/v1/namespaces/{namespace}/pods"
         self.requests: list[tuple[str, dict, str | None]] = []
@@ -59,34 +118,72 @@ class FakeKube:
                 fake.requests.append((url.path, query, self.headers.get("Authorization")))
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
-                if url.path == fake.job_path:
-                    if not fake.job_exists:
-                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-                    phase = fake.phases.pop(0) if len(fake.phases) > 1 else fake.phases[0]
-                    return self._send(200, {
-                        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                        "metadata": {"name": fake.job, "namespace": fake.namespace},
-                        "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
-                                   "succeeded": 3 if phase == "Completed" else 0},
-                    })
-                if url.path == fake.pods_path:
-                    items = []
-                    if fake.pods:
-                        items = [
-                            {"metadata": {"name": f"{fake.job}-mpimaster-0", "namespace": fake.namespace,
-                                          "creationTimestamp": "2026-01-01T00:00:00Z",
-                                          "labels": {"volcano.sh/job-name": fake.job,
-                                                     "volcano.sh/task-spec": "mpimaster"}},
-                             "spec": {"containers": [{"name": "mpimaster", "image": "nccl-tests"}]},
-                             "status": {"phase": "Succeeded"}},
-                        ]
-                    return self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
-                if url.path == f"{fake.pods_path}/{fake.job}-mpimaster-0/log":
-                    return self._send(200, fake.log, content_type="text/plain")
-                return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                code, body = fake.answer(url.path, query)
+                return self._send(code, body, "text/plain" if isinstance(body, str) else "application/json")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # a short poll interval: shutdown() returns as soon as the loop sees it (the default is 0.5 s)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
+                                       daemon=True)
+
+    def now(self) -> float:
+        return self.clock.now() if self.clock else T0
+
+    def cluster(self) -> Cluster:
+        if self.scenario:
+            return self.scenario(self.now() - T0)
+        pods = [launcher_pod("Succeeded", self.job, self.namespace)] if self.pods else []
+        return Cluster(phase=self.phase, pods=pods, log=[(0.0, line) for line in self.log.splitlines()])
+
+    def answer(self, path: str, query: dict) -> tuple[int, object]:
+        not_found = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        listing = lambda kind, items: (200, {"kind": kind, "apiVersion": "v1", "metadata": {}, "items": items})  # noqa: E731
+        if path in self.forbidden:
+            return 403, {"kind": "Status", "code": 403, "reason": "Forbidden"}
+        if path == self.job_path:
+            if not self.job_exists:
+                return not_found
+            if not self.scenario:
+                self.phase = self.phases.pop(0) if len(self.phases) > 1 else self.phases[0]
+            phase = self.cluster().phase
+            return 200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                         "metadata": {"name": self.job, "namespace": self.namespace, "uid": JOB_UID},
+                         "spec": self.spec,
+                         "status": {"state": {"phase": phase}, "running": 3 if phase == "Running" else 0,
+                                    "succeeded": 3 if phase == "Completed" else 0}}
+        c = self.cluster()
+        if path == self.pods_path:
+            return listing("PodList", [p for p in c.pods if _selected(p, query.get("labelSelector"))])
+        if path == f"/api/v1/namespaces/{self.namespace}/events":
+            return listing("EventList", c.events)
+        if path == f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.namespace}/podgroups/{self.job}-{JOB_UID}":
+            return (200, c.pod_group) if c.pod_group else not_found
+        if path == "/api/v1/nodes":
+            return listing("NodeList", [n for n in c.nodes if _selected(n, query.get("labelSelector"))])
+        if path == "/apis/mellanox.com/v1alpha1/nicclusterpolicies":
+            return not_found if c.nic_policies is None else listing("NicClusterPolicyList", c.nic_policies)
+        if path == "/apis/nvidia.com/v1/clusterpolicies":
+            return not_found if c.cluster_policies is None else listing("ClusterPolicyList", c.cluster_policies)
+        for namespace, pods in c.operator_pods.items():
+            if path == f"/api/v1/namespaces/{namespace}/pods":
+                return listing("PodList", pods)
+        launcher = next((p for p in c.pods if p["metadata"]["name"].endswith("-mpimaster-0")), None)
+        if launcher and path == f"{self.pods_path}/{launcher['metadata']['name']}/log":
+            return 200, self.log_text(c, query)
+        return not_found
+
+    def log_text(self, c: Cluster, query: dict) -> str:
+        """The launcher's lines written by now; `sinceSeconds`, `timestamps`, `limitBytes` as the API
+        applies them (lines at or after now - sinceSeconds; an RFC 3339 nanosecond stamp and a space)."""
+        now = self.now() - T0
+        since = now - int(query["sinceSeconds"]) if "sinceSeconds" in query else None
+        lines = []
+        for i, (t, text) in enumerate(c.log):
+            if t <= now and (since is None or t >= since):
+                stamp = at(t).replace("Z", f".{i + 1:09d}Z")  # distinct, increasing nanoseconds
+                lines.append(f"{stamp} {text}" if query.get("timestamps") == "true" else text)
+        text = "".join(f"{line}\n" for line in lines)
+        return text[:int(query["limitBytes"])] if "limitBytes" in query else text
 
     def kubeconfig(self) -> str:
         host, port = self.server.server_address[:2]
@@ -104,6 +201,12 @@ class FakeKube:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def _selected(obj: dict, selector: str | None) -> bool:
+    """An equality label selector (`a=b,c=d`), as the collector writes them."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in (term.split("=", 1) for term in (selector or "").split(",") if term))
 
 
 @pytest.fixture
@@ -127,14 +230,20 @@ def test_waits_through_pending_running_then_reads_the_launcher(azure_log, monkey
     assert out["job_phase"] == "Completed" and out["pod"] == f"{JOB}-mpimaster-0"
     assert out["log_tail"][-1].startswith("# Avg bus bandwidth")
     assert len(out["log_tail"]) == len(azure_log.splitlines())  # fewer than 30 lines: all of them
-    # progress on stderr, one line per poll
+    # progress on stderr: a line when the phase changes, not one per poll
     progress = [line for line in captured.err.splitlines() if "[verify collect] job" in line]
-    assert [p.split(": ")[1].split(" ")[0] for p in progress] == ["Pending", "Running", "Running", "Completed"]
+    assert [p.split(": ")[1].split(" ")[0].rstrip(",") for p in progress] == ["Pending", "Running", "Completed"]
+    # while it ran, the launcher's lines were streamed (timestamped, bounded reads, each line once)
+    streamed = [line.removeprefix("[launcher] ") for line in captured.err.splitlines() if line.startswith("[launcher]")]
+    assert streamed == azure_log.splitlines()
     # the launcher is found by Volcano's pod labels, and the kubeconfig's credentials are used
+    selector = f"volcano.sh/job-name={JOB},volcano.sh/task-spec=mpimaster"
     pod_lists = [q for path, q, _ in kube.requests if path == PODS_PATH]
-    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={JOB},volcano.sh/task-spec=mpimaster"}]
+    assert {"labelSelector": selector} in pod_lists and {"labelSelector": f"volcano.sh/job-name={JOB}"} in pod_lists
     log_reads = [q for path, q, _ in kube.requests if path.endswith("/log")]
-    assert log_reads == [{"container": "mpimaster"}]
+    assert log_reads[-1] == {"container": "mpimaster"}  # the whole log, read once the job is done
+    assert all(q["timestamps"] == "true" and int(q["limitBytes"]) == collect.STREAM_LIMIT_BYTES
+               for q in log_reads[:-1]) and len(log_reads) >= 2
     assert {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
 
 
@@ -145,6 +254,15 @@ def test_kubeconfig_file_argument(azure_log, tmp_path, monkeypatch, capsys):
         path.write_text(kube.kubeconfig())
         assert cli.main(argv("--kubeconfig", str(path))) == 0
     assert json.loads(capsys.readouterr().out)["verdict"] == "PASS"
+
+
+def test_the_result_says_whether_sharp_was_measured(azure_log, monkeypatch, capsys):
+    with FakeKube(["Completed"], azure_log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        assert cli.main(argv()) == 0
+        assert json.loads(capsys.readouterr().out)["sharp"] is False  # NCCL's own IB transport
+        assert cli.main(argv("--sharp")) == 0
+        assert json.loads(capsys.readouterr().out)["sharp"] is True
 
 
 def test_low_bandwidth_fails_with_reasons_and_log_tail(azure_log, monkeypatch, capsys):
@@ -184,10 +302,14 @@ def test_timeout_is_one_line_exit_2(azure_log, monkeypatch, capsys):
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
         code = cli.main(argv("--timeout-minutes", "0.005"))  # 0.3 s
     captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""
+    assert code == 2
     errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "timed out" in errors[0] and "last phase Running" in errors[0]
-    assert not any(path == PODS_PATH for path, _, _ in kube.requests)
+    out = json.loads(captured.out)  # the result of a run that did not complete: FAIL, and why
+    assert out["verdict"] == "FAIL" and out["job_phase"] == "Running" and "timed out" in out["gave_up"]
+    assert out["diagnosis"] == [{"what": "Running", "where": f"job {NS}/{JOB}",
+                                 "message": out["diagnosis"][0]["message"]}]
+    assert not any(path.endswith("/log") and "timestamps" not in q for path, q, _ in kube.requests)
 
 
 def test_missing_job_and_missing_pod_and_auth_are_exit_2(azure_log, monkeypatch, capsys):
@@ -289,7 +411,8 @@ def test_p2p_collect_reads_the_p2p_launcher_and_judges_in_gbits(p2p_log, monkeyp
     assert out["job"] == P2P_JOB and out["job_phase"] == "Completed" and out["pod"] == f"{P2P_JOB}-mpimaster-0"
     # the launcher of the p2p job is found by the task name that job gives it
     pod_lists = [q for path, q, _ in kube.requests if path == kube.pods_path]
-    assert pod_lists == [{"labelSelector": f"volcano.sh/job-name={P2P_JOB},volcano.sh/task-spec={MASTER_TASK}"}]
+    assert pod_lists and all(q == {"labelSelector": f"volcano.sh/job-name={P2P_JOB},volcano.sh/task-spec={MASTER_TASK}"}
+                             for q in pod_lists)
 
 
 def test_p2p_low_bandwidth_fails_with_the_threshold_in_gbits(monkeypatch, capsys):
@@ -322,6 +445,8 @@ def test_p2p_wrong_unit_or_missing_nodes_stop_before_any_request(p2p_log, monkey
         nccl_without_nodes = ["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--json"]
         assert cli.main(nccl_without_nodes) == 2
         assert "--nodes is required" in capsys.readouterr().err
+        assert cli.main(p2p_argv("--sharp")) == 2
+        assert "--sharp applies to the NCCL all-reduce" in capsys.readouterr().err
     assert kube.requests == []
 
 
@@ -478,3 +603,516 @@ def test_incomplete_cluster_flags_stop_before_az_or_any_request(tmp_path, monkey
     assert cli.main(argv(*flags)) == 2
     assert message in _one_error_line(capsys.readouterr().err)
     assert az_calls(calls) == []
+
+
+# --- scripted scenarios: a stuck fabric test, diagnosed, by the scenario's clock ----------------------
+# Each scenario is a timeline (seconds after T0 -> the cluster), the collector starts at T0 with the
+# stack's own timeout (NODE_SETUP_BUDGET_MINUTES + the job's 60 min + 5) and polls every 15 s, as the
+# stack's step runs it. The job is the one the dev stack renders: the collector reads what it requests
+# (nvidia.com/gpu: 8, rdma/shared_ib: 1 per mpiworker) and tolerates from its pod templates.
+JOB_KIND = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+GPU, RDMA = fabric.GPU_RESOURCE, f"{fabric.RDMA_RESOURCE_PREFIX}/{fabric.RDMA_SHARED_RESOURCE_NAME}"
+IMAGE_OF_TEST = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+ALLOWANCE = collect.NODE_SETUP_BUDGET_MINUTES * MIN
+STACK_TIMEOUT_MINUTES = collect.NODE_SETUP_BUDGET_MINUTES + 60 + 5
+DRIVER_POD, DRIVER_CONTAINER = "nvidia-driver-daemonset-7xk2p", "nvidia-driver-ctr"
+GPU_OPERATOR_NS, NETWORK_OPERATOR_NS = fabric.GPU_OPERATOR_NAMESPACE, fabric.NETWORK_OPERATOR_NAMESPACE
+
+
+@pytest.fixture(scope="module")
+def stack_job(dev) -> dict:
+    from tests.schema_checks import as_api
+
+    return as_api(dev.one(JOB_KIND, "fabric-test-job").inputs)
+
+
+def ib_node(i: int, t: float, *, ready_at: float, gpu_from: float | None = 0, rdma_from: float | None = 0) -> dict:
+    """An IB-pool node (label and taint as the pool sets them): NotReady until `ready_at`, then Ready
+    since then; it advertises GPUs / the RDMA resource from the given times (None: never)."""
+    ready = t >= ready_at
+    allocatable = {"cpu": "94", "memory": "1800Gi", "pods": "110"}
+    if ready and gpu_from is not None and t >= gpu_from:
+        allocatable[GPU] = "8"
+    if ready and rdma_from is not None and t >= rdma_from:
+        allocatable[RDMA] = "63"
+    condition = ({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting "
+                  "ready status", "lastTransitionTime": at(ready_at)} if ready else
+                 {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime "
+                  "network not ready", "lastTransitionTime": at(-60 * MIN)})
+    return {"metadata": {"name": f"aks-ib-12345678-vmss00000{i}", "labels": fabric.pool_node_selector()},
+            "spec": {"taints": [{"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE,
+                                 "effect": fabric.IB_TAINT_EFFECT}]},
+            "status": {"conditions": [condition], "allocatable": allocatable}}
+
+
+def system_node() -> dict:
+    """Not in the IB pool: the collector must not count it (it has no GPU and no label)."""
+    return {"metadata": {"name": "aks-system-23456789-vmss000000", "labels": {"kubernetes.azure.com/mode": "system"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at(-600 * MIN)}],
+                       "allocatable": {"cpu": "4"}}}
+
+
+def nodes(t: float, **kwargs) -> list[dict]:
+    return [system_node(), ib_node(0, t, **kwargs), ib_node(1, t, **kwargs)]
+
+
+def job_pods(phase: str, *, image: str = IMAGE_OF_TEST, unschedulable: str | None = None,
+             waiting: tuple[str, str] | None = None) -> list[dict]:
+    """The job's launcher and two workers, as Volcano creates them (labels; containers named after the task)."""
+    pods = []
+    for task, index in (("mpimaster", 0), ("mpiworker", 0), ("mpiworker", 1)):
+        status: dict = {"phase": phase, "conditions": []}
+        if unschedulable:
+            status["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": unschedulable})
+        if waiting:
+            status["containerStatuses"] = [{"name": task, "ready": False, "restartCount": 0, "image": image,
+                                            "state": {"waiting": {"reason": waiting[0], "message": waiting[1]}}}]
+        elif phase == "Running":
+            status["containerStatuses"] = [{"name": task, "ready": True, "restartCount": 0, "image": image,
+                                            "state": {"running": {"startedAt": at(0)}}}]
+        pods.append({"metadata": {"name": f"{JOB}-{task}-{index}", "namespace": NS, "uid": f"uid-{task}-{index}",
+                                  "creationTimestamp": at(0),
+                                  "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": task}},
+                     "spec": {"containers": [{"name": task, "image": image}]}, "status": status})
+    return pods
+
+
+def event(kind: str, obj: str, reason: str, message: str, *, first: float, last: float, count: int = 1,
+          type_: str = "Warning", container: str | None = None) -> dict:
+    involved = {"kind": kind, "name": obj, "namespace": NS}
+    if container:
+        involved["fieldPath"] = f"spec.containers{{{container}}}"
+    return {"metadata": {"name": f"{obj}.{reason}.{int(first)}"}, "involvedObject": involved, "type": type_,
+            "reason": reason, "message": message, "count": count, "firstTimestamp": at(first),
+            "lastTimestamp": at(last)}
+
+
+def pod_group(phase: str) -> dict:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": f"{JOB}-{JOB_UID}", "namespace": NS}, "status": {"phase": phase}}
+
+
+def nic_policy(ready: bool) -> dict:
+    applied = [{"name": "state-OFED", "state": "ready"},
+               {"name": "state-RDMA-device-plugin", "state": "ready" if ready else "notReady",
+                "message": "" if ready else "waiting for the RDMA shared device plugin pods to be ready"}]
+    return {"metadata": {"name": "nic-cluster-policy"},
+            "status": {"state": "ready" if ready else "notReady", "appliedStates": applied}}
+
+
+def cluster_policy(ready: bool) -> dict:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "reason": "Ready" if ready else
+                   "OperandNotReady", "message": "" if ready else "ClusterPolicy is not ready, states not ready: "
+                   "[state-driver state-device-plugin]", "lastTransitionTime": at(0)}]
+    return {"metadata": {"name": "cluster-policy"},
+            "status": {"state": "ready" if ready else "notReady", "namespace": GPU_OPERATOR_NS,
+                       "conditions": conditions}}
+
+
+def driver_pod(crash_looping: bool) -> dict:
+    """The GPU Operator's driver pod on an IB node: Ready, or crash-looping (restarts, last exit 1)."""
+    if crash_looping:
+        status = {"name": DRIVER_CONTAINER, "ready": False, "restartCount": 9, "image": "nvcr.io/nvidia/driver",
+                  "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed "
+                                        f"container={DRIVER_CONTAINER} pod={DRIVER_POD}"}},
+                  "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": at(0)}}}
+        pod_status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                      "containerStatuses": [status]}
+    else:
+        pod_status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                      "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
+                                             "state": {"running": {"startedAt": at(-30 * MIN)}}}]}
+    return {"metadata": {"name": DRIVER_POD, "namespace": GPU_OPERATOR_NS},
+            "spec": {"containers": [{"name": DRIVER_CONTAINER, "image": "nvcr.io/nvidia/driver:580"}]},
+            "status": pod_status}
+
+
+def healthy_operators(**overrides) -> dict:
+    base = {"nic_policies": [nic_policy(True)], "cluster_policies": [cluster_policy(True)],
+            "operator_pods": {NETWORK_OPERATOR_NS: [], GPU_OPERATOR_NS: [driver_pod(False)]}}
+    return {**base, **overrides}
+
+
+def run_scenario(scenario: Callable[[float], Cluster], spec: dict, monkeypatch, capsys, *extra: str,
+                 timeout_minutes: float = STACK_TIMEOUT_MINUTES,
+                 forbidden: tuple[str, ...] = ()) -> tuple[int, dict, str, float, FakeKube]:
+    """Run `collect` as the stack does (15 s polls, the stack's timeout) against the scenario, on a fake
+    clock. Returns (exit code, the JSON result, stderr, minutes waited by the scenario's clock, the fake)."""
+    clock = FakeClock()
+    monkeypatch.setattr(collect, "CLOCK", clock)
+    with FakeKube(scenario=scenario, clock=clock, spec=spec["spec"], forbidden=forbidden) as kube_:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube_.kubeconfig())
+        code = cli.main(["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+                         "--timeout-minutes", str(timeout_minutes), "--json", *extra])
+    captured = capsys.readouterr()
+    assert captured.out, captured.err
+    return code, json.loads(captured.out), captured.err, (clock.now() - T0) / MIN, kube_
+
+
+def gave_up_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error: gave up")]
+
+
+def progress_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("[verify collect]")]
+
+
+@pytest.mark.parametrize("ready_minutes_before_start", [10, 120])
+def test_rdma_resource_never_advertised(stack_job, monkeypatch, capsys, ready_minutes_before_start):
+    """The RDMA device plugin never registers rdma/shared_ib. Volcano's enqueue turns the gang away, so
+    there is not a single pod: the nodes' allocatable says why. The wait ends when the allowance,
+    counted from the nodes' Ready, has passed: 35 min in when they were Ready 10 min before the
+    collector started, at once (the done criterion: within a minute) when they were Ready 2 h before."""
+    ready_at = -ready_minutes_before_start * MIN
+
+    def scenario(t: float) -> Cluster:
+        overused = event("PodGroup", f"{JOB}-{JOB_UID}", "Unschedulable", "resource in cluster is overused: "
+                         f"overused {RDMA}", first=0, last=t, count=int(t // 15) + 1, type_="Normal")
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"), events=[overused],
+                       nodes=nodes(t, ready_at=ready_at, rdma_from=None),
+                       **healthy_operators(nic_policies=[nic_policy(False)]))
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    expected = max(0.0, (ready_at + ALLOWANCE) / MIN)  # when the allowance ends, by the scenario's clock
+    assert expected <= waited < expected + 1, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert f"{RDMA} is not advertised: 0 of 2 Ready IB-pool nodes" in line and "node-setup allowance" in line
+    assert out["verdict"] == "FAIL" and out["gave_up"] in line and out["job_phase"] == "Pending"
+    diagnosis = {(d["what"], d["where"]) for d in out["diagnosis"]}
+    assert (f"{RDMA} not advertised", f"nodes with label {fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}") \
+        in diagnosis
+    assert ("PodGroup Unschedulable", f"podgroup {NS}/{JOB}-{JOB_UID}") in diagnosis  # Volcano's own words
+    assert ("NicClusterPolicy state-RDMA-device-plugin", "nicclusterpolicy nic-cluster-policy") in diagnosis
+    ib_pool = next(d for d in out["diagnosis"] if d["what"] == "IB pool")
+    assert ib_pool["message"].startswith(f"2 of 2 Ready, the 2 needed since {at(ready_at)}")  # not the system node
+    assert f"{GPU} advertised by 2 of 2 (8 per node); {RDMA} advertised by 0 of 2" in ib_pool["message"]
+    assert all(str(d["message"]) in " ".join(out["reasons"]) for d in out["diagnosis"])
+
+
+def test_gpu_driver_pod_crash_loops(stack_job, monkeypatch, capsys):
+    """The GPU Operator's driver container crash-loops, so no node advertises nvidia.com/gpu. During
+    the allowance the crash loop is shown as the pending reason; at its end the wait stops, naming the
+    resource, and the diagnosis names the pod and the container."""
+    ready_at = -5 * MIN
+
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=ready_at, gpu_from=None),
+                       **healthy_operators(cluster_policies=[cluster_policy(False)],
+                                           operator_pods={NETWORK_OPERATOR_NS: [],
+                                                          GPU_OPERATOR_NS: [driver_pod(True)]}))
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    assert 40 <= waited < 41, f"waited {waited:.2f} min"  # the allowance from the nodes' Ready, not from T0
+    (line,) = gave_up_lines(err)
+    assert f"{GPU} is not advertised" in line and "GPU Operator's device plugin" in line
+    crash = next(d for d in out["diagnosis"] if d["what"] == "CrashLoopBackOff")
+    assert crash["where"] == f"pod {GPU_OPERATOR_NS}/{DRIVER_POD} container {DRIVER_CONTAINER}"
+    assert "restarted 9 times, last exit: Error, exit code 1" in crash["message"]
+    assert any(d["what"] == "ClusterPolicy Ready" and "state-driver" in d["message"] for d in out["diagnosis"])
+    # shown while it waited, long before it gave up: the first poll already named the crash loop
+    first = progress_lines(err)[:8]
+    assert any("CrashLoopBackOff" in p and DRIVER_POD in p for p in first)
+
+
+@pytest.mark.parametrize("failing_since_minutes", [1, -10])
+def test_job_image_pull_backs_off(stack_job, monkeypatch, capsys, failing_since_minutes):
+    """The test image does not exist. The pods are placed, the kubelet fails to pull and backs off.
+    By the events' own record (firstTimestamp), the wait ends IMAGE_PULL_GIVE_UP_MINUTES after the
+    first failure: 3 min after it began 1 min in, or at once (within a minute, the done criterion)
+    for a collector started when the back-off had lasted 10 min."""
+    image = "ghcr.io/coreweave/nccl-tests:no-such-tag"
+    since = failing_since_minutes * MIN
+    from verify.diagnose import IMAGE_PULL_GIVE_UP_MINUTES
+
+    def scenario(t: float) -> Cluster:
+        failing = t >= since
+        waiting = (("ImagePullBackOff", f'Back-off pulling image "{image}"') if failing else
+                   ("ContainerCreating", ""))
+        pods = job_pods("Pending", image=image, waiting=waiting)
+        events = []
+        for pod in pods:
+            name_, task = pod["metadata"]["name"], pod["metadata"]["labels"]["volcano.sh/task-spec"]
+            events.append(event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=min(0, since),
+                                last=max(since, min(t, since + 60)), type_="Normal", container=task))
+            if failing:
+                attempts = 1 + int((t - since) // 40)
+                events.append(event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = '
+                                    "NotFound desc = failed to pull and unpack image: not found",
+                                    first=since, last=t, count=attempts, container=task))
+                events.append(event("Pod", name_, "BackOff", f'Back-off pulling image "{image}"', first=since + 10,
+                                    last=t, count=attempts, type_="Normal", container=task))
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                       nodes=nodes(t, ready_at=-30 * MIN), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    expected = max(0.0, failing_since_minutes + IMAGE_PULL_GIVE_UP_MINUTES)
+    assert expected <= waited < expected + 1, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert f"image {image} of pod {NS}/{JOB}-mpimaster-0 (container mpimaster) cannot be pulled" in line
+    assert f"since {at(since)}" in line and "not found" in line
+    pulls = [d for d in out["diagnosis"] if d["what"] == "ImagePullBackOff"]
+    assert {d["where"] for d in pulls} == {f"pod {NS}/{JOB}-{p} container {p.rsplit('-', 1)[0]}"
+                                           for p in ("mpimaster-0", "mpiworker-0", "mpiworker-1")}
+    assert all(image in d["message"] for d in pulls)
+
+
+def test_pool_taint_not_tolerated(stack_job, monkeypatch, capsys):
+    """A job whose pods lack the pool's toleration: the scheduler cannot place them on the IB nodes
+    (and the system node has no GPU). The allowance runs from the nodes' Ready; then the wait ends,
+    naming the taint and the task."""
+    spec = copy.deepcopy(stack_job)
+    for task in spec["spec"]["tasks"]:
+        task["template"]["spec"].pop("tolerations")
+    ready_at = -20 * MIN
+    message = (f"0/3 nodes are unavailable: 1 Insufficient {GPU}, 2 node(s) had untolerated taint "
+               f"{{{fabric.IB_TAINT_KEY}: {fabric.IB_TAINT_VALUE}}}.")
+
+    def scenario(t: float) -> Cluster:
+        pods = job_pods("Pending", unschedulable=message)
+        events = [event("Pod", p["metadata"]["name"], "FailedScheduling", message, first=0, last=t) for p in pods]
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                       nodes=nodes(t, ready_at=ready_at), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, spec, monkeypatch, capsys)
+    assert code == 2
+    assert 25 <= waited < 26, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert "the job's mpimaster pods do not tolerate the IB pool's taint: 0 of 2 Ready IB-pool nodes" in line
+    assert fabric.IB_TAINT in line
+    unschedulable = [d for d in out["diagnosis"] if d["what"] == "Unschedulable"]
+    assert len(unschedulable) == 3 and all(d["message"] == message for d in unschedulable)
+    assert not [d for d in out["diagnosis"] if d["what"] == "FailedScheduling"]  # the same words, said once
+    assert not [d for d in out["diagnosis"] if d["what"].endswith("not advertised")]
+
+
+def completing(t: float, start: float) -> tuple[str, list[dict], list[tuple[float, str]]]:
+    """A run that starts at `start`: pods Running, the launcher writes its rows over 5 minutes, the
+    job is Completed 8 minutes in. Returns (phase, pods, log)."""
+    log = [(start + 60 + 300 * i / len(AZURE_ROWS), line) for i, line in enumerate(AZURE_ROWS)]
+    phase = "Completed" if t >= start + 8 * MIN else "Running"
+    pods = job_pods("Succeeded" if phase == "Completed" else "Running")
+    return phase, pods, log
+
+
+AZURE_ROWS: list[str] = []
+
+
+@pytest.fixture
+def azure_rows(azure_log, monkeypatch) -> list[str]:
+    rows = azure_log.splitlines()
+    monkeypatch.setattr(sys.modules[__name__], "AZURE_ROWS", rows)
+    return rows
+
+
+def test_nodes_ready_late_the_allowance_does_not_fire_early(stack_job, azure_rows, monkeypatch, capsys):
+    """The nodes are NotReady for the first 20 min (a reboot), the GPUs appear at 35 min and the RDMA
+    resource at 50 min: 50 min after the collector started, but only 30 after the nodes' Ready, so
+    the allowance still runs. The job then runs, its rows are streamed, and it passes."""
+    ready_at, start = 20 * MIN, 50 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=ready_at, gpu_from=35 * MIN, rdma_from=start)
+        if t < start:
+            return Cluster(phase="Pending", pod_group=pod_group("Pending"), nodes=node_list,
+                           **healthy_operators(nic_policies=[nic_policy(False)]))
+        phase, pods, log = completing(t, start)
+        return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, nodes=node_list, log=log,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["job_phase"] == "Completed" and out["diagnosis"] == [], out["reasons"]
+    assert out["gave_up"] is None
+    assert 58 <= waited < 59, f"waited {waited:.2f} min"
+    assert not gave_up_lines(err)
+    # what it said while it waited: the nodes NotReady, the allowance not started, then running
+    lines = progress_lines(err)
+    assert any("NodeNotReady" in p and "aks-ib-12345678-vmss000000" in p for p in lines)
+    assert any("node-setup allowance not started" in p for p in lines)
+    assert any(f"node-setup allowance of 45 min from {at(ready_at)}" in p for p in lines)
+    # the rows as they arrived, each once
+    streamed = [line.removeprefix("[launcher] ") for line in err.splitlines() if line.startswith("[launcher]")]
+    assert streamed == azure_rows
+
+
+def test_slow_image_pull_that_succeeds(stack_job, azure_rows, monkeypatch, capsys):
+    """A 25-minute pull of the test image (a large image, a slow registry). The nodes have been Ready
+    for 30 min, so the allowance passes during the pull: a pull in progress is no reason to stop.
+    Progress says what it waits for, without a line every poll."""
+    start = 25 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=-30 * MIN)
+        if t < start:
+            pods = job_pods("Pending", waiting=("ContainerCreating", ""))
+            events = [event("Pod", p["metadata"]["name"], "Pulling", f'Pulling image "{IMAGE_OF_TEST}"', first=0,
+                            last=0, type_="Normal", container=p["metadata"]["labels"]["volcano.sh/task-spec"])
+                      for p in pods]
+            return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events,
+                           nodes=node_list, **healthy_operators())
+        phase, pods, log = completing(t, start)
+        return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, nodes=node_list, log=log,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["gave_up"] is None
+    assert 33 <= waited < 34, f"waited {waited:.2f} min"
+    lines = progress_lines(err)
+    assert any(f"Pulling (pod {NS}/{JOB}-mpiworker-0 container mpiworker): image {IMAGE_OF_TEST}, pulling since "
+               f"{at(0)}" in p for p in lines)
+    # change-driven: 100 polls while pulling, a handful of lines (the pods, the findings, 5-minute heartbeats)
+    heartbeats = [p for p in lines if "still waiting after" in p]
+    assert 4 <= len(heartbeats) <= 5
+    assert all(f"waiting for: Pulling (pod {NS}/{JOB}-mpimaster-0 container mpimaster)" in p for p in heartbeats)
+    assert len(lines) < 25
+
+
+def test_the_stack_step_reports_an_incomplete_run_in_its_outputs(dev, stack_job, tmp_path, monkeypatch, capsys):
+    """The dev stack's own collect command (with --incomplete-as-fail): the give-up is a FAIL result
+    with the diagnosis as its reasons, exit 0, and the stack's parser turns it into the outputs
+    fabricVerdict / fabricVerdictReasons. With failOnLowBandwidth the step (and `pulumi up`) fails."""
+    import shlex
+
+    from components.fabric_check import parse_result
+
+    create = shlex.split(dev.one("command:local:Command", "fabric-check-collect").inputs["create"])
+    assert "--incomplete-as-fail" in create
+    clock = FakeClock()
+    monkeypatch.setattr(collect, "CLOCK", clock)
+
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=-120 * MIN, rdma_from=None), **healthy_operators())
+
+    for extra, exit_code in (([], 0), (["--fail-on-low-bandwidth"], 1)):
+        with FakeKube(scenario=scenario, clock=clock, spec=stack_job["spec"],
+                      job=create[create.index("--job") + 1]) as kube_:
+            bindir, _ = fake_az(tmp_path, stdout=kube_.kubeconfig())
+            monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+            code = cli.main([*create[3:], *extra])
+        captured = capsys.readouterr()
+        assert code == exit_code, captured.err
+        result = parse_result(captured.out)
+        assert result.verdict == "FAIL"
+        assert result.reasons[0].startswith("the fabric test did not complete: gave up after 0s")
+        assert any(r.startswith(f"{RDMA} not advertised") for r in result.reasons)
+        assert "error:" not in captured.err  # a result, not an error
+
+
+def test_a_failed_job_pod_ends_it_as_today_and_says_which(stack_job, monkeypatch, capsys):
+    """A worker is OOM-killed 3 min into the run; Volcano terminates the job (TerminateJob). The log is
+    judged as before (FAIL), and the reasons name the pod, the container and its exit."""
+    def scenario(t: float) -> Cluster:
+        pods = job_pods("Running")
+        if t >= 3 * MIN:
+            worker = pods[1]["status"]
+            worker["phase"] = "Failed"
+            worker["containerStatuses"][0]["state"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+        return Cluster(phase="Terminated" if t >= 3.5 * MIN else "Running", pods=pods, pod_group=pod_group("Running"),
+                       nodes=nodes(t, ready_at=-60 * MIN), log=[(30, "launcher: waiting for sshd on 2 workers")],
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys, "--fail-on-low-bandwidth")
+    assert code == 1
+    assert 3.5 <= waited < 3.75, f"waited {waited:.2f} min"
+    assert out["verdict"] == "FAIL" and out["job_phase"] == "Terminated" and out["gave_up"] is None
+    assert {"what": "Terminated", "where": f"pod {NS}/{JOB}-mpiworker-0 container mpiworker",
+            "message": "OOMKilled, exit code 137"} in out["diagnosis"]
+    assert f"Terminated (pod {NS}/{JOB}-mpiworker-0 container mpiworker): OOMKilled, exit code 137" in out["reasons"]
+    assert "[launcher] launcher: waiting for sshd on 2 workers" in err.splitlines()
+
+
+def test_an_unreadable_object_is_a_finding_not_the_end(stack_job, monkeypatch, capsys):
+    """Without read access to nodes (RBAC), the collector still waits and says so; without the nodes'
+    Ready time it cannot start the allowance, so only its timeout ends the wait."""
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=nodes(t, ready_at=-120 * MIN, rdma_from=None), **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys, timeout_minutes=6,
+                                             forbidden=("/api/v1/nodes",))
+    assert code == 2 and 5.5 <= waited <= 6
+    assert "timed out" in out["gave_up"]
+    assert {"what": "cannot read", "where": f"nodes with label {fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}",
+            "message": "Kubernetes API answered 403 Forbidden"} in out["diagnosis"]
+    assert any("node-setup allowance unknown (the IB pool's nodes could not be read)" in line
+               for line in progress_lines(err))
+
+
+# --- the facts the diagnosis reads, against the upstream schemas and rules ------------------------------
+def _crd(reference: Path, name: str) -> dict:
+    text = (reference / "crds" / name).read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _status(crd: dict, version: str) -> dict:
+    found = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return found["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+
+
+def test_the_custom_resources_read_match_their_crds(reference):
+    """Group, version, plural, scope and every status field the diagnosis reads, per CRD."""
+    cases = [
+        ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", kube.NIC_POLICY_GROUP, kube.NIC_POLICY_VERSION,
+         kube.NIC_POLICY_PLURAL, "Cluster"),
+        ("nvidia.com_clusterpolicies.v26.7.0.yaml", kube.CLUSTER_POLICY_GROUP, kube.CLUSTER_POLICY_VERSION,
+         kube.CLUSTER_POLICY_PLURAL, "Cluster"),
+        ("scheduling.volcano.sh_podgroups.v1.15.1.yaml", kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
+         kube.PODGROUP_PLURAL, "Namespaced"),
+    ]
+    for file, group, version, plural, scope in cases:
+        crd = _crd(reference, file)
+        assert (crd["spec"]["group"], crd["spec"]["names"]["plural"], crd["spec"]["scope"]) == (group, plural, scope)
+        assert version in [v["name"] for v in crd["spec"]["versions"]]
+    nic = _status(_crd(reference, cases[0][0]), kube.NIC_POLICY_VERSION)
+    assert kube.READY_STATE in nic["state"]["enum"] and "reason" in nic
+    applied = nic["appliedStates"]["items"]["properties"]
+    assert {"name", "state", "message"} <= set(applied) and {"notReady", "error"} <= set(applied["state"]["enum"])
+    gpu = _status(_crd(reference, cases[1][0]), kube.CLUSTER_POLICY_VERSION)
+    assert kube.READY_STATE in gpu["state"]["enum"] and gpu["namespace"]["type"] == "string"
+    assert {"type", "status", "reason", "message"} <= set(gpu["conditions"]["items"]["properties"])
+    pg = _status(_crd(reference, cases[2][0]), kube.PODGROUP_VERSION)
+    assert "Pending" in pg["phase"]["enum"]
+    assert {"type", "status", "reason", "message", "lastTransitionTime"} <= set(pg["conditions"]["items"]["properties"])
+
+
+def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
+    from verify.diagnose import tasks_of
+
+    crd = _crd(reference, "batch.volcano.sh_jobs.v1.15.1.yaml")
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
+    task = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]
+    assert {"name", "replicas", "template"} <= set(task)
+    # what the collector reads from the stack's own job: the RDMA resource and every GPU per worker
+    tasks = {t.name: t for t in tasks_of(stack_job)}
+    assert tasks["mpiworker"].devices == {GPU: 8, RDMA: 1} and tasks["mpiworker"].replicas == 2
+    assert tasks["mpimaster"].devices == {} and tasks["mpimaster"].tolerations == (fabric.toleration(),)
+
+
+@pytest.mark.parametrize("toleration, tolerated", [
+    (fabric.toleration(), True),
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Exists"}, True),
+    ({"operator": "Exists"}, True),  # no key, Exists: every taint
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Equal", "value": "false", "effect": "NoSchedule"}, False),
+    ({"key": fabric.IB_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": fabric.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}, False),
+])
+def test_tolerations_follow_kubernetes_rules(toleration, tolerated):
+    from verify.diagnose import _tolerates
+
+    taint = {"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE, "effect": fabric.IB_TAINT_EFFECT}
+    assert _tolerates(toleration, taint) is tolerated
+
+
+def test_api_timestamps_order_exactly():
+    """Log timestamps trim trailing zeros (RFC 3339 nano): .1 is later than .09, earlier than .12."""
+    a, b, c = (kube.time_ns(f"2026-03-01T12:00:00.{f}Z") for f in ("09", "1", "12"))
+    assert a < b < c and c - b == 20_000_000
+    assert kube.epoch("2026-03-01T12:00:00Z") == T0 == kube.epoch("2026-03-01T13:00:00+01:00")
+    assert kube.iso(T0) == "2026-03-01T12:00:00Z" and kube.time_ns("yesterday") is None

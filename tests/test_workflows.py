@@ -82,6 +82,17 @@ def test_preview_comments_on_pull_requests_with_oidc_login_only_when_credentials
     (pulumi,) = _uses(doc, "pulumi/actions")
     assert pulumi["uses"].split("@")[1].startswith("v"), "pin the action's major version"
     assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
+    # the policy pack, its requirements installed where PulumiPolicy.yaml's virtualenv points, first
+    assert pulumi["with"]["policyPacks"] == "policy"
+    steps = _steps(doc)
+    install = next(i for i, s in enumerate(steps) if "-r policy/requirements.txt" in s.get("run", ""))
+    assert "policy/venv" in steps[install]["run"] and install < steps.index(pulumi)
+    # pulumi/actions comments only when the preview succeeds: a failure (a mandatory violation)
+    # gets its output commented by the steps after it
+    after = steps[steps.index(pulumi) + 1:]
+    on_failure = [s for s in after if s.get("if") == f"failure() && steps.{pulumi['id']}.outcome == 'failure'"]
+    assert any("--policy-pack policy" in s.get("run", "") for s in on_failure)
+    assert any(str(s.get("uses", "")).startswith("actions/github-script@") for s in on_failure)
     (login,) = _uses(doc, "azure/login")
     assert set(login["with"]) == {"client-id", "tenant-id", "subscription-id"}, "OIDC, not a client secret"
     preview_job = next(j for j in doc["jobs"].values()
@@ -95,6 +106,16 @@ def test_offline_render_is_credential_free_and_comments_only_when_allowed() -> N
     assert "secrets." not in text and "azure/login" not in text
     runs = [s.get("run", "") for s in _steps(doc)]
     assert "make test" in runs and "make synth" in runs
+    # the pinned charts are fetched before the tests and the render (the only download of the job)
+    pull = next(i for i, r in enumerate(runs) if "offline pull-charts" in r and "AKS_IB_CHARTS" in r)
+    assert "make helm" in runs[pull] and pull < runs.index("make test") < runs.index("make synth")
+    # the policy verdict on the render reaches the summary and the comment, then fails the job
+    steps = _steps(doc)
+    (policy,) = [s for s in steps if "policy" in s.get("run", "") and "make" in s.get("run", "")]
+    assert policy["continue-on-error"] is True and "GITHUB_STEP_SUMMARY" in policy["run"]
+    assert any("cat policy.md" in r for r in runs)
+    (fail,) = [s for s in steps if s.get("if") == f"steps.{policy['id']}.outcome == 'failure'"]
+    assert steps.index(fail) == len(steps) - 1 and "exit 1" in fail["run"]
     (upload,) = _uses(doc, "actions/upload-artifact")
     assert upload["with"]["path"] == "build/"
     (comment,) = _uses(doc, "actions/github-script")

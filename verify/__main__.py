@@ -11,6 +11,11 @@ Exit codes: 0 = a result was read and judged (whatever the verdict, unless --fai
 1 = verdict FAIL with --fail-on-low-bandwidth; 2 = no result: unreadable/garbage input, timeout,
 Kubernetes API error, no credentials (az missing, not logged in or failing), bad arguments.
 Errors are one line on stderr, never a traceback.
+
+A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
+still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
+--incomplete-as-fail it exits as for any FAIL (0, or 1 with --fail-on-low-bandwidth). The stack's
+collect step passes that flag, so the diagnosis reaches the stack outputs (fabricVerdictReasons).
 """
 
 from __future__ import annotations
@@ -97,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
                      help="status poll interval (default %(default)s)")
     col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
+    col.add_argument("--sharp", action="store_true",
+                     help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
+                          "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
+    col.add_argument("--incomplete-as-fail", action="store_true",
+                     help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
+                          "as its reasons: exit 0 (1 with --fail-on-low-bandwidth) instead of 2")
     _judging_args(col, collect=True)
     return parser
 
@@ -104,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
     """The flags that do not apply to `kind`, as an error message (None: all good). Thresholds are in
     different units (GB/s busbw vs Gb/s link): the wrong one is refused, never converted."""
+    if getattr(args, "sharp", False) and kind != kinds.NCCL:
+        return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
     if kind == kinds.P2P:
         if args.threshold_gbps is not None:
             return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
@@ -273,6 +286,8 @@ def _collect(args: argparse.Namespace) -> int:
             poll_seconds=args.poll_seconds,
             task=args.task,
         )
+    except collect_mod.Incomplete as exc:
+        return _incomplete(args, exc)
     except collect_mod.CollectError as exc:
         return _error(str(exc))
     job_failed = None
@@ -281,8 +296,24 @@ def _collect(args: argparse.Namespace) -> int:
     log_tail = collect_mod.tail(got.log)
     judged = _judge_collected_p2p if args.kind == kinds.P2P else _judge_collected_nccl
     out, text = judged(args, got.log, job_failed)
-    out.update({"namespace": args.namespace, "job": args.job, "job_phase": got.phase, "pod": got.pod,
-                "log_tail": log_tail})
+    out.update(_collected_keys(args, got.phase, got.pod, log_tail, got.diagnosis, gave_up=None))
+    if got.diagnosis:  # why the job failed, one line per cause, with the verdict's own reasons
+        out["reasons"] = [*out["reasons"], *map(str, got.diagnosis)]
+        text += "".join(f"  - {finding}\n" for finding in got.diagnosis)
+    return _print_collected(args, out, text, log_tail, got.pod)
+
+
+def _collected_keys(args: argparse.Namespace, phase: str, pod: str | None, log_tail: list[str],
+                    diagnosis, gave_up: str | None) -> dict:
+    """What `collect` adds to a result: where it came from, and why the run failed or stopped."""
+    keys = {"namespace": args.namespace, "job": args.job, "job_phase": phase, "pod": pod, "log_tail": log_tail,
+            "diagnosis": [finding.as_dict() for finding in diagnosis], "gave_up": gave_up}
+    if args.kind == kinds.NCCL:  # which transport was measured: SHARP/CollNet, or NCCL's own IB transport
+        keys["sharp"] = args.sharp
+    return keys
+
+
+def _print_collected(args: argparse.Namespace, out: dict, text: str, log_tail: list[str], pod: str | None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -292,11 +323,34 @@ def _collect(args: argparse.Namespace) -> int:
         print(f"FAIL: {args.namespace}/{args.job} on {where}", file=sys.stderr)
         for reason in out["reasons"]:
             print(f"  - {reason}", file=sys.stderr)
-        print(f"--- last {len(log_tail)} lines of {got.pod} ---", file=sys.stderr)
-        for line in log_tail:
-            print(line, file=sys.stderr)
+        if pod:
+            print(f"--- last {len(log_tail)} lines of {pod} ---", file=sys.stderr)
+            for line in log_tail:
+                print(line, file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _incomplete(args: argparse.Namespace, exc: collect_mod.Incomplete) -> int:
+    """A run that did not complete: a FAIL result whose reasons are why (the give-up line) and the
+    diagnosis, one line per cause. Exit 2, or as any FAIL with --incomplete-as-fail."""
+    out = {
+        "kind": args.kind,
+        "verdict": Verdict.FAIL.value,
+        "reasons": [f"the fabric test did not complete: {exc}", *map(str, exc.diagnosis)],
+        "sku": args.sku,
+        **({"nodes": args.nodes} if args.kind == kinds.NCCL else {}),
+        **_collected_keys(args, exc.phase, None, [], exc.diagnosis, gave_up=str(exc)),
+        "waited_minutes": round(exc.waited_seconds / 60, 1),
+    }
+    if args.json:  # stdout is for programs (the stack's step shows stderr): the diagnosis once more, at the end
+        print(f"[verify collect] {exc}", file=sys.stderr)
+        for finding in exc.diagnosis:
+            print(f"[verify collect]   - {finding}", file=sys.stderr)
+    if not args.incomplete_as_fail:
+        print(json.dumps(out, indent=2) if args.json else _verdict_text(out), end="\n" if args.json else "")
+        return _error(str(exc))
+    return _print_collected(args, out, _verdict_text(out), [], None)
 
 
 def main(argv: list[str] | None = None) -> int:

