@@ -35,6 +35,8 @@
 #   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
 #   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw; empty: none
 #   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw (default 2)
+#   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time (default 16): each is an
+#                          mpirun in this pod, which requests one core
 #   PERFTEST_ARGS          ib_write_bw arguments (default "-s 8388608 -F --report_gbits")
 #   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client (default 2)
 #   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take (default 60)
@@ -165,10 +167,16 @@ hca_listing='for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continu
   printf "Infiniband device '"'"'%s'"'"' port %s status:\n" "$d" "${p##*/}";
   for f in state phys_state rate link_layer; do printf "\t%s:\t %s\n" "$f" "$(cat "$p/$f" 2>/dev/null)"; done; done'
 
+# After every DOCTOR_PARALLEL launches, wait for them all (batches bound this pod's load at 64 nodes).
+batch() {
+  if [ $(($1 % ${DOCTOR_PARALLEL:-16})) -eq 0 ]; then wait || true; fi
+}
+
 node_checks() {
   local i h
   have_time node-checks || return 0
   for i in "${!hosts[@]}"; do
+    batch "$i"
     h=${hosts[i]}
     timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" >"$work/node.$i.hca" 2>&1 &
     timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L >"$work/node.$i.gpus" 2>&1 &
@@ -201,7 +209,9 @@ pair_rounds() {
     r=$((r + 1))
     have_time "pairs-round-$r" || continue
     read -r -a pairs <<<"$round"
+    local k=0
     for pair in "${pairs[@]}"; do
+      batch $((k++))
       a=${pair%-*} b=${pair#*-}
       allreduce_on "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
     done

@@ -218,3 +218,12 @@ def test_a_failed_all_nodes_run_runs_the_doctor_and_keeps_its_exit_status(tmp_pa
     assert r.done.returncode == 7
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-failed"
     assert r.named(sections.NODE)  # the per-node checks ran
+
+
+def test_one_at_a_time_finds_the_same_node(tmp_path, env4):
+    """DOCTOR_PARALLEL=1: node checks and pairs one after the other (the batches that bound the
+    launcher pod's load), and no ib_write_bw (DOCTOR_HCA_PAIRS=0): the same suspect."""
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(1), DOCTOR_PARALLEL="1", DOCTOR_HCA_PAIRS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    assert len(r.named(sections.PAIR)) == 6 and not r.named(sections.HCA_BW)
+    assert [(s["host"], s["hca"]) for s in r.report()["suspects"]] == [(host(1), None)]
