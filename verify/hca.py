@@ -25,7 +25,6 @@ ACTIVE = "ACTIVE"
 LINK_UP = "LinkUp"
 
 
-
 @dataclass(frozen=True)
 class HcaPort:
     device: str  # e.g. mlx5_ib0
