@@ -7,16 +7,16 @@ import pulumi_azure_native as azure_native
 import stack_config
 from components.cluster import Cluster, ClusterArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
+from components.fabric_test import ALL_REDUCE, kind_for
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
 from components.image_prepull import ImagePrepull, ImagePrepullArgs
-from components.mpi_bandwidth_job import MpiBandwidthJob, MpiBandwidthJobArgs
 from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.p2p_job import P2pJob, P2pJobArgs
 from components.volcano import Volcano, VolcanoArgs
-from verify import kinds
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
@@ -89,13 +89,13 @@ volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
 # HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
-ft = cfg.fabric_test
+ft, kind = cfg.fabric_test, kind_for(sku)
 if ft.enabled:
     # The test image, pulled on each IB node as it joins, while the drivers install: waits for
     # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
     ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
 fabric_job = None
-if ft.enabled and sku.has_gpus:
+if ft.enabled and kind is ALL_REDUCE:
     fabric_job = NcclJob(
         "fabric-test",
         NcclJobArgs(
@@ -116,9 +116,9 @@ if ft.enabled and sku.has_gpus:
         opts=k8s_opts,
     )
 elif ft.enabled:
-    fabric_job = MpiBandwidthJob(
+    fabric_job = P2pJob(
         "fabric-test-p2p",
-        MpiBandwidthJobArgs(
+        P2pJobArgs(
             sku=sku,
             rdma_mode=cfg.rdma_mode,
             image=ft.image,
@@ -132,21 +132,11 @@ fabric_check = (
     FabricCheck(
         "fabric-check",
         FabricCheckArgs(
-            kind=kinds.NCCL if sku.has_gpus else kinds.P2P,
             resource_group_name=cluster.resource_group.name,  # the collector fetches credentials itself
             cluster_name=cluster.managed_cluster.name,
-            namespace=fabric_job.namespace_name,
-            job_name=fabric_job.job_name,
-            vm_size=sku.vm_size,
-            node_count=fabric_job.node_count,
-            gpus_per_node=sku.gpus_per_vm,
-            timeout_minutes=fabric_job.deadline_minutes,  # the job's own, the doctor's budget included
-            job_spec_sha256=fabric_job.spec_sha256,
-            threshold_gbps=ft.threshold_gbps,  # the config allows each threshold only on its kind
-            threshold_gbits=ft.p2p_threshold_gbits,
+            job=fabric_job,
+            threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
-            sharp=ft.sharp,  # the config allows it on GPU sizes only
-            wait_for=[fabric_job.job],
         ),
     )
     if fabric_job
@@ -155,7 +145,11 @@ fabric_check = (
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
+pulumi.export("clusterResourceId", cluster.resource_id)
+pulumi.export("oidcIssuerUrl", cluster.oidc_issuer_url)
+pulumi.export("currentKubernetesVersion", cluster.current_kubernetes_version)
 pulumi.export("nodePoolName", ib_pool.agent_pool.name)
+pulumi.export("nodePoolResourceId", ib_pool.resource_id)
 pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)

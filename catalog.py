@@ -132,6 +132,12 @@ class Sku:
         return self.gpus_per_vm > 0
 
     @property
+    def expects_gpudirect_rdma(self) -> bool:
+        """NCCL should move GPU memory straight to the HCA on this size: every GPU size in the catalog
+        is an ND size, built for GPUDirect RDMA (the GPU Operator's driver.rdma, NCCL_NET_GDR_LEVEL)."""
+        return self.has_gpus
+
+    @property
     def ib_line_rate_gbps(self) -> float:
         """Per-HCA line rate in GB/s (bytes, the unit of NCCL's busbw): 200 Gb/s -> 25 GB/s."""
         return self.ib_link_gbits / 8

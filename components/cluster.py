@@ -45,12 +45,18 @@ class Cluster(pulumi.ComponentResource):
     - no public IPs on nodes.
 
     `kubeconfig` is a secret output; `provider` is the one Kubernetes provider of the stack.
+    `resource_id`, `oidc_issuer_url` (for workload identity federation) and
+    `current_kubernetes_version` (the patch AKS chose for the pinned MAJOR.MINOR) are what modules
+    built on the cluster ask for.
     """
 
     resource_group: azure_native.resources.ResourceGroup
     managed_cluster: cs.ManagedCluster
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
+    resource_id: pulumi.Output[str]
+    oidc_issuer_url: pulumi.Output[str]
+    current_kubernetes_version: pulumi.Output[str]
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:azure:Cluster", name, None, opts)
@@ -108,10 +114,17 @@ class Cluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.resource_id = self.managed_cluster.id
+        self.oidc_issuer_url = self.managed_cluster.oidc_issuer_profile.apply(
+            lambda p: p.issuer_url if p else "")  # enabled above, so AKS always reports it
+        self.current_kubernetes_version = self.managed_cluster.current_kubernetes_version
         self.register_outputs(
             {
                 "resource_group_name": self.resource_group.name,
                 "cluster_name": self.managed_cluster.name,
                 "kubeconfig": self.kubeconfig,
+                "resource_id": self.resource_id,
+                "oidc_issuer_url": self.oidc_issuer_url,
+                "current_kubernetes_version": self.current_kubernetes_version,
             }
         )

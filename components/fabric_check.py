@@ -1,13 +1,15 @@
 """Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
 turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
 
-Both fabric tests go through it: `kind` "nccl" (the all-reduce on GPU sizes, judged in GB/s busbw)
-and "p2p" (osu_bw / osu_latency between two CPU-only HB / HX nodes, judged in Gb/s); the kind is on
-the command line as `--kind p2p` (nccl is the collector's default, so the GPU command is unchanged).
+Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
+`P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
+result gives (`fabric_test.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
+collector's default, so the GPU command is unchanged).
 
-The step is a `pulumi_command.local.Command` that runs `python -m verify collect ... --json` from
-the project directory (relative paths only: an absolute path would differ between checkouts and
-show as a diff in every other user's preview). No kubeconfig is among its inputs: the command line
+The step is a `pulumi_command.local.Command` that runs `<python> -m verify collect ... --json` from
+the project directory, with the interpreter that runs the program (`python_command`), named
+relative to the project: an absolute path would differ between checkouts and show as a diff in
+every other user's preview. No kubeconfig is among its inputs: the command line
 names the cluster (`--aks-resource-group RG --aks-cluster NAME --subscription ID`, stable and not
 secret) and the collector fetches the credentials itself with `az aks get-credentials --file -`.
 A Command with no `update` re-runs its create command whenever an input differs; the kubeconfig,
@@ -23,24 +25,26 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from collections.abc import Sequence
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
 
-from verify import kinds
+from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
-PYTHON = ".venv/bin/python"  # the project's virtualenv (Pulumi.yaml runtime.options.virtualenv)
+PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
 # How long the collector waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
 # test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
 # once that much time has passed since the IB nodes became Ready and a resource is still missing).
-# The pods' own deadline (activeDeadlineSeconds = timeoutMinutes) starts only when they do. So the
+# The pods' own deadline (activeDeadlineSeconds = timeoutMinutes, plus doctorMinutes when the fabric
+# doctor may run: the job's deadline_minutes) starts only when they do. So the
 # collector allows that setup, then the job's deadline, then a margin to report the job's real end
 # (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
 COLLECT_MARGIN_MINUTES = 5
@@ -53,40 +57,35 @@ class FabricCheckArgs:
     # Where the collector fetches credentials (az aks get-credentials): stable, non-secret names.
     resource_group_name: pulumi.Input[str]
     cluster_name: pulumi.Input[str]
-    namespace: str
-    job_name: str
-    vm_size: str
-    node_count: int  # the nodes the job spans (the p2p job: always its 2 workers)
-    gpus_per_node: int  # 0 for the p2p job
-    timeout_minutes: int  # the job's deadline (fabricTest.timeoutMinutes, plus doctorMinutes when it may run)
-    job_spec_sha256: str  # re-run the collection exactly when the job is replaced
-    threshold_gbps: float | None = None  # nccl: GB/s busbw; None: the catalog's threshold for the size
+    # The fabric test job to collect (NcclJob or P2pJob): which job, where, how it is judged, what it
+    # spans; the collect step waits for it and re-runs exactly when it is replaced.
+    job: FabricTestJob
+    # The fail threshold in the unit of the job's kind (job.kind.unit: GB/s busbw for the all-reduce,
+    # Gb/s for point to point); None: the catalog's for the size.
+    threshold: float | None = None
     fail_on_low_bandwidth: bool = False
-    # What the command waits for: the fabric test job. Passed to the Command itself (a
-    # component's depends_on is not inherited by its children).
-    wait_for: Sequence[pulumi.Resource] = ()
-    kind: str = kinds.NCCL  # kinds.KINDS: which test the job runs, so how its log is judged
-    threshold_gbits: float | None = None  # p2p: Gb/s at the largest message; None: the catalog's
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
-    sharp: bool = False  # nccl: the job ran with SHARP (fabricTest.sharp); the result records which was measured
-
-    def __post_init__(self) -> None:
-        if self.kind not in kinds.KINDS:
-            raise ValueError(f"kind: got {self.kind!r}; expected one of {', '.join(kinds.KINDS)}")
-        if self.kind == kinds.P2P and (self.threshold_gbps is not None or self.gpus_per_node):
-            raise ValueError(f"kind p2p: got threshold_gbps={self.threshold_gbps!r}, gpus_per_node="
-                             f"{self.gpus_per_node}; a point-to-point test has no GPU and is judged in Gb/s "
-                             f"(threshold_gbits)")
-        if self.kind == kinds.P2P and self.sharp:
-            raise ValueError("kind p2p: got sharp=True; SHARP is an NCCL all-reduce setting")
-        if self.kind == kinds.NCCL and self.threshold_gbits is not None:
-            raise ValueError(f"kind nccl: got threshold_gbits={self.threshold_gbits!r}; an all-reduce is judged "
-                             f"in GB/s busbw (threshold_gbps)")
-
     @property
     def collect_timeout_minutes(self) -> int:
-        return NODE_SETUP_BUDGET_MINUTES + self.timeout_minutes + COLLECT_MARGIN_MINUTES
+        return NODE_SETUP_BUDGET_MINUTES + self.job.deadline_minutes + COLLECT_MARGIN_MINUTES
+
+
+def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR) -> str:
+    """The interpreter that runs this program (so pip, uv and poetry toolchains all work), as the
+    collect command names it.
+
+    The command line is an input of the Command, and a Command with no `update` re-runs its create
+    command whenever an input differs: it must read the same in every checkout. An environment inside
+    the project (Pulumi.yaml's `virtualenv: .venv`, uv's `.venv`, poetry with
+    `virtualenvs.in-project`) is named relative to it, `.venv/bin/python` for everyone. One outside
+    (poetry's default cache) can only be named absolutely, which differs between machines: there a
+    preview by someone else shows the collect step as changed, and their `up` re-runs it."""
+    path = Path(executable)
+    try:
+        return path.relative_to(project).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def _number(n: float) -> str:
@@ -95,26 +94,25 @@ def _number(n: float) -> str:
 
 def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
-    p2p = args.kind == kinds.P2P
+    job = args.job
+    p2p = job.kind is POINT_TO_POINT
     argv = [
-        PYTHON, "-m", "verify", "collect",
-        *(["--kind", kinds.P2P] if p2p else []),
+        python_command(), "-m", "verify", "collect",
+        *(["--kind", job.kind.name] if p2p else []),
         "--aks-resource-group", cluster.resource_group,
         "--aks-cluster", cluster.name,
         *(["--subscription", cluster.subscription] if cluster.subscription else []),
-        "--namespace", args.namespace,
-        "--job", args.job_name,
-        "--sku", args.vm_size,
-        *([] if p2p else ["--nodes", str(args.node_count)]),  # p2p: always two nodes
+        "--namespace", job.namespace_name,
+        "--job", job.job_name,
+        "--sku", job.sku.vm_size,
+        *([] if p2p else ["--nodes", str(job.node_count)]),  # p2p: always two nodes
         "--timeout-minutes", str(args.collect_timeout_minutes),
     ]
-    if args.threshold_gbps is not None:
-        argv += ["--threshold-gbps", _number(args.threshold_gbps)]
-    if args.threshold_gbits is not None:
-        argv += ["--threshold-gbits", _number(args.threshold_gbits)]
+    if args.threshold is not None:
+        argv += [job.kind.threshold_flag, _number(args.threshold)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
-    if args.sharp:
+    if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
     # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are
     # its diagnosis: reported in the outputs, and failing `pulumi up` only with failOnLowBandwidth,
@@ -135,6 +133,7 @@ class FabricResult:
     hosts: int | None = None  # distinct host names in the log
     gpus_per_node: int | None = None
     nccl_version: str | None = None
+    transport: str | None = None  # the JSON's transport.summary: "NET/IB GDRDMA, 8 HCAs per node"
     reasons: tuple[str, ...] = field(default_factory=tuple)
     # p2p (`python -m verify` JSON keys of the same names): Gb/s and microseconds
     bw_at_max_size_gbits: float | None = None
@@ -169,6 +168,12 @@ def _hosts(v: Any) -> int | None:
     return _int(v)
 
 
+def _transport(v: Any) -> str | None:
+    """`transport` is an object whose `summary` is the one line the stack shows."""
+    summary = v.get("summary") if isinstance(v, dict) else None
+    return summary if isinstance(summary, str) else None
+
+
 def parse_result(stdout: str | None) -> FabricResult:
     """The collect step's stdout -> the stack's result. Empty stdout (a preview, the offline mocks,
     or a step that has not run) is PENDING; anything but a JSON object is UNKNOWN with the reason."""
@@ -191,6 +196,7 @@ def parse_result(stdout: str | None) -> FabricResult:
         hosts=_hosts(doc.get("hosts")),
         gpus_per_node=_int(doc.get("gpus_per_node")),
         nccl_version=doc.get("nccl_version") if isinstance(doc.get("nccl_version"), str) else None,
+        transport=_transport(doc.get("transport")),
         reasons=tuple(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else (str(reasons),),
         bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
         max_bw_gbits=_float(doc.get("max_bw_gbits")),
@@ -208,11 +214,12 @@ def _suspects(v: Any) -> tuple[dict[str, Any], ...]:
 
 
 class FabricCheck(pulumi.ComponentResource):
-    """Collects the fabric test's result once the job exists (pass the job in `args.wait_for`).
+    """Collects the fabric test's result once `args.job` has been created.
 
     Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
-    `nccl_version`, `suspects`; p2p: `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING /
-    None until a run has produced it.
+    `nccl_version`, `transport` (what NCCL used between the nodes, one line), `suspects` (the fabric
+    doctor's named nodes / HCAs, [] when none); p2p: `bw_at_max_size_gbits`, `max_bw_gbits`,
+    `latency_us`. Each says PENDING / None until a run has produced it.
     """
 
     collect: command.local.Command
@@ -222,12 +229,14 @@ class FabricCheck(pulumi.ComponentResource):
     busbw_at_max_size_gbps: pulumi.Output[float | None]
     ranks: pulumi.Output[str]
     nccl_version: pulumi.Output[str]
+    transport: pulumi.Output[str]
+    sharp: pulumi.Output[bool]
     reasons: pulumi.Output[list[str]]
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
     latency_us: pulumi.Output[float | None]
     suspects: pulumi.Output[list[dict[str, Any]]]
-    kind: str
+    kind: Kind
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
@@ -242,13 +251,13 @@ class FabricCheck(pulumi.ComponentResource):
                 create=create,
                 # no environment: the collector fetches the kubeconfig itself (module docstring)
                 # a new job (its spec hash) is a new run to collect; nothing else re-runs it
-                triggers=[args.job_spec_sha256],
+                triggers=[args.job.spec_sha256],
                 # progress (stderr) is shown during `pulumi up`; the JSON result (stdout) is captured
                 logging=command.local.Logging.STDERR,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=list(args.wait_for),
+                depends_on=[args.job.job],
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES}m"
                 ),
@@ -258,40 +267,29 @@ class FabricCheck(pulumi.ComponentResource):
         self.verdict = self.result.apply(lambda r: r.verdict)
         self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
         self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
+        job = args.job
         self.ranks = self.result.apply(
-            lambda r: f"not counted: point to point, one rank on each of {args.node_count} nodes"
-            if args.kind == kinds.P2P else r.ranks_text(args.node_count, args.gpus_per_node)
+            lambda r: f"not counted: point to point, one rank on each of {job.node_count} nodes"
+            if job.kind is POINT_TO_POINT else r.ranks_text(job.node_count, job.sku.gpus_per_vm)
         )
         self.nccl_version = self.result.apply(
             lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")
         )
+        self.transport = self.result.apply(
+            lambda r: r.transport or ("pending" if r.verdict == PENDING else "unknown (no transport in the result)")
+        )
+        # which transport the figures measure: SHARP/CollNet, or NCCL's own IB (the thresholds' basis)
+        self.sharp = pulumi.Output.from_input(job.sharp)
         self.reasons = self.result.apply(lambda r: list(r.reasons))
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
         self.suspects = self.result.apply(lambda r: [dict(s) for s in r.suspects])
-        self.kind = args.kind
-        self._sharp = args.sharp
-        figures = ({"bw_at_max_size_gbits": self.bw_at_max_size_gbits, "latency_us": self.latency_us}
-                   if args.kind == kinds.P2P else {"max_busbw_gbps": self.max_busbw_gbps})
-        self.register_outputs({"verdict": self.verdict, **figures})
+        self.kind = job.kind
+        self.register_outputs({"verdict": self.verdict,
+                               **{attr: getattr(self, attr) for _, attr in job.kind.stack_outputs}})
 
     def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
         """The stack outputs of this kind of result, by export name (listed in the README)."""
-        if self.kind == kinds.P2P:
-            figures = {
-                "p2pBandwidthAtMaxSizeGbits": self.bw_at_max_size_gbits,
-                "p2pMaxBandwidthGbits": self.max_bw_gbits,
-                "p2pLatencyUs": self.latency_us,
-            }
-        else:
-            figures = {
-                "allReduceMaxBusBwGbps": self.max_busbw_gbps,
-                "allReduceBusBwAtMaxSizeGbps": self.busbw_at_max_size_gbps,
-                "fabricRanks": self.ranks,
-                "ncclVersion": self.nccl_version,
-                "fabricSuspects": self.suspects,  # the fabric doctor's named nodes / HCAs ([] when none)
-                # which transport the figures measure: SHARP/CollNet, or NCCL's own IB (the thresholds' basis)
-                "allReduceSharp": pulumi.Output.from_input(self._sharp),
-            }
+        figures = {export: getattr(self, attr) for export, attr in self.kind.stack_outputs}
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

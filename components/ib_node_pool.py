@@ -56,6 +56,7 @@ class IbNodePool(pulumi.ComponentResource):
     """
 
     agent_pool: cs.AgentPool
+    resource_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: IbNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:azure:IbNodePool", name, None, opts)
@@ -90,4 +91,5 @@ class IbNodePool(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create=CREATE_TIMEOUT, update=CREATE_TIMEOUT),
             ),
         )
-        self.register_outputs({"name": self.agent_pool.name})
+        self.resource_id = self.agent_pool.id
+        self.register_outputs({"name": self.agent_pool.name, "resource_id": self.resource_id})

@@ -3,13 +3,14 @@
 One `mpimaster` pod runs a launcher script (mounted from a ConfigMap); `mpiworker` pods, one per
 node, run sshd and hold their node's RDMA devices (and GPUs, for the NCCL test). Volcano's `ssh`
 plugin gives the pods a shared key, its `svc` plugin a headless service and the hostfile
-`/etc/volcano/mpiworker.host`. `NcclJob` (GPU sizes) and `MpiBandwidthJob` (CPU-only sizes)
+`/etc/volcano/mpiworker.host`. `NcclJob` (GPU sizes) and `P2pJob` (CPU-only sizes)
 differ only in their launcher, its environment, the workers' resources and extra mounts.
 
 The pod templates are built with the typed `pulumi_kubernetes.core.v1` Args classes (a misspelt
 field fails at construction) and turned into plain dicts by `plain()`: the Volcano Job has no typed
 class, its spec must be hashed deterministically for the collect step's trigger, and the tests
-check the same dict against the Job CRD's schema.
+check the same dict against the Job CRD's schema. `plain()` uses no Pulumi internals;
+tests/test_pulumi_adapter.py checks it against the SDK's own translation.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi import _types as pulumi_types
 
 import fabric
 from components.namespace import Namespace, NamespaceArgs
@@ -57,15 +57,25 @@ ROLE_LABEL = "aks-infiniband.io/fabric-test-role"
 MASTER_TASK, WORKER_TASK = "mpimaster", "mpiworker"
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
 def plain(value: Any) -> Any:
-    """Typed pulumi input classes -> plain dicts with the API's (camelCase) field names."""
-    if pulumi_types.is_input_type(type(value)):
-        return {k: plain(v) for k, v in pulumi_types.input_type_to_dict(value).items()}
+    """Typed Args classes -> plain dicts with the API's (camelCase) field names.
+
+    An Args object's fields are its instance attributes, by Python name, unset ones absent (the SDK's
+    own `Output.from_input` decomposes input types the same way); the API's name is the camelCase of
+    the Python name. That holds for every field used here, which a test checks against the SDK's
+    translation; a Kubernetes field whose name is not plain camelCase (hostIPC) would fail it."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    return value
+    return {_camel(k): plain(v) for k, v in vars(value).items() if v is not None}
 
 
 def spec_hash(value: Any) -> str:

@@ -20,6 +20,7 @@ import fabric
 import pins
 from catalog import Sku
 from components import mpi_job, nccl_sizing
+from components.fabric_test import ALL_REDUCE, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
@@ -108,6 +109,9 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         "DOCTOR": args.doctor,
         "DOCTOR_SECONDS": str(args.doctor_minutes * 60),
         "DOCTOR_PASS_BUSBW_GBPS": _gbps(pass_line),
+        # the transport rules of verify.verdict that the launcher checks on the all-nodes run (auto)
+        "DOCTOR_EXPECT_GDRDMA": "1" if sku.expects_gpudirect_rdma else "0",
+        "DOCTOR_HCAS_PER_NODE": str(sku.ib_hcas_per_vm or ""),
         "DOCTOR_PAIR_ROUNDS": doctor.rounds_env(doctor.plan_pairs(args.node_count)),
         # one size, the largest, as Azure's health checks run it: the plateau, without the sweep
         "DOCTOR_PAIR_ARGS": f"-b {largest} -e {largest} -f 2 -g 1",
@@ -173,12 +177,15 @@ def job_spec(
 
 class NcclJob(pulumi.ComponentResource):
     """The GPU fabric test: a namespace, the launcher and topology ConfigMaps, the Volcano Job
-    (see `mpi_job.declare_mpi_job`). `spec_sha256` is the collect step's trigger."""
+    (see `mpi_job.declare_mpi_job`). Implements `fabric_test.FabricTestJob`; `spec_sha256` is the
+    collect step's trigger."""
 
+    kind: Kind = ALL_REDUCE
     namespace: pulumi.Resource
     topology: k8s.core.v1.ConfigMap | None
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource
+    sku: Sku
     job_name: str
     namespace_name: str
     node_count: int
@@ -189,6 +196,7 @@ class NcclJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NcclJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NcclJob", name, None, opts)
+        self.sku = args.sku
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = args.node_count  # nodes the test spans
         self.deadline_minutes = args.deadline_minutes  # the collector waits this long after setup

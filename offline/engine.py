@@ -18,20 +18,13 @@ from typing import Any
 
 import pulumi
 import yaml
-from google.protobuf import json_format
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.config import set_all_config
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
 
+from offline import pulumi_adapter as sdk
 from offline.mocks import OfflineMocks
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "aks-infiniband"
 SECRET = "[secret]"
-_SIG_KEY = rpc._special_sig_key
-_SECRET_SIG = rpc._special_secret_sig
 
 
 @dataclass
@@ -51,6 +44,8 @@ class Resource:
     ignore_changes: list[str]
     additional_secret_outputs: list[str]
     remote: bool
+    # the former identities the resource answers to (renames): each alias's non-empty fields
+    aliases: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def short_type(self) -> str:
@@ -113,20 +108,14 @@ class Rendering:
         return False
 
 
-def _secret_keys(struct: Any) -> list[str]:
-    raw = json_format.MessageToDict(struct)
-
-    def has_secret(v: Any) -> bool:
-        if isinstance(v, dict):
-            return v.get(_SIG_KEY) == _SECRET_SIG or any(has_secret(x) for x in v.values())
-        if isinstance(v, list):
-            return any(has_secret(x) for x in v)
-        return False
-
-    return sorted(k for k, v in raw.items() if has_secret(v))
+def _alias(alias: Any) -> dict[str, str]:
+    if alias.HasField("spec"):
+        spec = alias.spec
+        return {k: v for k, v in (("name", spec.name), ("type", spec.type), ("parentUrn", spec.parentUrn)) if v}
+    return {"urn": alias.urn}
 
 
-class RecordingMonitor(pulumi_mocks.MockMonitor):
+class RecordingMonitor(sdk.MockMonitor):
     """The SDK's mock monitor, also keeping each registration request's options and edges."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks):
@@ -148,8 +137,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     urn=response.urn,
                     parent=request.parent,
                     custom=request.custom,
-                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=False),
-                    secret_inputs=_secret_keys(request.object),
+                    inputs=sdk.deserialize(request.object),
+                    secret_inputs=sdk.secret_keys(request.object),
                     dependencies=sorted(deps),
                     provider=request.provider,
                     protect=request.protect,
@@ -158,6 +147,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     additional_secret_outputs=list(request.additionalSecretOutputs),
                     remote=request.remote,
+                    aliases=[_alias(a) for a in request.aliases],
                 )
             )
         return response
@@ -197,11 +187,6 @@ def as_cli_config(config: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-async def _resolve(value: Any) -> tuple[Any, bool]:
-    out = pulumi.Output.from_input(value)
-    return await out.future(with_unknowns=False), await out.is_secret()
-
-
 def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None,
            monitor: RecordingMonitor | None = None) -> Rendering:
     """Run the program for `stack` under mocks, with the configuration the CLI would hand it: the
@@ -213,23 +198,20 @@ def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program:
     full = {k if ":" in k else f"{PROJECT}:{k}": v for k, v in given.items()}
     cfg = as_cli_config({**project_defaults(), **full})
     monitor = monitor if monitor is not None else RecordingMonitor(OfflineMocks())
-    settings.ROOT.set(None)
-    set_all_config(cfg, [])
-    pulumi.runtime.set_mocks(OfflineMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    root = settings.ROOT.get()
+    root = sdk.start(OfflineMocks(), project=PROJECT, stack=stack, monitor=monitor)
 
     cwd = os.getcwd()
     os.chdir(program.parent)  # Pulumi runs a program from its project directory
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(program), run_name="__main__")))
+        with sdk.cli_config(cfg):
+            sdk.run(lambda: runpy.run_path(str(program), run_name="__main__"))
     finally:
         os.chdir(cwd)
 
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()
-    for key, value in sorted(root.outputs.items()):
-        resolved, is_secret = _sync_await(_resolve(value))
-        outputs[key] = resolved
+    for key, value in sorted(sdk.outputs(root).items()):
+        outputs[key], is_secret = sdk.resolve(value)
         if is_secret:
             secret_outputs.add(key)
     return Rendering(stack=stack, resources=monitor.registrations, outputs=outputs, secret_outputs=secret_outputs)

@@ -8,7 +8,6 @@ kept as SVG text (no font outlines), ids are salted with a fixed string, no date
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -17,8 +16,7 @@ from matplotlib import rcParams  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
 
-if TYPE_CHECKING:
-    from offline.synth import Timeline
+from offline.timeline import Timeline  # noqa: E402
 
 rcParams["svg.hashsalt"] = "aks-infiniband-offline-render"
 rcParams["svg.fonttype"] = "none"

@@ -1,6 +1,8 @@
 """What the mock engine answers for each resource type and invoke: the inputs echoed back, plus
 the few outputs the program reads (names, ids, the kubeconfig). Nothing here pretends to be a
-measurement: command outputs are the placeholder `COMMAND_STDOUT` gives, keyed by resource name."""
+measurement: command outputs are the placeholder `COMMAND_STDOUT` gives, keyed by resource name;
+what only Azure can say (the OIDC issuer URL, the Kubernetes patch AKS chose) is an obvious
+placeholder, and resource ids have Azure's shape in the all-zero subscription."""
 
 from __future__ import annotations
 
@@ -25,6 +27,11 @@ users:
 """
 
 OFFLINE_ID = "00000000-0000-0000-0000-000000000000"
+# Outputs only Azure knows, as the offline render shows them: never mistaken for real values.
+PLACEHOLDER_OIDC_ISSUER_URL = "https://offline.invalid/oidc-issuer-placeholder/"
+PLACEHOLDER_KUBERNETES_VERSION = "offline-placeholder (AKS reports the version it runs)"
+_ARM = ("/subscriptions/" + OFFLINE_ID
+        + "/resourceGroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{name}")
 
 # stdout of pulumi-command resources under the mock engine, by the end of the resource name.
 COMMAND_STDOUT: dict[str, str] = {
@@ -46,6 +53,14 @@ class OfflineMocks(pulumi.runtime.Mocks):
         name_key = _NAME_INPUT.get(args.typ)
         if name_key and name_key in args.inputs:
             state["name"] = args.inputs[name_key]
+        if args.typ == "azure-native:containerservice:ManagedCluster":
+            state["currentKubernetesVersion"] = PLACEHOLDER_KUBERNETES_VERSION
+            state["oidcIssuerProfile"] = {**(args.inputs.get("oidcIssuerProfile") or {}),
+                                          "issuerURL": PLACEHOLDER_OIDC_ISSUER_URL}
+            return _ARM.format(rg=args.inputs["resourceGroupName"], name=args.inputs["resourceName"]), state
+        if args.typ == "azure-native:containerservice:AgentPool":
+            arm_id = _ARM.format(rg=args.inputs["resourceGroupName"], name=args.inputs["resourceName"])
+            return f"{arm_id}/agentPools/{args.inputs['agentPoolName']}", state
         if args.typ == "command:local:Command":
             stdout = next((v for k, v in COMMAND_STDOUT.items() if args.name.endswith(k)), "")
             state.update(stdout=stdout, stderr="")

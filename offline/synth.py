@@ -18,19 +18,17 @@ written as `[secret]`.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from offline import durations
-from offline.durations import Duration
 from offline.engine import SECRET, Rendering, Resource
+from offline.timeline import Step, Timeline
 
 SCENARIOS = ("typical", "low", "high")
 MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm", "charts")
@@ -139,39 +137,7 @@ def helm_chart(resource: Resource) -> str:
     return chart.rstrip("/").rsplit("/", 1)[-1]
 
 
-# --- the timeline: steps, dependencies, durations -------------------------------------------------
-@dataclass
-class Step:
-    id: str
-    label: str  # the rule that gave the duration
-    type: str
-    component: str
-    duration: Duration
-    deps: set[str] = field(default_factory=set)
-    on_node: bool = False  # work the cluster does after Pulumi moved on
-
-
-@dataclass
-class Timeline:
-    steps: dict[str, Step]
-    target: str | None  # the step whose end is the first all-reduce result
-    start: dict[str, dict[str, float]]  # scenario -> step id -> start minute
-    finish: dict[str, dict[str, float]]
-    critical_path: list[str]  # typical scenario, in order
-
-    def critical_total(self, scenario: str) -> float:
-        end = self.target or max(self.finish[scenario], key=lambda s: (self.finish[scenario][s], s), default=None)
-        return self.finish[scenario][end] if end else 0.0
-
-    def sequential_total(self, scenario: str) -> float:
-        # fsum: exact, so the total does not depend on the (racy) order resources registered in
-        return math.fsum(getattr(s.duration, f"{scenario}_min") for s in self.steps.values())
-
-    def apply_complete(self, scenario: str) -> float:
-        """When `pulumi up` returns: every resource created (on-node steps may still be running)."""
-        return max((f for sid, f in self.finish[scenario].items() if not self.steps[sid].on_node), default=0.0)
-
-
+# --- the timeline: steps, dependencies, durations (the types: offline/timeline.py) ---------------
 def _display_ids(rendering: Rendering) -> dict[str, str]:
     counts: dict[str, int] = {}
     for r in rendering.resources:
@@ -451,7 +417,7 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
               f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
-    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the MPI bandwidth test "
+    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the point-to-point (p2p) test "
               "(estimate)", ""]
     target = tl.target or "apply complete (no fabric test job in this stack)"
     lines += [

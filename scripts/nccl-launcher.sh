@@ -9,6 +9,19 @@
 # all-nodes mpirun's (the doctor never changes it), or 2 for a missing input, 3 for a wrong number
 # of workers, 4 for a worker whose sshd never answered.
 #
+# The log keeps what the verdict reads and stays small at any scale. Every rank prints NCCL's INFO
+# lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET): 6-18 KB per rank measured, ~7-11 MB at 64
+# nodes x 8 GPUs extrapolated (docs/fabric-verdict.md), near the size at which kubelet rotates a
+# container log (upstream 10 MiB; AKS containerLogMaxSizeMB, 50 by default); the API then returns
+# only the newest file, without the header or the transport lines. So mpirun's output
+# goes through condense_nccl_log below: nccl-tests' own lines, NCCL WARN lines and everything
+# else pass unchanged; of NCCL's INFO lines only those that say which transport was used are kept
+# (network, HCAs, GPUDirect RDMA, every inter-node connection), each distinct one once per host.
+# The doctor's runs go through it too, with connection lines also once per host and path: their
+# transport is evidence (a pair that fell back to sockets), their channel count is not, and at 64
+# nodes they are a few hundred runs (docs/fabric-doctor.md).
+# `nccl-launcher.sh --condense-nccl-log < raw.log` applies the same filter to a saved log.
+#
 # Inputs (environment; the job sets them from the SKU catalog and the stack configuration):
 #   NODES             workers expected (the pool's node count)
 #   GPUS_PER_NODE     ranks per worker (the catalog's GPUs per VM)
@@ -22,11 +35,19 @@
 #                     "-npernode $GPUS_PER_NODE --bind-to none"
 #   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
 #   SSH_POLL_SECONDS  pause between attempts (default 5)
+#   POD_IFNAME        the pod network's interface, for mpirun's own channel (default eth0)
+#   LAUNCHER_NCCL_LOG condensed (default) or full: full keeps every NCCL INFO line, the doctor's
+#                     runs' too (a short debugging run, or a pool whose containerLogMaxSizeMB was raised)
 # The doctor (fabricTest.doctor; components/nccl_job.py computes every figure from the catalog and
 # verify/, so no rule is written here twice):
 #   DOCTOR                 auto | always | never (default never): auto runs it only when the all-nodes
-#                          run is not PASS by its bandwidth: it failed, printed no result at its largest
-#                          size, is below DOCTOR_PASS_BUSBW_GBPS, or no pass line is known
+#                          run is not PASS by what this script can read of it cheaply: it failed or
+#                          printed no result at its largest size; NCCL used TCP sockets; an inter-node
+#                          connection ran without GPUDirect RDMA where DOCTOR_EXPECT_GDRDMA is 1; a
+#                          host opened fewer than DOCTOR_HCAS_PER_NODE InfiniBand HCAs; it is below
+#                          DOCTOR_PASS_BUSBW_GBPS; or no pass line is known
+#   DOCTOR_EXPECT_GDRDMA   1 when the size's inter-node connections must use GPUDirect RDMA (ND sizes)
+#   DOCTOR_HCAS_PER_NODE   the InfiniBand HCAs each host should open (empty: not checked)
 #   DOCTOR_SECONDS         the doctor's time budget; each step gets what is left, then is skipped
 #   DOCTOR_PASS_BUSBW_GBPS the busbw at the largest size at and above which the all-nodes verdict
 #                          can be PASS (verify.verdict.pass_line_gbps); empty: unknown
@@ -44,6 +65,44 @@
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
+# The filter, in awk (every image has one). A line is NCCL's when it holds
+# "HOST:PID:TID [DEV] NCCL INFO " (NVIDIA/nccl src/debug.cc, 2.18-2.29), after mpirun's
+# "[JOB,RANK]<stdout>:" tag. Kept: the INFO messages matched by KEEP, once per host and message;
+# every connection line ("[send] via NET/IB/0/GDRDMA", "[receive] via NET/Socket/0", CollNet's
+# "via COLLNET/..."), since each is its own channel; with the argument `once`, only the first of each
+# direction and path per host. Dropped: the rest of INFO (topology, tuning, intra-node P2P/SHM
+# channels, allocations). The last line counts both.
+condense_nccl_log() {
+  awk -v once="${1:-}" '
+    BEGIN {
+      KEEP = "^(NCCL version |Using network |NET/[^ ]+ : Using|NET/IB : No device found|NET/Plugin|" \
+             "comm 0x[0-9a-f]+ rank [0-9]+ nRanks [0-9]+ nNodes )|GPU Direct RDMA"
+      CONNECTION = "\\[(send|receive)\\] via "
+    }
+    {
+      at = index($0, " NCCL INFO ")
+      if (at == 0) { print; fflush(); next }
+      message = substr($0, at + 11)
+      head = substr($0, 1, at)
+      host = head
+      if (match(head, /[^ :\]>]+:[0-9]+:[0-9]+ \[[0-9]+\] $/)) host = substr(head, RSTART)
+      sub(/:.*/, "", host)
+      if (match(message, CONNECTION)) {
+        path = substr(message, RSTART)
+        if (once == "once" && ((host, path) in seen)) { dropped++; next }
+        seen[host, path] = 1; kept++; print; fflush(); next
+      }
+      if (message ~ KEEP && !((host, message) in seen)) { seen[host, message] = 1; kept++; print; fflush(); next }
+      dropped++
+    }
+    END { printf "[nccl-launcher] NCCL INFO lines: %d kept, %d dropped (LAUNCHER_NCCL_LOG=full keeps all)\n", kept, dropped }
+  '
+}
+if [ "${1:-}" = "--condense-nccl-log" ]; then
+  condense_nccl_log
+  exit
+fi
+
 log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 marker() { echo "# aks-infiniband $*"; }
@@ -56,6 +115,13 @@ bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
 wait_s="${SSH_WAIT_SECONDS:-600}"
 poll_s="${SSH_POLL_SECONDS:-5}"
+pod_ifname="${POD_IFNAME:-eth0}"
+nccl_log="${LAUNCHER_NCCL_LOG:-condensed}"
+case "$nccl_log" in condensed | full) ;; *) die 2 "LAUNCHER_NCCL_LOG is '$nccl_log'; expected condensed or full" ;; esac
+# mpirun's output on its way to the log: condensed (`once`: the doctor's runs), or all of it
+nccl_log_filter() {
+  if [ "$nccl_log" = full ]; then cat; else condense_nccl_log "$@"; fi
+}
 doctor="${DOCTOR:-never}"
 case "$doctor" in auto | always | never) ;; *) die 2 "DOCTOR must be auto, always or never, got '$doctor'" ;; esac
 
@@ -95,11 +161,13 @@ read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
 read -r -a map_bind <<<"${MPI_MAP_BIND:--npernode $GPUS_PER_NODE --bind-to none}"
 
 mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
+  # "[JOB,RANK]<stdout>:" before every line: interleaved ranks stay attributable
+  --tag-output
   # mpirun starts every orted itself, so workers need not ssh to each other.
   -mca plm_rsh_no_tree_spawn 1
   # mpirun's out-of-band channel on the pod network. MPI's own messages go through UCX (HPC-X's
   # default PML), which UCX_NET_DEVICES=eth0 keeps there; NCCL alone uses InfiniBand.
-  -mca oob_tcp_if_include eth0
+  -mca oob_tcp_if_include "$pod_ifname"
   # HPC-X's HCOLL would probe the HCAs for MPI collectives that this test does not need.
   -mca coll ^hcoll)
 # ranks per node and their CPU binding, per ND generation (MPI_MAP_BIND above)
@@ -108,8 +176,10 @@ log "nodes=$NODES gpus_per_node=$GPUS_PER_NODE np=$np map/bind: ${map_bind[*]}"
 log "running: ${cmd[*]}"
 marker "allreduce hosts=$(IFS=,; echo "${hosts[*]}")"
 set +e
-"${cmd[@]}" | tee "$work/allreduce.out"
-rc=${PIPESTATUS[0]}
+"${cmd[@]}" | nccl_log_filter | tee "$work/allreduce.out"
+statuses=("${PIPESTATUS[@]}")
+rc=${statuses[0]}
+if [ "$rc" -eq 0 ] && [ "${statuses[1]}" -ne 0 ]; then rc=${statuses[1]}; fi
 set -e
 log "mpirun exited with status $rc"
 
@@ -140,25 +210,46 @@ have_time() {
   return 1
 }
 
-# The doctor's runs: NCCL warnings only (its INFO lines are the all-nodes run's evidence, and the
-# doctor's dozens of runs would multiply the log), everything else as the all-nodes run.
-doctor_forward=()
-for ((i = 0; i < ${#forward[@]}; i += 2)); do
-  case "${forward[i + 1]}" in NCCL_DEBUG | NCCL_DEBUG_SUBSYS) ;; *) doctor_forward+=(-x "${forward[i + 1]}") ;; esac
-done
-doctor_forward+=(-x NCCL_DEBUG=WARN)
+# What the all-nodes run's NCCL lines say against a PASS, as verify.verdict's transport rules do
+# (FAIL: TCP sockets; an RDMA connection without GPUDirect RDMA where it is expected; WARN: a host
+# that opened fewer InfiniBand HCAs): the reason code, or nothing. Reads the condensed lines, which
+# keep all of these; a log without NCCL INFO lines says nothing here, as it says nothing to verify.
+transport_problem() {
+  awk -v gdr="${DOCTOR_EXPECT_GDRDMA:-0}" -v hcas="${DOCTOR_HCAS_PER_NODE:-}" '
+    !/ NCCL INFO / { next }
+    / NCCL INFO Using network Socket/ || /\] via NET\/Socket\// { sockets = 1 }
+    /\[(send|receive)\] via (NET|COLLNET)\// && !/ via NET\/Socket\// && !/\/GDRDMA/ { no_gdr = 1 }
+    / NCCL INFO NET\/IB : Using/ && hcas != "" {
+      line = $0; n = 0
+      while (match(line, /\[[0-9]+\][^] :[]+:[0-9]+\/IB/)) {
+        dev = substr(line, RSTART, RLENGTH); n += 1 + gsub(/\+/, "", dev)  # mlx5_0+mlx5_1: NCCL merged two
+        line = substr(line, RSTART + RLENGTH)
+      }
+      if (n < hcas + 0) few = 1
+    }
+    END {
+      if (sockets) print "allreduce-sockets"
+      else if (no_gdr && gdr == "1") print "allreduce-no-gdrdma"
+      else if (few) print "allreduce-fewer-hcas"
+    }' "$1"
+}
 
 # all_reduce_perf over the given hosts (all their GPUs), output to a file, bounded by the budget.
+# NCCL_DEBUG as the all-nodes run's (the job's), so that each run's transport is evidence too; the
+# filter keeps one connection line per host and path (condense_nccl_log once).
 allreduce_on() {
   local out=$1 args=$2
   shift 2
-  local spec=() h
+  local spec=() h status=0
   for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
   local -a a
   read -r -a a <<<"$args"
   timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${map_bind[@]}" \
-    --host "$(IFS=,; echo "${spec[*]}")" "${doctor_forward[@]}" "$bench" "${a[@]}" >"$out" 2>&1 ||
-    echo "# launcher: mpirun on $* exited with status $? (124: the doctor's time budget ran out)" >>"$out"
+    --host "$(IFS=,; echo "${spec[*]}")" "${forward[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
+    status=${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ]; then
+    echo "# launcher: mpirun on $* exited with status $status (124: the doctor's time budget ran out)" >>"$out"
+  fi
 }
 
 # The node's HCA ports as ibstatus prints them, read from sysfs (no infiniband-diags needed).
@@ -261,8 +352,11 @@ elif [ "$doctor" = always ]; then
   run=yes reason=mode-always
 else
   busbw=$(largest_busbw "$work/allreduce.out")
+  transport=$(transport_problem "$work/allreduce.out")
   if [ "$rc" -ne 0 ] || [ -z "$busbw" ]; then
     run=yes reason=allreduce-failed
+  elif [ -n "$transport" ]; then
+    run=yes reason=$transport
   elif [ -z "${DOCTOR_PASS_BUSBW_GBPS:-}" ]; then
     run=yes reason=no-pass-line
   elif below "$busbw" "$DOCTOR_PASS_BUSBW_GBPS"; then

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import catalog
-from components import nccl_sizing
+from components import fabric_test, nccl_sizing
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (
@@ -66,6 +66,11 @@ class FabricTest:
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
 
+    def threshold(self, kind: fabric_test.Kind) -> float | None:
+        """The fail threshold set for a test of `kind`, in that kind's unit (None: the catalog's)."""
+        return {"thresholdGbps": self.threshold_gbps, "p2pThresholdGbits": self.p2p_threshold_gbits}[
+            kind.threshold_key]
+
 
 @dataclass(frozen=True)
 class StackConfig:
@@ -117,18 +122,16 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
-    wrong, right, test = (("p2pThresholdGbits", "thresholdGbps", "the NCCL all-reduce, judged in GB/s busbw")
-                          if sku.has_gpus else
-                          ("thresholdGbps", "p2pThresholdGbits", "MPI point to point, judged in Gb/s (bits)"))
+    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in fabric_test.KINDS}
+    for key, why in fabric_test.threshold_problems(fabric_test.kind_for(sku), thresholds).items():
+        problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
     if not sku.has_gpus and ft.get("doctor") == "always":
-        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is MPI point "
-                        f"to point between two nodes, which has no doctor: leave it unset (auto) or set never")
-    if ft.get(wrong) is not None:
-        problems.append(f"{prefix}fabricTest.{wrong}: got {ft[wrong]}; on {sku.vm_size} the fabric test is "
-                        f"{test}: set fabricTest.{right} instead")
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
+                        f"{fabric_test.kind_for(sku).test}, which has no doctor: leave it unset (auto) or set never")
     if ft.get("sharp") and not sku.has_gpus:
-        problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is {test}, which "
-                        f"has no NCCL and no SHARP setting: remove the key or set it to false")
+        problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
+                        f"{fabric_test.kind_for(sku).test}, which has no NCCL and no SHARP setting: remove the key "
+                        f"or set it to false")
     return problems
 
 
@@ -198,10 +201,14 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 def load() -> StackConfig:
     """Read and validate the running stack's configuration, or stop the program with one message."""
     import pulumi
-    from pulumi.runtime import config as runtime_config
 
-    raw: dict[str, Any] = dict(runtime_config.get_config_env())
-    raw.update(runtime_config.CONFIG.get())
+    # The CLI hands a program its whole configuration as one JSON map (PULUMI_CONFIG), which is how
+    # unknown and misspelt keys can be seen at all; a declared key set another way (in-process, or
+    # PULUMI_CONFIG_<KEY>) is read one by one. Both through the SDK's public runtime API.
+    raw: dict[str, Any] = dict(pulumi.runtime.get_config_env())
+    for key in [LOCATION_KEY, *(f"{PROJECT}:{k.name}" for k in SCHEMA)]:
+        if key not in raw and (value := pulumi.runtime.get_config(key)) is not None:
+            raw[key] = value
     try:
         return parse(raw, pulumi.get_stack())
     except ConfigError as err:

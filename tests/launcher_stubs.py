@@ -5,10 +5,15 @@
 - `ssh HOST true` answers after SSH_FAILS attempts per host (the launcher's sshd wait); any other
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
   STUB_DIR/hosts/HOST (so the launcher's own sysfs listing code runs for real).
-- `mpirun` records its argv (mpirun.args: the first call, the all-nodes run; mpirun.calls: every
-  call, one JSON list a line) and prints an all_reduce_perf table for the hosts it was given: the
-  busbw of a healthy run of that many nodes, halved when a host in STUB_SLOW_HOSTS takes part in a
-  run across nodes (its fabric is slow; its single-node run is not).
+- `mpirun` records its argv (mpirun.args: the all-nodes run's, the last one; mpirun.calls: every
+  call, one JSON list a line), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
+  INFO lines when NCCL_DEBUG is INFO (the job's, unless an `-x NCCL_DEBUG=...` overrides it): each
+  host's network (IB with 8 HCAs; Socket for hosts in STUB_SOCKET_HOSTS), four inter-node channels
+  per ring edge (without GDRDMA for hosts in STUB_NO_GDR_HOSTS) and intra-node P2P noise, in the
+  formats of tests/nccl_logs.py; then an all_reduce_perf table for the hosts it was given: the busbw
+  of a healthy run of that many nodes, halved when a host in STUB_SLOW_HOSTS takes part in a run
+  across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
+  carries mpirun's "[1,RANK]<stdout>:".
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
 - `ib_write_bw` as a server prints nothing; as a client it prints a perftest table at 392 Gb/s, or
   196 when either end lists the device in STUB_DIR/hosts/HOST/slow_hca.
@@ -27,7 +32,7 @@ stub = Path(os.environ["STUB_DIR"])
 argv = sys.argv[1:]
 with open(stub / "mpirun.calls", "a") as f:
     f.write(json.dumps(argv) + "\n")
-if not (stub / "mpirun.args").exists():
+if "--hostfile" in argv:  # the all-nodes run (the doctor's runs name --host)
     (stub / "mpirun.args").write_text("\n".join(argv) + "\n")
 def flag(name):
     return argv[argv.index(name) + 1] if name in argv else None
@@ -41,6 +46,11 @@ if code:
     print("--------------------------------------------------------------------------")
     print(f"mpirun detected that one or more processes exited with non-zero status")
     sys.exit(code)
+tag = "--tag-output" in argv
+def say(rank, text):
+    print(f"[1,{rank}]<stdout>:{text}" if tag else text)
+if os.environ.get("MPIRUN_OUTPUT"):
+    print(open(os.environ["MPIRUN_OUTPUT"]).read(), end="")
 bench = next(i for i, a in enumerate(argv) if a.endswith("all_reduce_perf"))
 args = argv[bench + 1:]
 def size(text):
@@ -54,25 +64,57 @@ if slow & set(hosts) and len(hosts) > 1:  # a fabric problem: a node's own NVLin
     busbw *= 0.5
 n = int(flag("-np"))
 per = n // len(hosts)  # ranks per node, however they were mapped (-npernode or --map-by ppr:N:node)
-print("# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809")
-print("# Collective test starting: all_reduce_perf")
-print(f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0")
-print("#")
-print("# Using devices")
+debug = os.environ.get("NCCL_DEBUG", "")
+for i, a in enumerate(argv[:-1]):
+    if a == "-x" and argv[i + 1].startswith("NCCL_DEBUG="):
+        debug = argv[i + 1].split("=", 1)[1]
+sockets = {h for h in os.environ.get("STUB_SOCKET_HOSTS", "").split(",") if h}
+no_gdr = {h for h in os.environ.get("STUB_NO_GDR_HOSTS", "").split(",") if h}
+def info(rank, text):
+    say(rank, f"{hosts[rank // per].split('.')[0]}:{1000 + rank}:{1000 + rank} [{rank % per}] NCCL INFO {text}")
+if debug == "INFO":
+    for r in range(n):
+        h = hosts[r // per]
+        if r == 0:
+            info(r, "NCCL version 2.28.9+cuda13.0")
+        if h in sockets:
+            info(r, "NET/IB : No device found.")
+            info(r, "NET/Socket : Using [0]eth0:10.244.0.4<0>")
+            info(r, "Using network Socket")
+        else:
+            info(r, "NET/IB : Using" + "".join(f" [{i}]mlx5_ib{i}:1/IB" for i in range(8)) + " [RO]; OOB eth0:10.244.0.4<0>")
+            info(r, "Using network IB")
+            for i in range(8):
+                info(r, f"NET/IB : GPU Direct RDMA Enabled for HCA {i} 'mlx5_ib{i}'")
+        info(r, f"comm 0x55aa{r:08x} rank {r} nRanks {n} nNodes {len(hosts)} localRanks {per} localRank {r % per} MNNVL 0")
+        peer = r // per * per + (r % per + 1) % per
+        info(r, f"Channel 00/0 : {r}[{r % per}] -> {peer}[{peer % per}] via P2P/CUMEM/read")
+    for c in range(4 if len(hosts) > 1 else 0):
+        for i in range(len(hosts)):
+            src, dst = i * per + c % per, (i + 1) % len(hosts) * per + c % per
+            for rank, direction in ((src, "send"), (dst, "receive")):
+                h = hosts[rank // per]
+                path = "NET/Socket/0" if h in sockets else f"NET/IB/{c % 2}" + ("" if h in no_gdr else "/GDRDMA")
+                info(rank, f"Channel {c:02d}/0 : {src}[{src % per}] -> {dst}[{dst % per}] [{direction}] via {path}")
+say(0, "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809")
+say(0, "# Collective test starting: all_reduce_perf")
+say(0, f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0")
+say(0, "#")
+say(0, "# Using devices")
 for r in range(n):
-    print(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on {hosts[r // per]:>10s} device {r % per:2d} [0000:00:{r % per:02x}] NVIDIA H100 80GB HBM3")
-print("#")
-print("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
+    say(0, f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on {hosts[r // per]:>10s} device {r % per:2d} [0000:00:{r % per:02x}] NVIDIA H100 80GB HBM3")
+say(0, "#")
+say(0, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
 sizes = sorted({max(lo, hi // 4), max(lo, hi // 2), hi})
 for s in sizes:
     b = busbw * (0.97 if s < hi else 1.0)
     algbw = b * n / (2 * (n - 1)) if n > 1 else b
     t = s / algbw / 1e3
-    print(f"{s:12d}  {s // 4:12d}     float     sum      -1  {t:8.1f}  {algbw:6.2f}  {b:6.2f}      0  {t:8.1f}  {algbw:6.2f}  {b:6.2f}      0")
-print("# Out of bounds values : 0 OK")
-print(f"# Avg bus bandwidth    : {busbw:.3f}")
-print("#")
-print("# Collective test concluded: all_reduce_perf")
+    say(0, f"{s:12d}  {s // 4:12d}     float     sum      -1  {t:8.1f}  {algbw:6.2f}  {b:6.2f}      0  {t:8.1f}  {algbw:6.2f}  {b:6.2f}      0")
+say(0, "# Out of bounds values : 0 OK")
+say(0, f"# Avg bus bandwidth    : {busbw:.3f}")
+say(0, "#")
+say(0, "# Collective test concluded: all_reduce_perf")
 '''
 
 _SSH = r'''#!/usr/bin/env bash

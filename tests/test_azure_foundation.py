@@ -184,3 +184,17 @@ def test_outputs(dev):
     assert dev.outputs["nodePoolName"] == "ibpool"
     assert dev.outputs["vmSize"] == "Standard_ND96isr_H100_v5"
     assert dev.outputs["nodeCount"] == 2
+
+
+def test_outputs_that_modules_built_on_the_cluster_expect(dev):
+    """The cluster's and the pool's resource ids (Azure Verified Modules' minimum), the OIDC issuer
+    URL, and the Kubernetes version AKS runs. Offline they are placeholders, never look-alikes of real
+    values: ids in the all-zero subscription, an .invalid issuer, a version that says it is none."""
+    cluster_id = (f"/subscriptions/{mocks.OFFLINE_ID}/resourceGroups/aks-infiniband-dev/providers/"
+                  f"Microsoft.ContainerService/managedClusters/aks-ib-dev")
+    assert dev.outputs["clusterResourceId"] == cluster_id
+    assert dev.outputs["nodePoolResourceId"] == f"{cluster_id}/agentPools/ibpool"
+    assert dev.outputs["oidcIssuerUrl"] == mocks.PLACEHOLDER_OIDC_ISSUER_URL
+    assert dev.outputs["currentKubernetesVersion"] == mocks.PLACEHOLDER_KUBERNETES_VERSION
+    # the issuer exists only because the cluster turns it on
+    assert dev.one(CLUSTER).inputs["oidcIssuerProfile"] == {"enabled": True}

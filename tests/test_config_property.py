@@ -147,9 +147,9 @@ def _cli(cfg: dict[str, Any]) -> dict[str, str]:
 
 def _kind(value: Any) -> Any:
     """Accepted values of one key that the program is expected to treat alike share a kind; one of
-    each kind is rendered. Strings by their shape (case, ASCII, padding, length, ends), integers by
-    being the smallest or largest accepted, maps by emptiness, size and characters. (Which value of a
-    kind is rendered changes nothing the mock engine could see: the program passes strings on.)"""
+    each kind is rendered. Strings by their shape (padding, ASCII, case, length), integers by being
+    the smallest or largest accepted, maps by emptiness, size and characters. The program passes
+    these values on unchanged, so one of a kind stands for the others."""
     if isinstance(value, str):
         return ("str", value == value.strip(), value.isascii(), value != value.lower(), len(value) > 64)
     if isinstance(value, dict):

@@ -222,3 +222,31 @@ def test_every_hca_slow_is_a_host_limit_not_one_hca():
     found = doctor.diagnose([], [], bws, Expectations.for_sku(H100))
     assert found.suspects == ()
     assert any("host-side limit" in n for n in found.notes)
+
+
+# --- the transport NCCL used in the pairs (PairRun.socket_hosts / no_gdr_hosts, from verify.transport) ---
+def test_the_node_on_sockets_is_named_even_in_a_two_node_pool():
+    """N = 2: bandwidth cannot tell the two nodes apart, the transport can (only one fell back)."""
+    a, b = hosts(2)
+    pair = PairRun(0, (a, b), SLOW_PAIR_GBPS, transport="TCP sockets, not RDMA (...)", socket_hosts=(b,))
+    d = doctor.diagnose([], [pair], [], Expectations.for_sku(H100))
+    (s,) = [s for s in d.suspects if "sockets" in s.reason]
+    assert (s.host, s.hca, s.verdict) == (b, None, Verdict.FAIL)
+    assert s.evidence["pairs"][0]["transport"].startswith("TCP sockets")
+
+
+def test_no_gdr_is_a_suspect_only_where_the_size_expects_it():
+    a, b, c, d_ = hosts(4)
+    pairs = [PairRun(1, (a, b), HEALTHY_PAIR_GBPS, transport="x", no_gdr_hosts=(b,)),
+             PairRun(1, (c, d_), HEALTHY_PAIR_GBPS, transport="x")]
+    assert [s.host for s in doctor.diagnose([], pairs, [], Expectations.for_sku(H100)).suspects] == [b]
+    assert doctor.diagnose([], pairs, [], Expectations(expects_gdr=False)).suspects == ()
+
+
+def test_every_node_on_sockets_is_a_note_not_a_list_of_suspects():
+    names = hosts(4)
+    pairs = [PairRun(1, (names[0], names[1]), 10.0, transport="x", socket_hosts=(names[0], names[1])),
+             PairRun(1, (names[2], names[3]), 10.0, transport="x", socket_hosts=(names[2], names[3]))]
+    d = doctor.diagnose([], pairs, [], Expectations.for_sku(H100))
+    assert not [s for s in d.suspects if "sockets" in s.reason]
+    assert any("every node checked (4)" in n and "fabric-wide" in n for n in d.notes)

@@ -48,6 +48,14 @@ def env2() -> dict[str, str]:
     return launcher_env(2)
 
 
+def forwarded(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
 def host(i: int) -> str:
     return f"nccl-allreduce-mpiworker-{i}.nccl-allreduce"
 
@@ -97,6 +105,8 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     # Azure's single-node gate size for H100 (check_nccl_allreduce 460.0 1 16G); pairs at the run's -e
     assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
+    # the transport rules the launcher checks under auto: GDRDMA on ND sizes, the catalog's HCA count
+    assert (env4["DOCTOR_EXPECT_GDRDMA"], env4["DOCTOR_HCAS_PER_NODE"]) == ("1", str(SKU.ib_hcas_per_vm)) == ("1", "8")
 
 
 # --- done when: a healthy log has no suspects, and under auto the doctor did not run ---------------
@@ -126,7 +136,13 @@ def test_one_slow_node_among_four_is_named(tmp_path, env4):
         (host(i), c) for i in range(4) for c in ("hca", "gpus", "allreduce")}
     node_runs = [c for c in r.calls[1:] if c[c.index("--host") + 1].count(",") == 0]
     assert sorted(c[c.index("--host") + 1] for c in node_runs) == sorted(f"{host(i)}:8" for i in range(4))
-    assert all(c[c.index("-np") + 1] == "8" and "NCCL_DEBUG=WARN" in c for c in node_runs)
+    assert all(c[c.index("-np") + 1] == "8" for c in node_runs)
+    # every doctor run as the all-nodes run: tagged, the size's map/bind, the job's environment
+    # (NCCL_DEBUG=INFO: each run's transport is evidence too)
+    all_nodes = r.calls[0]
+    for c in r.calls[1:]:
+        assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
+        assert flag(c, "--map-by") == flag(all_nodes, "--map-by") and flag(c, "--bind-to") == "core"
     # pairs: the planned rounds, N/2 disjoint pairs each, 16 ranks each
     rounds: dict[str, list[tuple[str, ...]]] = {}
     for s in r.named(sections.PAIR):
@@ -227,3 +243,62 @@ def test_one_at_a_time_finds_the_same_node(tmp_path, env4):
     assert r.done.returncode == 0, r.done.stderr
     assert len(r.named(sections.PAIR)) == 6 and not r.named(sections.HCA_BW)
     assert [(s["host"], s["hca"]) for s in r.report()["suspects"]] == [(host(1), None)]
+
+
+# --- the transport: NCCL's INFO lines in the all-nodes run and in each pair -------------------------
+def nccl_info_lines(section: sections.Section) -> list[str]:
+    """NCCL's own INFO lines (not the filter's count line, "[nccl-launcher] NCCL INFO lines: ...")."""
+    return [line for line in section.text.splitlines() if " NCCL INFO " in line and not line.startswith("[nccl-")]
+
+
+def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+    (allreduce,) = r.named(sections.ALLREDUCE)
+    pairs = r.named(sections.PAIR)
+    assert all(line.startswith("[1,") for line in nccl_info_lines(allreduce))  # --tag-output, untouched
+    # the all-nodes run keeps every connection line (4 channels x 4 ring edges x send/receive)...
+    assert sum("] via NET/IB/" in line for line in nccl_info_lines(allreduce)) == 32
+    for pair in pairs:
+        connections = [line.split(" NCCL INFO ")[1].split("] ", 1)[1] for line in nccl_info_lines(pair)
+                       if " via NET/" in line]
+        # ...a pair's only the distinct ones per host: [send]/[receive] x NET/IB/0, NET/IB/1
+        assert len(connections) == 8 and "via P2P/" not in pair.text
+        assert sections.pair_run(1, pair.hosts(), pair.text).transport == "NET/IB GDRDMA, 8 HCAs per node"
+    report = r.report()
+    assert all(p["transport"] == "NET/IB GDRDMA, 8 HCAs per node" for p in report["doctor"]["pairs"])
+
+
+def test_sockets_on_one_node_run_the_doctor_under_auto_and_name_that_node(tmp_path, env4):
+    """The bandwidth would pass; NCCL on host 1 fell back to TCP sockets: the launcher sees it in the
+    condensed lines, runs the doctor, and its pair runs name host 1 (its partners used IB)."""
+    r = run(tmp_path, env4, 4, STUB_SOCKET_HOSTS=host(1))
+    assert r.done.returncode == 0, r.done.stderr
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-sockets"
+    report = r.report()
+    assert report["verdict"] == "FAIL"
+    assert report["reasons"][0].startswith("RDMA was not used")  # the all-nodes verdict's own rule
+    (suspect,) = [s for s in report["suspects"] if "sockets" in s["reason"]]
+    assert (suspect["host"], suspect["hca"], suspect["verdict"]) == (host(1), None, "FAIL")
+    assert {tuple(p["hosts"]) for p in suspect["evidence"]["pairs"]} == {
+        (host(1), host(2)), (host(1), host(3)), (host(0), host(1))}
+    assert all(p["transport"].startswith("TCP sockets") for p in suspect["evidence"]["pairs"])
+
+
+def test_no_gpudirect_rdma_on_one_node_runs_the_doctor_and_names_it(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_NO_GDR_HOSTS=host(3))
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-no-gdrdma"
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(3), None)]
+    assert "without GPUDirect RDMA" in report["suspects"][0]["reason"]
+
+
+def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SOCKET_HOSTS=",".join(host(i) for i in range(4)))
+    report = r.report()
+    assert report["suspects"] == []
+    assert any(n.startswith("every node checked (4): NCCL used TCP sockets") for n in report["doctor"]["notes"])
+
+
+def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
+    r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"

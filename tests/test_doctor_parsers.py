@@ -172,3 +172,12 @@ def test_the_documented_markers_are_the_ones_verify_reads():
     launcher = (Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh").read_text()
     assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | {"time-budget",
                                                                                      "no-infiniband-hca-listed"}
+
+
+def test_a_marker_that_arrives_tagged_still_opens_its_section():
+    """The launcher prints its markers untagged; one under mpirun's --tag-output still counts
+    (verify.loglines.untag), and the section's tagged lines reach the parsers as they are."""
+    text = f"[1,0]<stdout>:{sections.marker('pair', round=1, hosts=['a', 'b'])}\n[1,0]<stdout>:x\n"
+    (section,) = sections.split(text)
+    assert (section.name, section.hosts(), section.text) == ("pair", ("a", "b"), "[1,0]<stdout>:x")
+    assert sections.has_markers(text)

@@ -6,12 +6,15 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import dev_config
 
+import catalog
 import stack_config
-from components import fabric_check
+from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, parse_result
 from offline import engine, mocks
 from verify.collect import AksCluster
@@ -38,12 +41,22 @@ def test_collect_runs_after_the_job(dev):
 
 def test_collect_names_the_job_the_stack_creates(dev):
     args, job = argv(dev), dev.one(JOB, "fabric-test-job")
-    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert args[:4] == [fabric_check.python_command(), "-m", "verify", "collect"]
     assert option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert option(args, "--job") == job.inputs["metadata"]["name"]
     assert option(args, "--sku") == dev.outputs["vmSize"]
     assert option(args, "--nodes") == str(dev.outputs["nodeCount"])
     assert "--json" in args
+
+
+def test_the_interpreter_is_the_one_running_the_program_named_from_the_project(tmp_path):
+    """sys.executable, relative to the project when the environment lives in it (every checkout
+    then reads .venv/bin/python); absolute only for an environment elsewhere."""
+    project = tmp_path / "checkout"
+    assert fabric_check.python_command(str(project / ".venv/bin/python"), project) == ".venv/bin/python"
+    assert fabric_check.python_command("/opt/poetry/envs/x/bin/python", project) == "/opt/poetry/envs/x/bin/python"
+    assert fabric_check.python_command() == Path(sys.executable).relative_to(fabric_check.PROJECT_DIR).as_posix(), (
+        "run the tests with the project's .venv/bin/python (as make test does)")
 
 
 def test_paths_are_relative_to_the_project(dev):
@@ -97,10 +110,10 @@ def test_a_credential_rotation_changes_no_input_of_the_collect_step(dev, monkeyp
 
 
 def test_collect_command_without_a_subscription_leaves_it_to_az():
-    args = fabric_check.FabricCheckArgs(
-        resource_group_name="rg", cluster_name="aks", namespace="fabric-test", job_name="nccl-allreduce",
-        vm_size="Standard_ND96asr_v4", node_count=2, gpus_per_node=8, timeout_minutes=60,
-        job_spec_sha256="0" * 64)
+    job = SimpleNamespace(kind=fabric_test.ALL_REDUCE, sku=catalog.lookup("Standard_ND96asr_v4"),
+                          namespace_name="fabric-test", job_name="nccl-allreduce", node_count=2, deadline_minutes=60,
+                          spec_sha256="0" * 64, sharp=False, job=None)  # a FabricTestJob without Pulumi
+    args = fabric_check.FabricCheckArgs(resource_group_name="rg", cluster_name="aks", job=job)
     with_sub = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks", "sub-id")))
     without = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks")))
     assert option(with_sub, "--subscription") == "sub-id" and "--subscription" not in without
@@ -132,10 +145,6 @@ def test_sharp_reaches_the_result_and_the_outputs(render, dev):
     sharp = render(fabricTest={"sharp": True})
     assert "--sharp" in argv(sharp) and sharp.outputs["allReduceSharp"] is True
     assert trigger(sharp) != trigger(dev)  # a SHARP run is a different run
-    with pytest.raises(ValueError, match="kind p2p: got sharp=True"):
-        fabric_check.FabricCheckArgs(kind="p2p", resource_group_name="rg", cluster_name="c", namespace="n",
-                                     job_name="j", vm_size="Standard_HB176rs_v4", node_count=2, gpus_per_node=0,
-                                     timeout_minutes=60, job_spec_sha256="x", sharp=True)
 
 
 def test_threshold_only_when_configured(render, dev):
@@ -176,6 +185,7 @@ def test_outputs_are_pending_offline_never_a_number(dev):
     assert dev.outputs["allReduceMaxBusBwGbps"] is None
     assert dev.outputs["allReduceBusBwAtMaxSizeGbps"] is None
     assert dev.outputs["ncclVersion"] == "pending"
+    assert dev.outputs["fabricTransport"] == "pending"
     assert dev.outputs["fabricRanks"] == "pending (expected 2 nodes x 8 GPUs = 16 ranks)"
 
 
@@ -256,7 +266,7 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
     default, so no --kind, and the all-reduce's node count."""
     job = dev.one(JOB, "fabric-test-job")
     assert argv(dev) == [
-        ".venv/bin/python", "-m", "verify", "collect",
+        fabric_check.python_command(), "-m", "verify", "collect",
         "--aks-resource-group", dev.outputs["resourceGroupName"], "--aks-cluster", dev.outputs["clusterName"],
         "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
@@ -302,3 +312,17 @@ def test_suspects_become_the_fabricsuspects_output():
 
 def test_the_gpu_stack_exports_fabric_suspects(dev):
     assert dev.outputs["fabricSuspects"] == []  # none until a run names some
+
+
+def test_transport_output_is_the_results_one_line_summary():
+    from tests.nccl_logs import launcher_log, worker_hosts
+    from verify.nccl import parse
+    from verify.report import summary
+    from verify.verdict import judge
+
+    result = parse(launcher_log(worker_hosts(2), 8, busbw_gbps=187.0))
+    doc = summary(result, judge(result, sku="Standard_ND96asr_v4", nodes=2))
+    r = parse_result(json.dumps(doc))
+    assert r.transport == "NET/IB GDRDMA, 8 HCAs per node"
+    assert parse_result(json.dumps({**SAMPLE, "transport": None})).transport is None
+    assert parse_result(json.dumps({**SAMPLE, "transport": {"summary": 3}})).transport is None

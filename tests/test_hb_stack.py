@@ -14,9 +14,9 @@ import pytest
 
 import catalog
 import fabric
-from components import fabric_check
-from components.fabric_check import PENDING, FabricCheckArgs, parse_result
-from components.mpi_bandwidth_job import OSU_DIR, WORKERS, MpiBandwidthJobArgs
+from components import fabric_check, fabric_test
+from components.fabric_check import PENDING, FabricCheckArgs, collect_command, parse_result
+from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
 from offline import engine
 from verify import collect as collect_mod
 from verify import kinds
@@ -114,8 +114,8 @@ def test_job_waits_for_pool_policy_and_volcano_only(hb):
 
 def test_gpu_sizes_are_refused_by_the_p2p_job():
     with pytest.raises(ValueError, match="GPUs"):
-        MpiBandwidthJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), rdma_mode="shared",
-                            image="example.invalid/img:1.0", timeout_minutes=30)
+        P2pJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), rdma_mode="shared",
+                   image="example.invalid/img:1.0", timeout_minutes=30)
 
 
 def test_disabled_fabric_test_renders_no_job(render):
@@ -124,7 +124,7 @@ def test_disabled_fabric_test_renders_no_job(render):
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
 def test_launcher_script_is_valid_bash():
-    from components.mpi_bandwidth_job import LAUNCHER_SCRIPT
+    from components.p2p_job import LAUNCHER_SCRIPT
 
     subprocess.run(["bash", "-n", str(LAUNCHER_SCRIPT)], check=True)
 
@@ -148,7 +148,7 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
     assert collect.parent == check.urn
     assert hb.depends_on(collect, job)
     args = _collect_argv(hb)
-    assert args[:4] == [".venv/bin/python", "-m", "verify", "collect"]
+    assert args[:4] == [fabric_check.python_command(), "-m", "verify", "collect"]
     assert _option(args, "--kind") == kinds.P2P
     assert _option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert _option(args, "--job") == job.inputs["metadata"]["name"]
@@ -197,16 +197,32 @@ def test_hb_no_collect_step_when_the_test_is_disabled(render):
     assert "p2pBandwidthAtMaxSizeGbits" not in r.outputs
 
 
-def test_fabric_check_args_refuse_the_other_kinds_threshold_and_gpus():
-    base = dict(resource_group_name="rg", cluster_name="aks", namespace="fabric-test", job_name="mpi-p2p",
-                vm_size=HB, node_count=WORKERS, gpus_per_node=0, timeout_minutes=60, job_spec_sha256="0" * 64,
-                kind=kinds.P2P)
-    FabricCheckArgs(**base)  # the control: valid as __main__ builds it
-    for bad in ({"threshold_gbps": 50.0}, {"gpus_per_node": 8}, {"kind": "osu"}):
-        with pytest.raises(ValueError):
-            FabricCheckArgs(**{**base, **bad})
-    with pytest.raises(ValueError, match="GB/s"):
-        FabricCheckArgs(**{**base, "kind": kinds.NCCL, "gpus_per_node": 8, "threshold_gbits": 150.0})
+class _Job:
+    """A fabric test job as FabricCheckArgs sees it (the FabricTestJob protocol), without Pulumi."""
+
+    def __init__(self, kind: fabric_test.Kind, sku: str, node_count: int):
+        self.kind, self.sku, self.node_count = kind, catalog.lookup(sku), node_count
+        self.namespace_name, self.job_name, self.deadline_minutes = "fabric-test", "j", 60
+        self.spec_sha256, self.job, self.sharp = "0" * 64, None, False
+
+
+def test_the_threshold_goes_out_in_the_unit_of_the_jobs_kind():
+    """One rule, the kind's: the all-reduce's threshold is GB/s busbw, point to point's Gb/s."""
+    cluster = collect_mod.AksCluster("rg", "aks")
+    p2p = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(fabric_test.POINT_TO_POINT, HB, WORKERS),
+                                                      threshold=150.0), cluster))
+    assert _option(p2p, "--threshold-gbits") == "150" and "--threshold-gbps" not in p2p
+    gpu = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(fabric_test.ALL_REDUCE,
+                                                                        "Standard_ND96asr_v4", 2), threshold=150.0),
+                                      cluster))
+    assert _option(gpu, "--threshold-gbps") == "150" and "--threshold-gbits" not in gpu
+
+
+def test_the_other_kinds_threshold_is_named_as_the_wrong_one():
+    thresholds = {"thresholdGbps": 50.0, "p2pThresholdGbits": None}
+    problems = fabric_test.threshold_problems(fabric_test.kind_for(catalog.lookup(HB)), thresholds)
+    assert list(problems) == ["thresholdGbps"] and "Gb/s (bits)" in problems["thresholdGbps"]
+    assert fabric_test.threshold_problems(fabric_test.ALL_REDUCE, thresholds) == {}
 
 
 def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path):
@@ -220,7 +236,7 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path)
     hbv3 = "Standard_HB120rs_v3"
     stack = render(ibPool={"vmSize": hbv3})
     args, job = _collect_argv(stack), _job(stack)
-    assert args[0] == fabric_check.PYTHON
+    assert args[0] == fabric_check.python_command()
     args = [sys.executable, *args[1:], "--poll-seconds", "0.05"]
     log = HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
     with FakeKube(["Running", "Completed"], log, namespace=job.inputs["metadata"]["namespace"],
@@ -238,3 +254,20 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path)
     assert result.bw_at_max_size_gbits == round(float(rows[max(rows)][0]) * 8 / 1000, 2)
     assert result.latency_us == round(float(raw_rows(HBV3_LAT)[1][0]), 2)
     assert result.busbw_at_max_size_gbps is None  # not an all-reduce
+
+
+def test_the_p2p_job_keeps_its_urns_across_its_rename(hb):
+    """MpiBandwidthJob is now P2pJob: the component answers to its former type, and the engine gives
+    its children (named from the component's name, which is unchanged) the same aliases."""
+    (component,) = hb.of_type("aks-infiniband:kubernetes:P2pJob")
+    assert component.name == "fabric-test-p2p"
+    assert component.aliases == [{"type": "aks-infiniband:kubernetes:MpiBandwidthJob"}]
+    assert all(r.name.startswith("fabric-test-p2p-") for r in hb.resources if r.parent == component.urn)
+
+
+def test_the_point_to_point_test_has_one_name():
+    """p2p: the kind, the component, the job, the launcher, the config key, the outputs."""
+    names = [p.name for p in (ROOT / "components").glob("*.py")] + [p.name for p in (ROOT / "scripts").glob("*")]
+    assert "p2p_job.py" in names and "p2p-launcher.sh" in names
+    assert not [n for n in names if "bandwidth" in n or "mpi-p2p" in n]
+    assert P2pJobArgs.job_name == "p2p" and fabric_test.POINT_TO_POINT.name == kinds.P2P == "p2p"

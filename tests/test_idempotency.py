@@ -82,7 +82,10 @@ def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
 def _render_in_fresh_interpreter(checkout: Path, hash_seed: str) -> dict[str, Any]:
     path = os.pathsep.join([str(checkout), str(checkout / "tests")])
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-c", DUMP], cwd=checkout, env=env, capture_output=True, text=True,
+    # each checkout's own environment inside it (here a link to this one's), as Pulumi.yaml sets up
+    (checkout / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    python = checkout / ".venv" / Path(sys.executable).relative_to(sys.prefix)
+    done = subprocess.run([str(python), "-c", DUMP], cwd=checkout, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)

@@ -477,3 +477,40 @@ def test_launcher_passes_on_mpiruns_failure(fake_cluster, dev):
     done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7", DOCTOR="never")  # the doctor: test_doctor_launcher
     assert done.returncode == 7
     assert "mpirun exited with status 7" in done.stderr
+
+
+def test_launcher_tags_every_rank_and_keeps_mpi_on_the_pod_interface(fake_cluster, dev):
+    assert run_launcher(fake_cluster, dev, hosts=2).returncode == 0
+    args = mpirun_args(fake_cluster)
+    assert "--tag-output" in args  # "[1,RANK]<stdout>:": interleaved ranks stay attributable
+    assert args[args.index("oob_tcp_if_include") + 1] == "eth0"
+    assert run_launcher(fake_cluster, dev, hosts=2, POD_IFNAME="ens5").returncode == 0
+    args = mpirun_args(fake_cluster)
+    assert args[args.index("oob_tcp_if_include") + 1] == "ens5"
+
+
+def test_launcher_condenses_nccls_info_lines_of_a_real_log(fake_cluster, dev):
+    """mpirun's output (a real NCCL 2.28.9 log, tests/data) goes through the launcher's filter: the
+    nccl-tests table and the transport lines stay, the rest of NCCL's INFO goes."""
+    from verify import nccl
+
+    data = Path(__file__).resolve().parent / "data"
+    recorded = data / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x2-gpus_h200x2.log"
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), DOCTOR="never", NCCL_DEBUG="WARN")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    (count,) = [line for line in out if line.startswith("[nccl-launcher] NCCL INFO lines: ")]
+    assert count.endswith("keeps all)")
+    assert not any("via P2P/" in line or "Trees [" in line for line in out)  # intra-node, topology: dropped
+    nets = [line for line in out if "NET/IB : Using" in line]
+    assert len(nets) == 2  # once per host, not once per rank (4 ranks)
+    assert nccl.parse(done.stdout).transport == nccl.parse(recorded.read_text()).transport
+    full = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), LAUNCHER_NCCL_LOG="full",
+                        DOCTOR="never")
+    assert any("via P2P/" in line for line in full.stdout.splitlines())
+
+
+def test_launcher_refuses_an_unknown_log_mode(fake_cluster, dev):
+    done = run_launcher(fake_cluster, dev, hosts=2, LAUNCHER_NCCL_LOG="everything")
+    assert done.returncode == 2 and "expected condensed or full" in done.stderr
+    assert not (fake_cluster / "mpirun.args").exists()

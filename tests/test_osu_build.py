@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from components import mpi_bandwidth_job as p2p
+from components import p2p_job as p2p
 from components.mpi_job import MPI_HOME
 from offline import engine
 from tests.schema_checks import as_api, core_errors

@@ -77,7 +77,9 @@ def test_garbage_is_one_line_error_no_traceback(tmp_path, content):
     log.write_text(content)
     p = run("report", str(log), "--json")
     assert p.returncode == 2
-    assert p.stdout == ""
+    # under --json the error is also the one JSON object on stdout, for a script that reads only that
+    out = json.loads(p.stdout)
+    assert out["verdict"] is None and out["error"] == p.stderr.strip().removeprefix("error: ")
     assert "Traceback" not in p.stderr
     assert p.stderr.startswith("error: ") and len(p.stderr.strip().splitlines()) == 1
 
@@ -118,7 +120,7 @@ CORE_KEYS = {"kind", "verdict", "reasons", "max_size_bytes", "sku", "plot"}
 @pytest.fixture
 def hbv3_log(tmp_path) -> Path:
     """What the p2p launcher prints: osu_bw, then osu_latency, in one log."""
-    log = tmp_path / "mpi-p2p-launcher.log"
+    log = tmp_path / "p2p-launcher.log"
     log.write_text(HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text())
     return log
 
@@ -209,3 +211,58 @@ def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
         pngs.append(out.read_bytes())
     assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
     assert b"Software" not in pngs[0] and pngs[0] == pngs[1]
+
+
+# --- --fail-on-low-bandwidth and errors under --json (in-process: the same main() the module runs) ----
+DATA = Path(__file__).resolve().parent / "data"
+SOCKET_2X1 = DATA / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x1-gpu_h200x2.log"  # real, NCCL 2.28.9
+
+
+@pytest.mark.parametrize("sku", ["Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"])
+def test_report_fails_a_socket_run_with_exit_1(sku, capsys):
+    from verify import __main__ as cli
+
+    code = cli.main(["report", str(SOCKET_2X1), "--sku", sku, "--json", "--fail-on-low-bandwidth"])
+    captured = capsys.readouterr()
+    assert code == 1
+    out = json.loads(captured.out)  # the result still goes to stdout, whole
+    assert out["verdict"] == "FAIL"
+    assert out["transport"]["network"] == "Socket" and out["transport"]["gdr"] is None
+    assert out["transport"]["inter_node_channels"] == {"NET/Socket": 8}
+    assert out["transport"]["hcas_by_host"] == {"node-0": [], "node-1": []}
+    assert captured.err.startswith(f"FAIL: {SOCKET_2X1} on {sku}") and "RDMA was not used" in captured.err
+
+
+def test_report_without_the_flag_exits_0_on_fail(capsys):
+    from verify import __main__ as cli
+
+    assert cli.main(["report", str(SOCKET_2X1), "--sku", "Standard_ND96asr_v4"]) == 0
+    text = capsys.readouterr().out
+    assert "VERDICT: FAIL" in text
+    assert "transport:    TCP sockets, not RDMA (NET/Socket x8)" in text and "  network:    Socket" in text
+
+
+def test_report_flag_passes_a_good_result(reference, capsys):
+    from verify import __main__ as cli
+
+    log = str(reference / "nccl-tests" / AZURE)
+    assert cli.main(["report", log, "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--fail-on-low-bandwidth"]) == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "/nonexistent/launcher.log", "--json"],  # unreadable
+    ["report", str(SOCKET_2X1), "--json", "--no-such-flag"],  # a usage error, from argparse
+    ["report", str(SOCKET_2X1), "--json", "--threshold-gbits", "100"],  # the other kind's unit
+])
+def test_every_error_under_json_is_one_json_object_and_exit_2(args, capsys):
+    from verify import __main__ as cli
+
+    try:
+        code = cli.main(args)
+    except SystemExit as exc:  # argparse exits itself
+        code = exc.code
+    captured = capsys.readouterr()
+    assert code == 2
+    out = json.loads(captured.out)
+    assert out["verdict"] is None and out["error"]
+    assert "Traceback" not in captured.err

@@ -24,8 +24,8 @@ import yaml
 
 import catalog
 import fabric
-from components.mpi_bandwidth_job import MpiBandwidthJobArgs
 from components.mpi_job import MASTER_TASK
+from components.p2p_job import P2pJobArgs
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect, kube
@@ -283,6 +283,26 @@ def test_low_bandwidth_without_the_flag_exits_0(azure_log, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)["verdict"] == "FAIL"
 
 
+SOCKET_2X1 = ROOT / "tests" / "data" / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x1-gpu_h200x2.log"
+
+
+@pytest.mark.parametrize("sku", ["Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"])
+def test_a_socket_run_fails_the_collect_step_on_every_nd_size(sku, monkeypatch, capsys):
+    """A real NCCL 2.28.9 log whose ranks fell back to TCP (tests/data): FAIL and exit 1, whether the
+    size's threshold is published (A100) or derived (H100/H200)."""
+    args = argv("--fail-on-low-bandwidth")
+    args[args.index("--sku") + 1] = sku
+    with FakeKube(["Completed"], SOCKET_2X1.read_text()) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(args)
+    captured = capsys.readouterr()
+    assert code == 1
+    out = json.loads(captured.out)
+    assert out["verdict"] == "FAIL" and out["reasons"][0].startswith("RDMA was not used")
+    assert out["transport"]["network"] == "Socket"
+    assert "RDMA was not used" in captured.err
+
+
 def test_failed_job_with_garbage_log_is_a_fail_not_a_crash(monkeypatch, capsys):
     log = "ssh: connect to host nccl-allreduce-mpiworker-0 port 22: Connection refused\n" * 3
     with FakeKube(["Running", "Failed"], log) as kube:
@@ -381,7 +401,7 @@ def test_a_transient_api_error_during_the_wait_is_retried(azure_log, monkeypatch
 
 
 # --- --kind p2p: the CPU-only job's launcher log (osu_bw then osu_latency) ---------------------------
-P2P_NS, P2P_JOB = MpiBandwidthJobArgs.namespace_name, MpiBandwidthJobArgs.job_name  # as the component names them
+P2P_NS, P2P_JOB = P2pJobArgs.namespace_name, P2pJobArgs.job_name  # as the component names them
 HBV3 = "Standard_HB120rs_v3"
 
 
@@ -428,7 +448,7 @@ def test_p2p_low_bandwidth_fails_with_the_threshold_in_gbits(monkeypatch, capsys
 
 
 def test_p2p_failed_job_with_no_table_is_a_fail_naming_the_tools(monkeypatch, capsys):
-    log = "[mpi-p2p-launcher 10:00:00] error: worker mpi-p2p-mpiworker-1: sshd did not answer within 600s\n"
+    log = "[p2p-launcher 10:00:00] error: worker p2p-mpiworker-1: sshd did not answer within 600s\n"
     with FakeKube(["Running", "Failed"], log, namespace=P2P_NS, job=P2P_JOB) as kube:
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
         assert cli.main(p2p_argv()) == 0

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import catalog
-from verify.nccl import parse_file
-from verify.verdict import MIN_JUDGED_SIZE_BYTES, WARN_FRACTION_OF_BASELINE, Verdict, judge, pass_line_gbps
+from tests.nccl_logs import launcher_log, worker_hosts
+from verify.nccl import parse, parse_file
+from verify.verdict import (
+    FLOOR_FRACTION_OF_BASELINE,
+    MIN_JUDGED_SIZE_BYTES,
+    WARN_FRACTION_OF_BASELINE,
+    Verdict,
+    judge,
+    pass_line_gbps,
+)
 
 A100 = "Standard_ND96asr_v4"
 H200 = "Standard_ND96isr_H200_v5"
@@ -14,6 +24,9 @@ AZURE = "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
 H200_FILE = "h200x2_single-node_nccl-tests-2.19.6_8B-8G.txt"
 OLD_H100 = "sample-output_old-header_2node-H100_lessizzmore.txt"
 GH200 = "sample-output_full-header_nccl-tests-2.18.3_2node-GH200_int8.txt"
+
+_H100_2 = catalog.lookup("Standard_ND96isr_H100_v5").allreduce_expectation(2)
+_H100_FLOOR = _H100_2.baseline_gbps * FLOOR_FRACTION_OF_BASELINE
 
 
 def load(reference, name):
@@ -180,3 +193,106 @@ def test_no_threshold_no_pass_line():
     assert pass_line_gbps(None) is None
     assert pass_line_gbps(None, 100) == 100.0
     assert pass_line_gbps(exp(374, 360)) == pytest.approx(374 * WARN_FRACTION_OF_BASELINE)
+
+
+# --- the transport NCCL used (verify/transport.py; logs in tests/data, constructed in tests/nccl_logs.py) ---
+DATA = Path(__file__).resolve().parent / "data"
+SOCKET_2X1 = DATA / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x1-gpu_h200x2.log"  # real, NCCL 2.28.9
+ND_SIZES = ["Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"]
+
+
+@pytest.mark.parametrize("sku", ND_SIZES)
+def test_a_real_socket_run_across_nodes_fails_on_every_nd_size(sku):
+    j = judge(parse_file(SOCKET_2X1), sku=sku)
+    assert j.verdict is Verdict.FAIL
+    rdma = next(r for r in j.reasons if r.startswith("RDMA was not used"))
+    assert "Socket network" in rdma and "via NET/Socket" in rdma and "node-0, node-1" in rdma
+    for check in ("rdma/shared_ib", "/dev/infiniband", "IPC_LOCK", "device plugin"):
+        assert check in rdma
+
+
+@pytest.mark.parametrize("sku", ND_SIZES)
+def test_sockets_fail_even_when_the_bandwidth_would_pass(sku):
+    """The transport rule does not lean on the bandwidth: a fast log over sockets still fails."""
+    log = launcher_log(worker_hosts(2), 8, network="Socket", busbw_gbps=400.0)
+    j = judge(parse(log), sku=sku, nodes=2)
+    assert j.verdict is Verdict.FAIL
+    assert j.reasons[0].startswith("RDMA was not used")
+    (bandwidth,) = [r for r in j.reasons if r.startswith("busbw")]
+    assert "below" not in bandwidth  # the figure alone would not have failed it
+
+
+@pytest.mark.parametrize("sku, busbw", [(A100, 187.0), ("Standard_ND96isr_H100_v5", _H100_2.baseline_gbps)])
+def test_healthy_ib_with_gdrdma_on_every_channel_passes(sku, busbw):
+    j = judge(parse(launcher_log(worker_hosts(2), 8, busbw_gbps=busbw)), sku=sku, nodes=2)
+    assert j.verdict is Verdict.PASS, j.reasons
+    assert "transport: NET/IB GDRDMA, 8 HCAs per node" in j.reasons
+
+
+def test_healthy_transport_with_azures_real_table_passes(reference):
+    """Azure's published 2 x 8 A100 table (reference) behind constructed IB + GDRDMA lines."""
+    table = (reference / "nccl-tests" / AZURE).read_text()
+    log = launcher_log(worker_hosts(2), 8).split("[1,0]<stdout>:#\n[1,0]<stdout>:#       size")[0] + table
+    j = judge(parse(log), sku=A100, nodes=2)
+    assert j.verdict is Verdict.PASS and j.judged_busbw_gbps == pytest.approx(187.22)
+
+
+@pytest.mark.parametrize("sku", ND_SIZES)
+def test_ib_without_gdrdma_fails_with_the_gpudirect_reason(sku):
+    busbw = 187.0 if sku == "Standard_ND96asr_v4" else 380.0
+    j = judge(parse(launcher_log(worker_hosts(2), 8, gdr=False, busbw_gbps=busbw)), sku=sku, nodes=2)
+    assert j.verdict is Verdict.FAIL
+    (gdr,) = [r for r in j.reasons if r.startswith("GPUDirect RDMA was not used")]
+    assert "64 of 64" in gdr and "NET/IB x64" in gdr
+    assert "nvidia-peermem" in gdr and "dma-buf" in gdr
+
+
+def test_gdr_disabled_for_the_hca_is_named_as_the_cause():
+    log = launcher_log(worker_hosts(2), 8, gdr=False, gdr_hca_disabled=True, busbw_gbps=187.0)
+    j = judge(parse(log), sku=A100, nodes=2)
+    hosts = ", ".join(worker_hosts(2))
+    assert f"'GPU Direct RDMA Disabled for HCA' on {hosts}" in j.reasons[0]
+
+
+def test_four_of_eight_hcas_on_one_host_warns_naming_that_host():
+    hosts = worker_hosts(2)
+    j = judge(parse(launcher_log(hosts, 8, hcas={hosts[1]: 4}, busbw_gbps=187.0)), sku=A100, nodes=2)
+    assert j.verdict is Verdict.WARN
+    (warn,) = [r for r in j.reasons if "HCAs" in r]
+    assert warn.startswith(f"host {hosts[1]} opened 4 of the 8 InfiniBand HCAs of {A100}")
+    assert "missing mlx5_ib4, mlx5_ib5, mlx5_ib6, mlx5_ib7" in warn and hosts[0] not in warn
+
+
+def test_a_log_without_transport_lines_keeps_the_bandwidth_verdict_and_says_so(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=2)
+    assert j.verdict is Verdict.PASS
+    assert j.reasons[-1].startswith("transport not checked: the log has no NCCL INFO transport lines")
+
+
+def test_a_single_node_run_keeps_unknown_and_says_no_inter_node_channel():
+    j = judge(parse_file(DATA / "nccl-info_2.28.9_single-node-2-gpus_h200x2_8B-8G.log"), sku=H200)
+    assert j.verdict is Verdict.UNKNOWN  # "Using network Socket" on one node is no fault
+    assert "transport: no inter-node channel (single node; network Socket)" in j.reasons
+    assert not any(r.startswith("RDMA was not used") for r in j.reasons)
+
+
+@pytest.mark.parametrize("busbw, verdict", [
+    (_H100_FLOOR - 1, Verdict.FAIL),
+    (157.11, Verdict.WARN),  # NVIDIA's own untuned AKS run (catalog.SRC_AICR_H100_AKS): IB worked
+    (_H100_2.baseline_gbps, Verdict.PASS),
+])
+def test_the_floor_under_a_derived_threshold(busbw, verdict):
+    """ND H100 v5's threshold is derived: below it is WARN, but below the floor it is FAIL."""
+    sku = "Standard_ND96isr_H100_v5"
+    assert _H100_2.derived and _H100_FLOOR < 150 < _H100_2.threshold_gbps  # under NVIDIA's own AKS gate
+    j = judge(parse(launcher_log(worker_hosts(2), 8, busbw_gbps=busbw)), sku=sku, nodes=2)
+    assert j.verdict is verdict, j.reasons
+    assert j.fail_below_gbps == pytest.approx(_H100_FLOOR)
+    if verdict is Verdict.FAIL:
+        assert f"below 35% of the baseline {_H100_2.baseline_gbps:g} GB/s" in j.reasons[0]
+
+
+def test_the_floor_does_not_soften_a_published_threshold():
+    # A100's threshold is Azure's published 180 GB/s: below it is FAIL with or without the floor
+    j = judge(parse(launcher_log(worker_hosts(2), 8, busbw_gbps=179.0)), sku=A100, nodes=2)
+    assert j.verdict is Verdict.FAIL and "below the threshold 180" in j.reasons[0]

@@ -8,9 +8,10 @@ flag with its unit in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits
 the other kind's flag is an error, never a silent conversion.
 
 Exit codes: 0 = a result was read and judged (whatever the verdict, unless --fail-on-low-bandwidth);
-1 = verdict FAIL with --fail-on-low-bandwidth; 2 = no result: unreadable/garbage input, timeout,
-Kubernetes API error, no credentials (az missing, not logged in or failing), bad arguments.
-Errors are one line on stderr, never a traceback.
+1 = verdict FAIL with --fail-on-low-bandwidth (`report` and `collect` alike, so a saved log can gate
+CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API error, no credentials (az
+missing, not logged in or failing), bad arguments. Errors are one line on stderr, never a
+traceback; `report --json` also prints them as one JSON object, {"verdict": null, "error": "..."}.
 
 A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
 still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
@@ -67,8 +68,19 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error under --json is also one JSON object on stdout (still exit 2)."""
+
+    json_errors = False  # set by main() from its argv
+
+    def error(self, message: str):  # type: ignore[override]
+        if _Parser.json_errors:
+            print(json.dumps({"verdict": None, "error": f"{self.prog}: error: {message}"}))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m verify",
         description="Read and judge a fabric test: nccl-tests (GPU sizes) or OSU / perftest (CPU-only sizes).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -78,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--kind", choices=("auto", *kinds.KINDS), default="auto",
                      help="what the log holds (default %(default)s: p2p when it has an OSU or perftest table, "
                           "else nccl)")
+    rep.add_argument("--fail-on-low-bandwidth", action="store_true",
+                     help="exit 1 when the verdict is FAIL (as collect does), e.g. to gate CI on a saved log")
     _judging_args(rep, collect=False)
 
     col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it")
@@ -139,9 +153,21 @@ def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
     return None
 
 
-def _error(message: str) -> int:
+def _error(message: str, as_json: bool = False) -> int:
     print(f"error: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"verdict": None, "error": message}))
     return EXIT_ERROR
+
+
+def _fail_exit(args: argparse.Namespace, out: dict, what: str) -> int:
+    """EXIT_FAIL, with the reasons on stderr, when --fail-on-low-bandwidth and the verdict is FAIL."""
+    if not (args.fail_on_low_bandwidth and out.get("verdict") == Verdict.FAIL.value):
+        return EXIT_OK
+    print(f"FAIL: {what}", file=sys.stderr)
+    for reason in out.get("reasons") or ():
+        print(f"  - {reason}", file=sys.stderr)
+    return EXIT_FAIL
 
 
 def _plot(result, judgement, path: str | None) -> str | None:
@@ -165,31 +191,31 @@ def _report(args: argparse.Namespace) -> int:
     try:
         text = _read_log(args.log)
     except ParseError as exc:
-        return _error(str(exc))
+        return _error(str(exc), args.json)
     kind = args.kind if args.kind != "auto" else (
         # a doctor's log holds ib_write_bw tables too: its all-reduce section makes it nccl
         kinds.NCCL if any(s.name == sections.ALLREDUCE for s in sections.split(text))
         else kinds.P2P if p2p.detect(text) else kinds.NCCL)
     problem = _check_kind_args(args, kind)
     if problem:
-        return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem)
+        return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem, args.json)
     if kind == kinds.P2P:
         return _report_p2p(args, text)
     try:
         result = parse(sections.allreduce_text(text))
     except ParseError as exc:
-        return _error(f"{args.log}: {exc}")
+        return _error(f"{args.log}: {exc}", args.json)
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps)
     plot = _plot(result, judgement, args.plot)
     out, report_text = _with_doctor(args, text, summary(result, judgement), table(result, judgement))
+    out["plot"] = plot
     if args.json:
-        out["plot"] = plot
         print(json.dumps(out, indent=2))
     else:
         print(report_text, end="")
         if plot:
             print(f"plot: {plot}")
-    return EXIT_OK
+    return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else ""))
 
 
 def _with_doctor(args: argparse.Namespace, log: str, out: dict, text: str) -> tuple[dict, str]:
@@ -207,16 +233,17 @@ def _report_p2p(args: argparse.Namespace, text: str) -> int:
     try:
         series = p2p.parse(text)
     except p2p.ParseError as exc:
-        return _error(f"{args.log}: {exc}")
+        return _error(f"{args.log}: {exc}", args.json)
     verdict = p2p.judge(series, args.sku, threshold_gbits=args.threshold_gbits)
     plot = str(p2p.plot(verdict, args.plot)) if args.plot else None
+    out = {**verdict.as_dict(), "plot": plot}
     if args.json:
-        print(json.dumps({**verdict.as_dict(), "plot": plot}, indent=2))
+        print(json.dumps(out, indent=2))
     else:
         print(p2p.table(verdict), end="")
         if plot:
             print(f"plot: {plot}")
-    return EXIT_OK
+    return _fail_exit(args, out, f"{args.log} on {args.sku}, point to point")
 
 
 def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
@@ -354,15 +381,18 @@ def _incomplete(args: argparse.Namespace, exc: collect_mod.Incomplete) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    _Parser.json_errors = "--json" in argv
     args = build_parser().parse_args(argv)
+    as_json = args.json and args.command == "report"
     try:
         if args.command == "report":
             return _report(args)
         return _collect(args)
     except RuntimeError as exc:  # e.g. --plot without matplotlib
-        return _error(str(exc))
+        return _error(str(exc), as_json)
     except OSError as exc:  # e.g. the plot path is not writable
-        return _error(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        return _error(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), as_json)
 
 
 if __name__ == "__main__":

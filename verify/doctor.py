@@ -21,7 +21,11 @@ and carries the figures behind it:
 - a single-node all-reduce (NVLink, no fabric) below Azure's published per-size gate, or failed;
 - the node common to the slow pairs (confirmed: a partner of it was fast with someone else);
 - an HCA whose ib_write_bw between the two nodes of a slow pair is below the link's gate while the
-  node's other HCAs are not.
+  node's other HCAs are not;
+- a node whose ranks used TCP sockets, or (on sizes built for it) an RDMA connection without
+  GPUDirect RDMA, in its pair runs, as NCCL's INFO lines in those runs say (verify.transport; the
+  same rules as the all-nodes verdict's). When every node checked shows it, it is a note instead:
+  fabric-wide, not one node.
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ class PairRun:
     hosts: tuple[str, str]
     busbw_gbps: float | None  # at the largest size
     failure: str | None = None  # why there is no usable figure (errors, no rows, wrong data)
+    # What NCCL's INFO lines in the run say (verify.transport; None: it printed none): the one-line
+    # summary, and the pair's hosts whose ranks used TCP sockets, or an RDMA connection without GDRDMA.
+    transport: str | None = None
+    socket_hosts: tuple[str, ...] = ()
+    no_gdr_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,7 @@ class Expectations:
     pair_threshold_derived: bool = False  # below a derived line is WARN, not FAIL (verify.verdict)
     hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
     hca_source: str | None = None
+    expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
 
     @classmethod
     def for_sku(cls, sku: catalog.Sku, pair_threshold_gbps: float | None = None) -> Expectations:
@@ -141,6 +151,7 @@ class Expectations:
             pair_threshold_derived=pair_threshold_gbps is None and bool(pair and pair.derived),
             hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
             hca_source=sku.p2p.source if sku.p2p else None,
+            expects_gdr=sku.expects_gpudirect_rdma,
         )
 
 
@@ -236,6 +247,8 @@ def _pair_dict(p: PairRun) -> dict[str, Any]:
     out: dict[str, Any] = {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": _round2(p.busbw_gbps)}
     if p.failure:
         out["failure"] = p.failure
+    if p.transport:
+        out["transport"] = p.transport
     return out
 
 
@@ -331,6 +344,32 @@ def _hca_suspects(bws: Sequence[HcaBandwidth], exp: Expectations, blamed: set[st
     return suspects, notes
 
 
+def _transport_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Suspect], list[str]]:
+    """Hosts whose ranks used sockets (or RDMA without GPUDirect where the size expects it) in their
+    pair runs; a note instead when every host whose runs logged a transport shows it."""
+    rules = [("socket_hosts", "NCCL used TCP sockets, not RDMA, in its pair runs",
+              "check its worker pod's RDMA resource and the HCAs NCCL found (NET/IB : No device found)")]
+    if exp.expects_gdr:
+        rules.append(("no_gdr_hosts", "an inter-node connection ran without GPUDirect RDMA in its pair runs",
+                      "check nvidia-peermem / dma-buf on this node (the GPU Operator's driver.rdma)"))
+    checked = {h for p in pairs if p.transport for h in p.hosts}
+    suspects: list[Suspect] = []
+    notes: list[str] = []
+    for attr, what, check in rules:
+        hit = {h for p in pairs for h in getattr(p, attr)}
+        if not hit:
+            continue
+        if hit >= checked:
+            notes.append(f"every node checked ({len(checked)}): {what.replace('its pair runs', 'the pair runs')}; "
+                         f"fabric-wide (a setting, the network operator's policy), not one node")
+            continue
+        for host in sorted(hit):
+            mine = [p for p in pairs if host in getattr(p, attr)]
+            suspects.append(Suspect(host, None, f"{what} ({', '.join('+'.join(p.hosts) for p in mine)}): {check}",
+                                    {"pairs": [_pair_dict(p) for p in mine]}))
+    return suspects, notes
+
+
 def diagnose(nodes: Sequence[NodeCheck], pairs: Sequence[PairRun], hca_bws: Sequence[HcaBandwidth],
              exp: Expectations) -> Diagnosis:
     """Every suspect the checks support, with the figures behind it."""
@@ -339,6 +378,9 @@ def diagnose(nodes: Sequence[NodeCheck], pairs: Sequence[PairRun], hca_bws: Sequ
         suspects += _node_suspects(node, exp)
     pair_suspects, notes, slow = _pair_suspects(pairs, exp)
     suspects += pair_suspects
+    transport_suspects, transport_notes = _transport_suspects(pairs, exp)
+    suspects += transport_suspects
+    notes += transport_notes
     _, fast, _ = classify_pairs(pairs, exp)
     cleared = {h for p in fast for h in p.hosts}
     degraded = {}

@@ -56,7 +56,8 @@ class DoctorAssessment:
 
 
 def _pair(p: PairRun) -> dict[str, Any]:
-    return {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": p.busbw_gbps, "failure": p.failure}
+    return {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": p.busbw_gbps, "failure": p.failure,
+            "transport": p.transport}
 
 
 def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
@@ -79,9 +80,8 @@ def assess(log: str, *, sku: str | None, threshold_gbps: float | None) -> Doctor
     if run.ran and not pairs:
         allreduce = next((s for s in parts if s.name == sections.ALLREDUCE), None)
         if allreduce is not None and len(allreduce.hosts()) == 2:
-            busbw, failure = sections.nccl_figure(allreduce.text)
             a, b = allreduce.hosts()
-            pairs.append(PairRun(0, (a, b), busbw, failure))
+            pairs.append(sections.pair_run(0, (a, b), allreduce.text))
     return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp), exp)
 
 

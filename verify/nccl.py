@@ -10,6 +10,8 @@ Formats handled, each seen in ../shared/reference/nccl-tests or read from NVIDIA
   (`#wrong` is "N/A" under `-c 0`), with the optional per-iteration columns (`-I 1`) and timestamps;
 - NCCL `INFO`/`WARN` lines interleaved anywhere, even between a row's first five columns and the rest
   (nccl-tests prints a row in two pieces around the measurement, into the same stdout buffer NCCL logs to);
+  the same pass hands every line to `verify.transport`, which reads NCCL's own (`NcclResult.transport`,
+  and the WARN lines in `warnings`); line prefixes are `verify.loglines`' business;
 - the footer ("# Out of bounds values", "# Avg bus bandwidth", "# Collective test concluded");
 - failure lines printed by nccl-tests' CUDACHECK / NCCLCHECK / TESTCHECK macros and timeouts;
 - the JSON document that `-J FILE.json` writes (JSON_FILE_VERSION 3), optionally preceded by `#` lines.
@@ -26,6 +28,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from verify import transport as transport_mod
+from verify.loglines import untag
+from verify.transport import Transport
 
 
 class ParseError(ValueError):
@@ -94,6 +100,7 @@ class NcclResult:
     errors: tuple[str, ...] = ()  # failure lines: a failed run
     warnings: tuple[str, ...] = ()  # NCCL WARN lines: worth showing, not failures by themselves
     source_format: str = "text"  # "text" | "json"
+    transport: Transport | None = None  # NCCL's INFO lines (verify.transport); None for the JSON format
 
     # ---- derived figures -------------------------------------------------------------------
     @property
@@ -143,8 +150,6 @@ class NcclResult:
 # ------------------------------------------------------------------------------------------------
 # text format
 
-# `mpirun --tag-output` prefixes every line with "[jobid,rank]<stdout>:"; strip it.
-_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)(?:.*?nccl-library=(\d+))?")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
@@ -164,7 +169,6 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 _FAILURE = re.compile(
     r"Test (?:CUDA |NCCL )?failure|: Test timeout \(|^#\s*error:|Invalid number of GPUs"
 )
-_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
 # A row's first five columns: size, count, type, redop, root. What follows is either the rest of
 # the row or, when NCCL logged in between, the start of a log line.
 _PREAMBLE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)\s+([A-Za-z_][\w]*)\s+(-?\d+)")
@@ -236,20 +240,19 @@ def _parse_text(text: str) -> NcclResult:
     rows: list[Row] = []
     ranks: list[Rank] = []
     errors: list[str] = []
-    warnings: list[str] = []
     info: dict = {}
     pending: tuple | None = None  # a row's first five columns waiting for the rest
     header_seen = False
+    nccl_lines = transport_mod.Collector()  # NCCL's own lines, read in the same pass
 
     for raw in text.splitlines():
-        line = _TAG.sub("", raw.rstrip("\r"))
+        line = untag(raw)
         stripped = line.strip()
         if not stripped:
             continue
+        nccl_lines.feed(line)
         if _FAILURE.search(stripped) or _FAILURE.search(line):
             errors.append(stripped)
-        if _NCCL_WARN.search(line):
-            warnings.append(stripped)
         if m := _NCCL_VERSION.search(line):
             info.setdefault("nccl_version", m.group(1))
         if line.lstrip().startswith("#"):
@@ -309,6 +312,7 @@ def _parse_text(text: str) -> NcclResult:
             "no nccl-tests result found: expected a table of rows 'size count type redop root time algbw busbw "
             "#wrong ...' (all_reduce_perf output) or an nccl-tests -J JSON document"
         )
+    transport = nccl_lines.result()
     nccl_version = info.get("nccl_version")
     if nccl_version is None and "nccl_code" in info:
         nccl_version = _decode_nccl_code(info["nccl_code"])
@@ -326,8 +330,9 @@ def _parse_text(text: str) -> NcclResult:
         nccl_tests_version=info.get("nccl_tests_version"),
         nccl_version=nccl_version,
         errors=tuple(errors),
-        warnings=tuple(warnings),
+        warnings=transport.warnings,
         source_format="text",
+        transport=transport,
         listed_entries_are_processes=False,
     )
 

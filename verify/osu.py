@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from verify.p2p import BANDWIDTH, LATENCY, OSU_MBPS_TO_GBITS, ParseError, Point, Series
+from verify.series import BANDWIDTH, LATENCY, OSU_MBPS_TO_GBITS, ParseError, Point, Series
 
 _TITLE = re.compile(
     r"^\s*#?\s*OSU MPI(?:-(?P<accel>[A-Z]+))? (?P<bench>[A-Za-z /-]+?) Test(?: v(?P<version>[\w.]+))?\s*$"

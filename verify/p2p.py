@@ -1,10 +1,6 @@
-"""Point-to-point RDMA results (CPU-only HB / HX sizes): one series type for the OSU and perftest
-parsers, auto-detection of the tool from a log, and the verdict against the SKU's link rate.
-
-Units, normalised once here so that nothing downstream converts again:
-- bandwidth in Gb/s (10^9 bits/s), the unit of the InfiniBand line rate and of Azure's own gate
-  (`check_ib_bw_non_gdr`, ib_write_bw `--report_gbits`);
-- latency in microseconds, one-way, as both tools print it.
+"""Point-to-point RDMA results (CPU-only HB / HX sizes): reading a log with either parser
+(`verify.osu`, `verify.perftest`; their common result type and units are `verify.series`),
+auto-detection of the tool, and the verdict against the SKU's link rate.
 
 The expectation (line rate, fail threshold, source) is `catalog.Sku.p2p`; nothing SKU-specific is
 written here.
@@ -18,15 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import catalog
-from verify import kinds
+from verify import kinds, osu, perftest
+from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
 from verify.verdict import Verdict
-
-# Unit conversions to Gb/s (10^9 bits per second), each with where the unit's definition comes from.
-# OSU micro-benchmarks: "MB/s" is 10^6 bytes/s (osu_bw.c: `size / 1e6 * iterations * window_size / t`).
-OSU_MBPS_TO_GBITS = 8 / 1000
-# perftest: "MiB/sec" (and "MB/sec" before linux-rdma/perftest@1d202bb, same factor) is 2^20 bytes/s;
-# "Gb/sec" is 10^9 bits/s (perftest_parameters.c: format_factor = MBS ? 0x100000 : 125000000).
-PERFTEST_MIBPS_TO_GBITS = 1048576 * 8 / 1e9
 
 # The verdict's judgement rules (the thresholds themselves live in catalog.Sku.p2p).
 # Both tools reach line rate only with large messages: in every published two-node run we hold
@@ -38,64 +28,13 @@ MIN_JUDGED_SIZE_BYTES = 1 << 20
 # rounding of the published line rate; measured HDR/NDR results sit below it (e.g. 196.6 of 200).
 ABOVE_LINE_RATE_TOLERANCE = 1.05
 
-BANDWIDTH = "bandwidth"
-LATENCY = "latency"
-
 # The verdict's statuses and their order (FAIL > UNKNOWN > WARN > PASS) are the NCCL verdict's.
 PASS, WARN, FAIL, UNKNOWN = Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.UNKNOWN
-
-
-class ParseError(ValueError):
-    """The text holds no result table of a supported tool; the message says what was looked for."""
-
-
-@dataclass(frozen=True)
-class Point:
-    size_bytes: int
-    value: float  # Gb/s for bandwidth, microseconds for latency
-
-
-@dataclass(frozen=True)
-class Series:
-    """One result table: a tool's values by message size, in the normalised unit."""
-
-    tool: str  # "osu_bw" | "osu_latency" | "ib_write_bw" | "ib_write_lat" | ...
-    kind: str  # BANDWIDTH | LATENCY
-    points: tuple[Point, ...]
-    version: str | None = None
-    unit_printed: str = ""  # the unit the tool printed, before normalisation
-    accelerator: str | None = None  # OSU "-CUDA" builds and the like; None for host buffers
-    validation_failed_sizes: tuple[int, ...] = ()  # OSU --validation rows that said Fail
-
-    @property
-    def unit(self) -> str:
-        return "Gb/s" if self.kind == BANDWIDTH else "us"
-
-    @property
-    def largest(self) -> Point:
-        # The last row at the largest size: duration/infinite modes repeat a size; the last is final.
-        top = max(p.size_bytes for p in self.points)
-        return [p for p in self.points if p.size_bytes == top][-1]
-
-    @property
-    def best(self) -> Point:
-        """Highest bandwidth, or lowest latency."""
-        pick = max if self.kind == BANDWIDTH else min
-        return pick(self.points, key=lambda p: p.value)
-
-    def at_or_above(self, size_bytes: int) -> Point | None:
-        """The first point at a size >= size_bytes (e.g. the 1-byte latency; perftest starts at 2)."""
-        for p in sorted(self.points, key=lambda p: p.size_bytes):
-            if p.size_bytes >= size_bytes:
-                return p
-        return None
 
 
 def parse(text: str) -> list[Series]:
     """Every OSU and perftest result table in `text` (one launcher log may hold osu_bw then
     osu_latency). Raises ParseError when there is none."""
-    from verify import osu, perftest
-
     found = osu.parse_all(text) + perftest.parse_all(text)
     if not found:
         raise ParseError(
@@ -107,8 +46,6 @@ def parse(text: str) -> list[Series]:
 
 def detect(text: str) -> str | None:
     """Which point-to-point tool family wrote `text`: "osu", "perftest", or None."""
-    from verify import osu, perftest
-
     if osu.looks_like(text):
         return "osu"
     if perftest.looks_like(text):

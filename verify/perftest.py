@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from verify.p2p import BANDWIDTH, LATENCY, PERFTEST_MIBPS_TO_GBITS, ParseError, Point, Series
+from verify.series import BANDWIDTH, LATENCY, PERFTEST_MIBPS_TO_GBITS, ParseError, Point, Series
 
 _BW_HEADER = re.compile(r"^\s*#bytes\s+(?P<sl>#sl\s+)?#iterations\s+BW peak\[(?P<unit>[A-Za-z/]+)\]\s+BW average")
 _LAT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+.*t_avg\[usec\]")

@@ -7,6 +7,7 @@ from typing import Any
 
 from verify import kinds
 from verify.nccl import NcclResult
+from verify.transport import Transport
 from verify.verdict import Judgement
 
 
@@ -52,6 +53,7 @@ def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
         "out_of_bounds": result.out_of_bounds,
         "complete": result.complete,
         "errors": list(result.errors),
+        "transport": result.transport.as_dict(judgement.nodes) if result.transport is not None else None,
         "nccl_version": result.nccl_version,
         "nccl_tests_version": result.nccl_tests_version,
         "test": result.test,
@@ -59,6 +61,7 @@ def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
         "baseline_gbps": judgement.baseline_gbps,
         "threshold_gbps": judgement.threshold_gbps,
         "warn_below_gbps": _num(judgement.warn_below_gbps),
+        "fail_below_gbps": _num(judgement.fail_below_gbps),
         "expectation_source": judgement.expectation_source,
         "source_format": result.source_format,
         "rows": [
@@ -70,6 +73,39 @@ def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
             for r in result.rows
         ],
     }
+
+
+def transport_block(transport: Transport | None, nodes: int | None) -> list[str]:
+    """The text report's transport lines: what NCCL used between the nodes, per host where it matters."""
+    if transport is None or not transport.seen:
+        return ["transport:    not in the log (no NCCL INFO transport lines)"]
+    gdr = {
+        True: "yes, on every RDMA inter-node connection",
+        False: "NO: some RDMA inter-node connections ran without it",
+        None: "- (no RDMA inter-node connection)",
+    }[transport.gdr]
+    lines = [
+        f"transport:    {transport.summary(nodes)}",
+        f"  network:    {transport.network or 'not logged'}",
+        f"  GPUDirect:  {gdr}",
+    ]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for host, names in transport.hcas_by_host.items():
+        groups.setdefault(names, []).append(host)
+    for i, (names, hosts) in enumerate(sorted(groups.items(), key=lambda g: -len(g[1]))):
+        shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+        lines.append(f"  {'HCAs:' if i == 0 else '':<11} {len(names)} on {shown}: {', '.join(names) or 'none'}")
+    channels = transport.inter_node_channels
+    lines.append(f"  inter-node: {', '.join(f'{p} x{n}' for p, n in channels.items()) or 'no inter-node channel'}"
+                 + ("  (connection ends: [send] and [receive] lines)" if channels else ""))
+    if transport.plugins:
+        lines.append(f"  plugins:    {', '.join(transport.plugins)}")
+    warnings = transport.warnings
+    lines.append(f"  NCCL WARN:  {len(warnings) or 'none'}")
+    lines += [f"    {w}" for w in warnings[:10]]
+    if len(warnings) > 10:
+        lines.append(f"    (+{len(warnings) - 10} more)")
+    return lines
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -119,5 +155,6 @@ def table(result: NcclResult, judgement: Judgement) -> str:
             f"baseline:     {_fmt(judgement.baseline_gbps, 'g')} GB/s   "
             f"threshold: {_fmt(judgement.threshold_gbps, 'g')} GB/s"
         )
+    transport = transport_block(result.transport, judgement.nodes)
     verdict = [f"VERDICT: {judgement.verdict.value}"] + [f"  - {r}" for r in judgement.reasons]
-    return "\n".join(lines + [""] + who + [""] + figures + [""] + basis + [""] + verdict) + "\n"
+    return "\n".join(lines + [""] + who + [""] + figures + [""] + transport + [""] + basis + [""] + verdict) + "\n"

@@ -6,7 +6,9 @@ are comma-separated); a section is the text from its marker to the next one. The
 follows each are listed in docs/fabric-doctor.md ("The log: section markers").
 
 A log without markers (an older launcher, a saved nccl-tests output) is one all-reduce.
-The `#` keeps a marker a comment to nccl-tests' own parsers.
+The `#` keeps a marker a comment to nccl-tests' own parsers. The launcher prints the markers itself,
+untagged; a section's text may carry mpirun's --tag-output prefixes, which the parsers remove
+(`verify.loglines`, also applied to a marker line in case one arrives tagged).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from verify import perftest
+from verify import perftest, transport
 from verify.doctor import HcaBandwidth, NodeCheck, PairRun
 from verify.hca import parse_gpus, parse_ports
+from verify.loglines import untag
 from verify.nccl import NcclResult, ParseError, parse
 from verify.p2p import BANDWIDTH
 
@@ -50,7 +53,7 @@ def split(text: str) -> list[Section]:
     sections: list[Section] = []
     name, attrs, start, body = None, {}, 0, []
     for number, line in enumerate(text.splitlines(), start=1):
-        m = _MARKER.match(line.rstrip("\r"))
+        m = _MARKER.match(untag(line))
         if m:
             if name is not None or any(b.strip() for b in body):
                 sections.append(Section(name, attrs, "\n".join(body), start))
@@ -63,7 +66,7 @@ def split(text: str) -> list[Section]:
 
 
 def has_markers(text: str) -> bool:
-    return any(_MARKER.match(line) for line in text.splitlines())
+    return any(_MARKER.match(untag(line)) for line in text.splitlines())
 
 
 def allreduce_text(text: str) -> str:
@@ -101,6 +104,9 @@ REASONS = {
     "allreduce-passed": "the all-nodes run reached the pass line, so under auto the doctor did not run",
     "allreduce-below-pass-line": "the all-nodes run is below the pass line",
     "allreduce-failed": "the all-nodes run failed or printed no result at its largest size",
+    "allreduce-sockets": "NCCL used TCP sockets, not RDMA, in the all-nodes run",
+    "allreduce-no-gdrdma": "an inter-node connection of the all-nodes run ran without GPUDirect RDMA",
+    "allreduce-fewer-hcas": "a host opened fewer InfiniBand HCAs than its size has in the all-nodes run",
     "no-pass-line": "no pass line is known for this size and node count, so the verdict cannot be PASS",
     "single-node": "one node: no fabric to diagnose",
 }
@@ -115,10 +121,18 @@ def _int(value: str | None) -> int | None:
 
 def nccl_figure(text: str) -> tuple[float | None, str | None]:
     """(busbw at the largest size, why there is none)."""
+    return _nccl_figure(text)[1:]
+
+
+def _nccl_figure(text: str) -> tuple[NcclResult | None, float | None, str | None]:
     try:
         result: NcclResult = parse(text)
     except ParseError as exc:
-        return None, f"no nccl-tests result ({exc})" if text.strip() else "no output"
+        return None, None, f"no nccl-tests result ({exc})" if text.strip() else "no output"
+    return result, *_figure(result)
+
+
+def _figure(result: NcclResult) -> tuple[float | None, str | None]:
     if result.errors:
         return None, result.errors[0]
     if not result.rows:
@@ -130,6 +144,20 @@ def nccl_figure(text: str) -> tuple[float | None, str | None]:
     if result.ranks is not None and result.ranks < 2:
         return None, None  # one rank exchanges nothing: busbw is 0 by definition, not a measurement
     return result.busbw_at_max_size_gbps, None
+
+
+def pair_run(round_: int, hosts: tuple[str, str], text: str) -> PairRun:
+    """A 2-node all-reduce section: its figure, and what NCCL's INFO lines in it say about the
+    transport (hosts named as the marker names them; NCCL names a host by its first label)."""
+    result, busbw, failure = _nccl_figure(text)
+    # a run that printed no table may still say it fell back to sockets
+    t = result.transport if result is not None and result.transport else transport.parse(text)
+    if not t.seen:
+        return PairRun(round_, hosts, busbw, failure)
+    named = {h.split(".")[0]: h for h in hosts}
+    return PairRun(round_, hosts, busbw, failure, transport=t.summary(2),
+                   socket_hosts=tuple(named.get(h, h) for h in t.socket_hosts),
+                   no_gdr_hosts=tuple(named.get(h, h) for h in t.hosts_without_gdr()))
 
 
 def _last_line(text: str) -> str | None:
@@ -162,9 +190,8 @@ def read_doctor(sections: Sequence[Section]) -> DoctorRun:
             elif check == "allreduce":
                 entry["allreduce_busbw_gbps"], entry["allreduce_failure"] = nccl_figure(s.text)
         elif s.name == PAIR and len(s.hosts()) == 2:
-            busbw, failure = nccl_figure(s.text)
             a, b = s.hosts()
-            pairs.append(PairRun(_int(s.attrs.get("round")) or 0, (a, b), busbw, failure))
+            pairs.append(pair_run(_int(s.attrs.get("round")) or 0, (a, b), s.text))
         elif s.name == HCA_BW and len(s.hosts()) == 2 and s.attrs.get("hca"):
             bw, failure = _write_bw(s.text)
             a, b = s.hosts()

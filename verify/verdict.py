@@ -8,7 +8,15 @@ The rules, in one place (the README repeats them):
   wrong results (#wrong > 0 or out-of-bounds values > 0), ran on fewer hosts than the nodes it was meant
   to span, or its busbw at the largest size is below the threshold - unless that threshold is the
   catalog's and DERIVED rather than measured (ND H100/H200 v5): then it is WARN, with a reason that
-  says so, because no published figure proves the fabric bad (set a threshold to make it a FAIL).
+  says so, because no published figure proves the fabric bad (set a threshold to make it a FAIL) -
+  but below `FLOOR_FRACTION_OF_BASELINE` x baseline it is FAIL whatever the threshold's origin.
+- FAIL, from NCCL's own INFO lines (`verify.transport`), on a run across nodes: a rank selected the
+  Socket network or an inter-node connection went over NET/Socket (TCP, not RDMA); or, on a size
+  whose catalog entry expects GPUDirect RDMA (every ND size), an RDMA inter-node connection ran
+  without GDRDMA (staged through host memory).
+- WARN, from the same lines: a host opened fewer InfiniBand HCAs than the catalog's HCAs per VM, or
+  a host named by nccl-tests logged no transport line. A log without transport lines (NCCL_DEBUG
+  not INFO) keeps the bandwidth verdict, with a note that the transport was not checked.
 - UNKNOWN: nothing to judge against, or nothing fit to judge: no SKU given, no expectation for the SKU
   at that node count (the catalog says so rather than guess), a single node (the fabric was never
   crossed), a largest message below `MIN_JUDGED_SIZE_BYTES` (bandwidth is still climbing there), or a
@@ -29,11 +37,20 @@ from dataclasses import dataclass
 
 import catalog
 from verify.nccl import NcclResult
+from verify.transport import SOCKET, Transport, natural_key
 
 # Below this fraction of the baseline (and above the threshold) a run is WARN. The catalog's fail lines
 # sit at ~96 % of their baselines (Azure's 180 of 187 GB/s), so the WARN band is the narrow stretch
 # where a run is below what a healthy fabric gives but above the line that says it is broken.
 WARN_FRACTION_OF_BASELINE = 0.97
+# Below this fraction of the baseline a run is FAIL even where the threshold is derived: no fabric that
+# works gets there. The floor sits below the slowest InfiniBand run on record for these sizes on AKS,
+# NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5, untuned, gated there at >= 150 GB/s
+# (catalog.SRC_AICR_H100_AKS), i.e. 40 % / 38 % of the derived 394.8 GB/s baseline. A run that slow
+# is suspicious (WARN), not proven broken. Below 35 % every known cause is a defect: NCCL on TCP
+# sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight rails (12.5-25 %), GPUDirect RDMA
+# lost together with half the rails. 35 % of the derived ND H100 v5 baseline is 138 GB/s.
+FLOOR_FRACTION_OF_BASELINE = 0.35
 # A run whose largest message is smaller than this has not reached the bandwidth plateau.
 MIN_JUDGED_SIZE_BYTES = 1 << 30
 FROM_CATALOG = object()  # judge()'s default: look the expectation up in the catalog
@@ -61,6 +78,7 @@ class Judgement:
     warn_below_gbps: float | None
     expectation_source: str | None
     judged_busbw_gbps: float | None
+    fail_below_gbps: float | None = None  # the floor: FAIL below it whatever the threshold's origin
 
 
 def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
@@ -96,6 +114,7 @@ def judge(
     `job_failed` is a message when the job that ran the test ended badly (the collector passes it).
     `expectation` replaces the catalog's entry for (sku, nodes) - for tests and what-ifs."""
     findings: list[tuple[Verdict, str]] = []
+    notes: list[str] = []  # said, but no bearing on the verdict
 
     def add(verdict: Verdict, reason: str) -> None:
         findings.append((verdict, reason))
@@ -154,6 +173,13 @@ def judge(
                 f"{entry.vm_size}): the baseline assumes every GPU takes part",
             )
 
+    # -- which transport did it use? (first: when it is wrong, it is why the figure is) ---------
+    for verdict, reason in _transport_findings(result, entry, nodes):
+        if verdict is None:
+            notes.append(reason)
+        else:
+            add(verdict, reason)
+
     # -- is it fast enough? --------------------------------------------------------------------
     if expectation is FROM_CATALOG:
         expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
@@ -163,6 +189,7 @@ def judge(
     if threshold_gbps is not None:
         threshold = float(threshold_gbps)
     warn_below = baseline * WARN_FRACTION_OF_BASELINE if baseline is not None else None
+    floor = baseline * FLOOR_FRACTION_OF_BASELINE if baseline is not None else None
     judged = result.busbw_at_max_size_gbps
 
     if not sku and threshold is None:
@@ -180,6 +207,13 @@ def judge(
                 Verdict.UNKNOWN,
                 f"largest message {_size(size)} is below {_size(MIN_JUDGED_SIZE_BYTES)}: bus bandwidth has not "
                 f"reached its plateau; run up to at least 1G (all_reduce_perf -e 8G)",
+            )
+        elif (judged < threshold and threshold_gbps is None and expectation is not None and expectation.derived
+              and floor is not None and judged < floor):
+            add(
+                Verdict.FAIL,
+                f"busbw {judged:.2f} GB/s at {_size(size)} is below {FLOOR_FRACTION_OF_BASELINE:.0%} of the baseline "
+                f"{baseline:g} GB/s ({floor:g} GB/s): the baseline is derived, but no working fabric is that slow",
             )
         elif judged < threshold and threshold_gbps is None and expectation is not None and expectation.derived:
             add(
@@ -203,7 +237,7 @@ def judge(
             )
 
     verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)
-    reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity))
+    reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity)) + tuple(notes)
     if not reasons:
         reasons = ("nothing to judge",)
     return Judgement(
@@ -216,4 +250,96 @@ def judge(
         warn_below_gbps=warn_below,
         expectation_source=expectation.source if expectation else None,
         judged_busbw_gbps=judged,
+        fail_below_gbps=floor,
     )
+
+
+# What a run without RDMA usually lacks in the pod, in the order to check it.
+RDMA_CHECKLIST = (
+    "the worker pods' limits hold the RDMA resource (rdma/shared_ib or rdma/ib) and the node advertises it "
+    "(kubectl describe node: the RDMA device plugin of the NicClusterPolicy), /dev/infiniband is in the "
+    "container, and the container has IPC_LOCK"
+)
+GDR_CHECKLIST = (
+    "GPUDirect RDMA needs the GPU driver's peer-memory support: nvidia-peermem loaded by the GPU Operator "
+    "(driver.rdma.enabled=true) or dma-buf (the open kernel modules on a kernel >= 5.12); "
+    "NCCL_NET_GDR_LEVEL=SYS lets NCCL use it across the VM's PCI tree"
+)
+
+
+def _hosts(hosts: tuple[str, ...] | list[str], shown: int = 4) -> str:
+    hosts = list(hosts)
+    return ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
+
+
+def _transport_findings(
+    result: NcclResult, entry: catalog.Sku | None, nodes: int | None
+) -> list[tuple[Verdict | None, str]]:
+    """The transport rules (module docstring). A finding with verdict None is a note."""
+    t = result.transport or Transport()
+    if not t.seen:
+        return [(None, "transport not checked: the log has no NCCL INFO transport lines ('Using network', "
+                       "'NET/IB : Using', '... via NET/...'; the stack's job logs them with NCCL_DEBUG=INFO "
+                       "NCCL_DEBUG_SUBSYS=INIT,NET)")]
+    span = max(nodes or 0, t.nodes or 0, len(t.hosts))
+    if span < 2:
+        return [(None, f"transport: {t.summary(1)}")]
+    found: list[tuple[Verdict | None, str]] = []
+    if socket_hosts := t.socket_hosts:
+        how = []
+        if any(SOCKET in t.networks_by_host.get(h, ()) for h in socket_hosts):
+            how.append("NCCL selected the Socket network")
+        if sockets := {p: n for p, n in t.inter_node_channels.items() if p.split("/")[1] == SOCKET}:
+            how.append("inter-node connections ran " + ", ".join(f"via {p} ({n} ends)" for p, n in sockets.items()))
+        no_device = [h for h in t.no_ib_device_hosts if h in socket_hosts]
+        why = (f"; NCCL found no InfiniBand device on {_hosts(no_device)} ('NET/IB : No device found')"
+               if no_device else "")
+        found.append((
+            Verdict.FAIL,
+            f"RDMA was not used: {' and '.join(how)} on {_hosts(socket_hosts)} (TCP over the pod network){why}; "
+            f"check that {RDMA_CHECKLIST}",
+        ))
+    if entry is not None and entry.expects_gpudirect_rdma and t.gdr is False:
+        rdma = t.rdma_channels
+        without = sum(n for p, n in rdma.items() if not p.endswith("/GDRDMA"))
+        cause = ""
+        if t.gdr_disabled_hcas_by_host:
+            hosts = list(t.gdr_disabled_hcas_by_host)
+            cause = f"; NCCL reported 'GPU Direct RDMA Disabled for HCA' on {_hosts(hosts)}"
+        elif t.gdr_distance_disabled_hosts:
+            cause = (f"; NCCL disabled it by distance on {_hosts(t.gdr_distance_disabled_hosts)} "
+                     f"(NCCL_NET_GDR_LEVEL, the topology file)")
+        found.append((
+            Verdict.FAIL,
+            f"GPUDirect RDMA was not used: {without} of {sum(rdma.values())} inter-node connection ends ran without "
+            f"GDRDMA on {_hosts(t.hosts_without_gdr())} ({', '.join(f'{p} x{n}' for p, n in rdma.items())}), so "
+            f"data went through host memory{cause}; {entry.family} expects it: {GDR_CHECKLIST}",
+        ))
+    if entry is not None and entry.ib_hcas_per_vm and not socket_hosts:
+        every = {name for names in t.hcas_by_host.values() for name in names}
+        for host, names in t.hcas_by_host.items():
+            if len(names) < entry.ib_hcas_per_vm:
+                missing = sorted(every - set(names), key=natural_key)
+                what = (f"missing {', '.join(missing)} (opened on other hosts)" if missing
+                        else f"{entry.ib_hcas_per_vm - len(names)} missing (no host opened more)")
+                found.append((
+                    Verdict.WARN,
+                    f"host {host} opened {len(names)} of the {entry.ib_hcas_per_vm} InfiniBand HCAs of {entry.vm_size} "
+                    f"({', '.join(names) or 'none'}): {what}; check the HCAs' links (ibstat) and the RDMA "
+                    f"resource of its worker pod",
+                ))
+        # NCCL's IB transport, and the IBext plugins, list their HCAs in a "NET/IB : Using" line
+        ib_hosts = [h for h in t.hosts if all(n.startswith("IB") for n in t.networks_by_host.get(h, ()))]
+        if unlisted := [h for h in ib_hosts if h not in t.hcas_by_host]:
+            found.append((Verdict.WARN, f"no 'NET/IB : Using' line from {_hosts(unlisted)}: the log is incomplete "
+                                        f"(rotated, or cut off), so their HCAs were not checked"))
+    silent = [h for h in result.hosts if h.split(".")[0] not in t.hosts]
+    if silent:
+        found.append((Verdict.WARN, f"no NCCL transport line from {_hosts(silent)}: the log is incomplete "
+                                    f"(rotated, or cut off), so their transport was not checked"))
+    elif not result.hosts and nodes and len(t.hosts) < nodes:
+        found.append((Verdict.WARN, f"only {len(t.hosts)} of {nodes} nodes logged NCCL lines: the log is incomplete "
+                                    f"(rotated, or cut off), so the others' transport was not checked"))
+    if not found:
+        found.append((Verdict.PASS, f"transport: {t.summary(span)}"))
+    return found

@@ -20,7 +20,7 @@
 # Every UCX_* variable of this container, PATH and LD_LIBRARY_PATH are forwarded with -x.
 set -euo pipefail
 
-log() { echo "[mpi-p2p-launcher $(date -u +%H:%M:%S)] $*" >&2; }
+log() { echo "[p2p-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 
 [ -n "${OSU_DIR:-}" ] || die 2 "OSU_DIR is not set"

@@ -1,7 +1,7 @@
-"""Row 8 for CPU-only sizes (HB / HX): an MPI point-to-point test between two nodes over RDMA, as a
-gang-scheduled Volcano Job, in place of the NCCL all-reduce.
+"""Row 8 for CPU-only sizes (HB / HX): the point-to-point test ("p2p"), MPI between two nodes over
+RDMA, as a gang-scheduled Volcano Job, in place of the NCCL all-reduce.
 
-One `mpimaster` pod runs `scripts/mpi-p2p-launcher.sh`: `osu_bw` then `osu_latency` with one rank on
+One `mpimaster` pod runs `scripts/p2p-launcher.sh`: `osu_bw` then `osu_latency` with one rank on
 each of two `mpiworker` pods (one per node: pod anti-affinity). Open MPI's UCX PML carries the
 measured traffic over the InfiniBand HCA that the RDMA device plugin hands the pod; the launch
 itself stays on the pod network. No GPU is requested and none is needed.
@@ -39,11 +39,12 @@ import fabric
 import pins
 from catalog import Sku
 from components import mpi_job
+from components.fabric_test import POINT_TO_POINT, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 
 core = k8s.core.v1
 
-LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mpi-p2p-launcher.sh"
+LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "p2p-launcher.sh"
 BUILD_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build-osu.sh"
 # OSU Micro-Benchmarks, pinned: the official tarball and its sha256, as spack records it
 # (spack/spack-packages@00caeea repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py:
@@ -71,7 +72,7 @@ UCX_ENV = {"UCX_TLS": "rc,self"}
 
 
 @dataclass(frozen=True)
-class MpiBandwidthJobArgs:
+class P2pJobArgs:
     sku: Sku
     rdma_mode: str  # fabric.RDMA_MODES
     image: str  # pinned; must carry Open MPI (UCX) with mpicc at MPI_HOME, sshd, and OSU at
@@ -85,7 +86,7 @@ class MpiBandwidthJobArgs:
     # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
-    job_name: str = "mpi-p2p"
+    job_name: str = "p2p"
 
     def __post_init__(self) -> None:
         if self.sku.has_gpus:
@@ -98,7 +99,7 @@ class MpiBandwidthJobArgs:
         mpi_job.check_host_names(self.job_name, WORKERS)
 
 
-def worker_resources(args: MpiBandwidthJobArgs) -> core.ResourceRequirementsArgs:
+def worker_resources(args: P2pJobArgs) -> core.ResourceRequirementsArgs:
     """The RDMA resource of the configured mode (fabric.py), a little CPU and memory, no GPU."""
     rdma = fabric.rdma_request(args.rdma_mode, args.sku)
     return core.ResourceRequirementsArgs(
@@ -132,7 +133,7 @@ def osu_build_container(image: str) -> core.ContainerArgs:
     )
 
 
-def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, configmaps: dict[str, str],
+def job_spec(args: P2pJobArgs, launcher_configmap: str, configmaps: dict[str, str],
              config_hash: str) -> dict[str, Any]:
     """The Volcano Job's spec: the OSU launcher and two workers with the RDMA resource, no GPU; each
     worker gets OSU from its `osu-build` initContainer through the shared emptyDir."""
@@ -168,14 +169,17 @@ def job_spec(args: MpiBandwidthJobArgs, launcher_configmap: str, configmaps: dic
     )
 
 
-class MpiBandwidthJob(pulumi.ComponentResource):
+class P2pJob(pulumi.ComponentResource):
     """The CPU-only fabric test: a namespace, the launcher ConfigMap, the Volcano Job (see
-    `mpi_job.declare_mpi_job`), with the same contract as `NcclJob` so the collect step treats
-    both alike."""
+    `mpi_job.declare_mpi_job`). Implements `fabric_test.FabricTestJob`, as `NcclJob` does, so the
+    collect step takes either."""
 
+    kind: Kind = POINT_TO_POINT
+    sharp: bool = False  # no NCCL, no SHARP: MPI point to point over one HCA
     namespace: pulumi.Resource
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource
+    sku: Sku
     job_name: str
     namespace_name: str
     node_count: int
@@ -183,8 +187,12 @@ class MpiBandwidthJob(pulumi.ComponentResource):
     spec: dict[str, Any]
     spec_sha256: str
 
-    def __init__(self, name: str, args: MpiBandwidthJobArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aks-infiniband:kubernetes:MpiBandwidthJob", name, None, opts)
+    def __init__(self, name: str, args: P2pJobArgs, opts: pulumi.ResourceOptions | None = None):
+        # Formerly MpiBandwidthJob: the alias keeps the component's and its children's URNs.
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_="aks-infiniband:kubernetes:MpiBandwidthJob")]))
+        super().__init__("aks-infiniband:kubernetes:P2pJob", name, None, opts)
+        self.sku = args.sku
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = WORKERS  # nodes the test spans
         self.deadline_minutes = args.timeout_minutes  # the pods' deadline (no doctor on this test)

@@ -1,0 +1,114 @@
+"""Every use of the Pulumi SDK's internals, in one place: what the offline engine (and one test) needs
+that the SDK does not offer publicly. Nothing the deployed program imports comes from here.
+
+The SDK's public testing API (`pulumi.runtime.set_mocks`, `Mocks`) runs resource callbacks, but an
+offline render also needs to: run a whole program file to completion and wait for every
+registration (what `pulumi up` does around a program), read the root stack's outputs, see each
+registration request (the mock monitor), and tell secrets apart in the wire format.
+
+`tests/test_pulumi_adapter.py` is the canary: it exercises each of these against the installed SDK
+and fails loudly, naming what to re-check, on a Pulumi version other than `PULUMI_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from importlib.metadata import version
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi import _types
+from pulumi.runtime import mocks as _mocks
+from pulumi.runtime import rpc as _rpc
+from pulumi.runtime import settings as _settings
+from pulumi.runtime.config import set_all_config as _set_all_config
+from pulumi.runtime.stack import run_pulumi_func as _run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+# The SDK version these internals were checked against (requirements.txt pins it).
+PULUMI_VERSION = "3.272.0"
+INSTALLED_VERSION = version("pulumi")
+
+# The wire format's marker of a secret value: {SIG_KEY: SECRET_SIG, "value": ...}.
+SIG_KEY: str = _rpc._special_sig_key
+SECRET_SIG: str = _rpc._special_secret_sig
+
+# The SDK's mock resource monitor; RecordingMonitor extends it to keep each request.
+MockMonitor = _mocks.MockMonitor
+
+
+def deserialize(struct: Any) -> dict[str, Any]:
+    """A registration request's properties (protobuf Struct) as Python values, unknowns dropped."""
+    return _rpc.deserialize_properties(struct, keep_unknowns=False)
+
+
+def secret_keys(struct: Any) -> list[str]:
+    """The top-level properties that hold a secret somewhere inside."""
+    raw = json_format.MessageToDict(struct)
+
+    def has_secret(v: Any) -> bool:
+        if isinstance(v, dict):
+            return v.get(SIG_KEY) == SECRET_SIG or any(has_secret(x) for x in v.values())
+        if isinstance(v, list):
+            return any(has_secret(x) for x in v)
+        return False
+
+    return sorted(k for k, v in raw.items() if has_secret(v))
+
+
+@contextmanager
+def cli_config(config: Mapping[str, str]) -> Iterator[None]:
+    """Hand a program its configuration as the CLI does: the PULUMI_CONFIG environment variable (a
+    JSON map, read by the public `pulumi.runtime.get_config_env`), and nothing set in-process."""
+    before = os.environ.get("PULUMI_CONFIG")
+    os.environ["PULUMI_CONFIG"] = json.dumps(dict(config))
+    _set_all_config({}, [])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PULUMI_CONFIG", None)
+        else:
+            os.environ["PULUMI_CONFIG"] = before
+
+
+def start(mocks: pulumi.runtime.Mocks, *, project: str, stack: str, monitor: Any) -> Any:
+    """Set up a fresh root stack under `mocks` (as a new `pulumi up` would); returns the root."""
+    _settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    return _settings.ROOT.get()
+
+
+def run(program: Callable[[], Any]) -> None:
+    """Run `program` and wait until every resource registration and output it started is done."""
+    _sync_await(_run_pulumi_func(program))
+
+
+def outputs(root: Any) -> dict[str, Any]:
+    """The root stack's outputs as `pulumi.export` set them (Inputs, not yet resolved)."""
+    return dict(root.outputs)
+
+
+def resolve(value: Any) -> tuple[Any, bool]:
+    """(the value, whether it is secret) of an exported Input, outside the program's event loop."""
+    async def both() -> tuple[Any, bool]:
+        out = pulumi.Output.from_input(value)
+        return await out.future(with_unknowns=False), await out.is_secret()
+
+    return _sync_await(both())
+
+
+def sdk_plain(value: Any) -> Any:
+    """Typed input classes -> plain dicts with the API's names, as the SDK itself translates them.
+    The reference that `components.mpi_job.plain` (public surface only) is checked against."""
+    if _types.is_input_type(type(value)):
+        return {k: sdk_plain(v) for k, v in _types.input_type_to_dict(value).items()}
+    if isinstance(value, dict):
+        return {k: sdk_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sdk_plain(v) for v in value]
+    return value

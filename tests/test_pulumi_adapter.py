@@ -1,0 +1,110 @@
+"""The canary for Pulumi's internals: everything the offline engine uses that the SDK does not offer
+publicly lives in offline/pulumi_adapter.py, and these tests exercise each piece against the installed
+SDK. On a Pulumi upgrade they fail first and say what to re-check; the deployed program uses none."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pulumi
+import pytest
+from google.protobuf import struct_pb2
+
+import catalog
+from components import mpi_job, nccl_job, p2p_job
+from offline import engine
+from offline import pulumi_adapter as sdk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_adapter_was_checked_against_the_installed_pulumi():
+    assert sdk.INSTALLED_VERSION == sdk.PULUMI_VERSION, (
+        f"pulumi {sdk.INSTALLED_VERSION} is installed; offline/pulumi_adapter.py was checked against "
+        f"{sdk.PULUMI_VERSION}. Re-check each private use listed there (these tests exercise them), "
+        f"then set PULUMI_VERSION."
+    )
+
+
+def test_the_secret_marker_of_the_wire_format():
+    struct = struct_pb2.Struct()
+    struct.update({"kubeconfig": {sdk.SIG_KEY: sdk.SECRET_SIG, "value": "x"}, "name": "plain"})
+    assert sdk.secret_keys(struct) == ["kubeconfig"]
+    assert sdk.deserialize(struct)["name"] == "plain"
+
+
+def test_a_program_runs_to_completion_and_its_outputs_resolve():
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            return f"{args.name}-id", dict(args.inputs)
+
+        def call(self, args):
+            return {}
+
+    monitor = engine.RecordingMonitor(Mocks())
+    root = sdk.start(Mocks(), project="canary", stack="t", monitor=monitor)
+
+    def program():
+        res = pulumi.CustomResource("test:index:Thing", "thing", {"size": 3})
+        pulumi.export("size", res.id.apply(lambda _: 3))
+        pulumi.export("token", pulumi.Output.secret("s3cret"))
+
+    sdk.run(program)
+    outputs = sdk.outputs(root)
+    assert sdk.resolve(outputs["size"]) == (3, False)
+    assert sdk.resolve(outputs["token"]) == ("s3cret", True)
+    (thing,) = monitor.registrations
+    assert (thing.type, thing.name, thing.inputs) == ("test:index:Thing", "thing", {"size": 3})
+
+
+def test_the_program_reads_its_config_the_way_the_cli_hands_it():
+    with sdk.cli_config({"aks-infiniband:rdmaMode": "sriov"}):
+        assert pulumi.runtime.get_config_env()["aks-infiniband:rdmaMode"] == "sriov"
+        assert pulumi.runtime.get_config("aks-infiniband:rdmaMode") == "sriov"
+    assert pulumi.runtime.get_config("aks-infiniband:rdmaMode") is None
+
+
+@pytest.mark.parametrize("size", ["Standard_ND96isr_H100_v5", "Standard_HB176rs_v4"])
+def test_the_jobs_plain_specs_match_the_sdks_own_translation(size, monkeypatch):
+    """components.mpi_job.plain (public surface only) gives what Pulumi itself would register."""
+    sku = catalog.lookup(size)
+    image = "example.invalid/img:1.0"
+    if sku.has_gpus:
+        args = nccl_job.NcclJobArgs(sku=sku, node_count=2, rdma_mode="sriov", image=image,
+                                    all_reduce_args="-b 8 -e 1G", timeout_minutes=30)
+        build = nccl_job.job_spec
+        configmaps = {"topology": "t"}
+    else:
+        args = p2p_job.P2pJobArgs(sku=sku, rdma_mode="sriov", image=image, timeout_minutes=30)
+        build = p2p_job.job_spec
+        configmaps = {p2p_job.OSU_BUILD_CONTAINER: "o"}
+    ours = build(args, "launcher", configmaps, "hash")
+    monkeypatch.setattr(mpi_job, "plain", sdk.sdk_plain)
+    assert ours == build(args, "launcher", configmaps, "hash")
+
+
+def test_the_deployed_program_uses_no_pulumi_internals():
+    """Nothing outside offline/ and tests/ imports pulumi._anything or the adapter."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("offline", "tests", ".venv", ".venv-scan", "build", "tools"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{rel}: {n}" for n in names
+                          if n.startswith("pulumi._") or ".pulumi_adapter" in n or n.startswith("pulumi.runtime.")]
+    assert offenders == []
+
+
+def test_the_offline_engine_reaches_pulumi_internals_only_through_the_adapter():
+    offenders = []
+    for path in (ROOT / "offline").glob("*.py"):
+        if path.name == "pulumi_adapter.py":
+            continue
+        text = path.read_text()
+        offenders += [f"{path.name}: {m}" for m in ("pulumi._", "pulumi.runtime.rpc", "pulumi.runtime.settings",
+                                                    "sync_await", "run_pulumi_func", "_special_") if m in text]
+    assert offenders == []

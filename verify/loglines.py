@@ -1,0 +1,53 @@
+"""What comes before the text of a line in a launcher log: the one place that knows the prefixes.
+
+- `mpirun --tag-output` puts "[JOBID,RANK]<stdout>:" (or <stderr>) before every line a rank prints
+  (OpenMPI's IOF); `untag` removes it.
+- NCCL's own lines start "HOST:PID:TID [CUDADEV] NCCL INFO " or "HOST:PID:TID [CUDADEV] FILE:LINE
+  NCCL WARN " (NVIDIA/nccl src/debug.cc, the same from 2.18 to 2.29; 2.29 replaces '%' and '/' in
+  HOST with '-'). HOST is gethostname() cut at the first '.', so a Volcano worker appears as its
+  pod name. With NCCL_DEBUG_TIMESTAMP_FORMAT a timestamp comes first; `nccl_line` skips anything
+  before HOST. Old releases start a WARN with a newline, so it arrives after an empty line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
+_NCCL = re.compile(
+    r"(?:^|\s)(?P<host>[^\s:\[\]<>]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) ?(?P<message>.*)$"
+)
+
+
+def untag(line: str) -> str:
+    """`line` without mpirun's --tag-output prefix (and without a trailing carriage return)."""
+    return _TAG.sub("", line.rstrip("\r"))
+
+
+@dataclass(frozen=True)
+class NcclLine:
+    host: str
+    pid: int
+    cuda_dev: int
+    level: str  # "INFO" | "WARN"
+    message: str  # the text after "NCCL INFO " / "NCCL WARN "
+    text: str  # the whole line, untagged and stripped (for quoting)
+
+
+def nccl_line(line: str) -> NcclLine | None:
+    """The parts of one of NCCL's INFO/WARN lines (already untagged), or None for any other line."""
+    if "NCCL " not in line:
+        return None
+    m = _NCCL.search(line)
+    if not m:
+        return None
+    return NcclLine(
+        host=m["host"],
+        pid=int(m["pid"]),
+        cuda_dev=int(m["dev"]),
+        level=m["level"],
+        message=m["message"].strip(),
+        text=line.strip(),
+    )
