@@ -162,6 +162,25 @@ def test_a_recorded_auto_run_that_passed_its_line_ran_no_doctor(capsys):
     assert out["suspects"] == [] and out["doctor"]["ran"] is False
 
 
+MERGED = "doctor-launcher_auto-sockets-4x1_h200x2-fake-hosts_merged.log"
+
+
+def test_the_merged_launcher_on_real_mpirun_runs_the_doctor_when_nccl_used_sockets(capsys):
+    """The launcher as it ships (--tag-output, the NCCL log filter, INFO lines in the doctor's runs),
+    recorded on real mpirun: `auto` saw TCP sockets in the condensed all-nodes lines although no
+    bandwidth line was crossed on its own terms, ran the doctor, and the verdict names the cause."""
+    text = real(MERGED)
+    assert "[1,0]<stdout>:" in text  # --tag-output reached the log
+    run = sections.read_doctor(sections.split(text))
+    assert (run.mode, run.ran, run.reason, run.finished) == ("auto", True, "allreduce-sockets", True)
+    assert len(run.nodes) == 4 and len(run.pairs) == 6
+    assert main(["report", str(DATA / MERGED), "--sku", "Standard_ND96isr_H200_v5", "--nodes", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "FAIL" and out["transport"]["network"] == "Socket"
+    assert out["reasons"][0].startswith("RDMA was not used")
+    assert any("TCP sockets" in n and "fabric-wide" in n for n in out["doctor"]["notes"])
+
+
 def test_the_documented_markers_are_the_ones_verify_reads():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "fabric-doctor.md").read_text()
     table = doc.split("## The log: section markers")[1].split("\n## ")[0]
