@@ -45,6 +45,7 @@ ALL_REDUCE = Kind(
                    ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
                    ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
                    ("fabricRanks", "ranks"), ("ncclVersion", "nccl_version"),
+                   ("fabricSuspects", "suspects"),  # the fabric doctor's named nodes / HCAs ([] when none)
                    ("allReduceSharp", "sharp")),
 )
 POINT_TO_POINT = Kind(
@@ -83,7 +84,8 @@ class FabricTestJob(Protocol):
     namespace_name: str
     job_name: str
     node_count: int  # the nodes the test spans
-    timeout_minutes: int  # the pods' deadline
+    # the pods' deadline: fabricTest.timeoutMinutes, plus the doctor's budget (doctorMinutes) when it may run
+    deadline_minutes: int
     sharp: bool  # the all-reduce ran with SHARP/CollNet (fabricTest.sharp); always False for point to point
     spec_sha256: str  # changes exactly when the job is replaced: the collect step's trigger
     job: pulumi.Resource  # what the collect step waits for

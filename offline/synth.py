@@ -240,9 +240,16 @@ def build_timeline(rendering: Rendering) -> Timeline:
         steps[sid] = Step(sid, "fabric test job scheduled and run to its first result", "on-node",
                           steps[jid].component, durations.FABRIC_TEST_RUN, {jid, *ready, *pools, pull}, on_node=True)
         runs.append(sid)
+        last = sid
+        env = _launcher_env(job)
+        doctor = durations.fabric_doctor(env.get("DOCTOR"), int(env.get("DOCTOR_SECONDS") or 0) / 60)
+        if doctor is not None:
+            last = f"{jid}/doctor"
+            steps[last] = Step(last, f"fabric doctor after the all-nodes run (fabricTest.doctor: {env['DOCTOR']})",
+                               "on-node", steps[jid].component, doctor, {sid}, on_node=True)
         for step in steps.values():  # whoever waits for the job (the verification) waits for its run
-            if jid in step.deps and step.id not in (sid, pull):
-                step.deps.add(sid)
+            if jid in step.deps and step.id not in (sid, pull, last):
+                step.deps.add(last)
 
     order = _topological(steps)
     start: dict[str, dict[str, float]] = {}
@@ -261,6 +268,15 @@ def build_timeline(rendering: Rendering) -> Timeline:
         deps = sorted(steps[current].deps)
         current = max(deps, key=lambda d: (finish["typical"][d], d)) if deps else None
     return Timeline(steps, target, start, finish, list(reversed(path)))
+
+
+def _launcher_env(job: Resource) -> dict[str, str]:
+    """The env of a Volcano job's mpimaster container (the launcher's inputs)."""
+    for task in (job.inputs.get("spec") or {}).get("tasks") or []:
+        if task.get("name") == "mpimaster":
+            containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+            return {e["name"]: str(e.get("value", "")) for c in containers for e in c.get("env") or []}
+    return {}
 
 
 def _pod_images(pod_spec: Any) -> set[str]:
@@ -513,6 +529,13 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         f"| this stack: along the critical path (independent steps in parallel) | **{span(tl.critical_total)}** |",
         f"| strictly sequential, one step after another (the step-by-step guides' way) | {span(tl.sequential_total)} |",
         f"| `pulumi up` returns (every resource created) | {span(tl.apply_complete)} |",
+    ]
+    for doctor in (step for step in tl.steps.values() if step.id.endswith("/doctor")):
+        d = doctor.duration
+        lines.append(f"| after the first result: {_cell(doctor.label)}, bounded by fabricTest.doctorMinutes; "
+                     f"`pulumi up` waits for it | {_minutes(d.typical_min)} "
+                     f"({_minutes(d.low_min)}–{_minutes(d.high_min)}) |")
+    lines += [
         "",
         "Critical path:",
         "",

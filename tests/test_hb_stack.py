@@ -202,7 +202,7 @@ class _Job:
 
     def __init__(self, kind: fabric_test.Kind, sku: str, node_count: int):
         self.kind, self.sku, self.node_count = kind, catalog.lookup(sku), node_count
-        self.namespace_name, self.job_name, self.timeout_minutes = "fabric-test", "j", 60
+        self.namespace_name, self.job_name, self.deadline_minutes = "fabric-test", "j", 60
         self.spec_sha256, self.job, self.sharp = "0" * 64, None, False
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import catalog
 from verify import collect as collect_mod
-from verify import kinds, p2p
+from verify import doctor_report, kinds, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
 from verify.verdict import Verdict, headline, judge, plural
@@ -216,27 +216,41 @@ def _report(args: argparse.Namespace) -> int:
         text = _read_log(args.log)
     except ParseError as exc:
         return _error(str(exc), args.json)
-    kind = args.kind if args.kind != "auto" else (kinds.P2P if p2p.detect(text) else kinds.NCCL)
+    kind = args.kind if args.kind != "auto" else (
+        # a doctor's log holds ib_write_bw tables too: its all-reduce section makes it nccl
+        kinds.NCCL if any(s.name == sections.ALLREDUCE for s in sections.split(text))
+        else kinds.P2P if p2p.detect(text) else kinds.NCCL)
     problem = _check_kind_args(args, kind)
     if problem:
         return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem, args.json)
     if kind == kinds.P2P:
         return _report_p2p(args, text)
     try:
-        result = parse(text)
+        result = parse(sections.allreduce_text(text))
     except ParseError as exc:
         return _error(f"{args.log}: {exc}", args.json)
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps)
     plot = _plot(result, judgement, args.plot)
-    out = summary(result, judgement)
+    out, report_text = _with_doctor(args, text, summary(result, judgement), table(result, judgement))
     out["plot"] = plot
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(table(result, judgement), end="")
+        print(report_text, end="")
         if plot:
             print(f"plot: {plot}")
     return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else ""))
+
+
+def _with_doctor(args: argparse.Namespace, log: str, out: dict, text: str) -> tuple[dict, str]:
+    """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
+    `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
+    assessment = doctor_report.assess(log, sku=args.sku, threshold_gbps=args.threshold_gbps)
+    merged = doctor_report.merge(out, assessment)
+    text += doctor_report.text(assessment)
+    if merged["verdict"] != out["verdict"]:
+        text += f"OVERALL VERDICT: {merged['verdict']} (the worst finding: the fabric doctor's)\n"
+    return merged, text
 
 
 def _report_p2p(args: argparse.Namespace, text: str) -> int:
@@ -258,7 +272,7 @@ def _report_p2p(args: argparse.Namespace, text: str) -> int:
 
 def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
     try:
-        result = parse(log)
+        result = parse(sections.allreduce_text(log))
     except ParseError as exc:
         out = {
             "kind": kinds.NCCL,
@@ -267,12 +281,13 @@ def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | 
             "sku": args.sku,
             "nodes": args.nodes,
         }
-        return out, _verdict_text(out)
+        # the doctor may still name the node that broke the all-nodes run
+        return _with_doctor(args, log, out, _verdict_text(out))
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
                       job_failed=job_failed)
-    out = summary(result, judgement)
+    out, text = _with_doctor(args, log, summary(result, judgement), table(result, judgement))
     out["plot"] = _plot(result, judgement, args.plot)
-    return out, table(result, judgement)
+    return out, text
 
 
 def _judge_collected_p2p(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:

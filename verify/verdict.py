@@ -98,6 +98,18 @@ def headline(verdict: Verdict, sku: str | None, figure: str | None, size_bytes: 
     return f"VERDICT: {verdict.value} — {', '.join(parts)}"
 
 
+def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
+    """The busbw at the largest size at and above which judge()'s bandwidth rules give PASS: the
+    threshold (the override, else the expectation's) and the WARN line below the baseline, whichever
+    is higher. None when there is no threshold (the verdict cannot be PASS). The fabric test's
+    launcher compares the all-nodes run against it to decide whether the doctor runs (`auto`)."""
+    threshold = threshold_gbps if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
+    if threshold is None:
+        return None
+    warn_below = expectation.baseline_gbps * WARN_FRACTION_OF_BASELINE if expectation else None
+    return max(threshold, warn_below) if warn_below is not None else float(threshold)
+
+
 def _size(n: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
