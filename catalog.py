@@ -11,6 +11,7 @@ verdict for that size is UNKNOWN rather than a guess.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -403,14 +404,29 @@ def supported_sizes() -> list[str]:
     return sorted(SKUS)
 
 
-def lookup(vm_size: str) -> Sku:
-    """The catalog entry for `vm_size` (case-insensitive, as Azure treats sizes).
+def _key(vm_size: object) -> str:
+    """A size as Azure compares it: case-insensitive, and `Standard_` optional (`ND96asr_v4`)."""
+    name = str(vm_size).strip().lower()
+    return name[len("standard_"):] if name.startswith("standard_") else name
 
-    Raises KeyError with the list of supported sizes for anything else.
+
+def closest(vm_size: object, n: int = 3) -> list[str]:
+    """The catalog's sizes nearest to `vm_size` (for "did you mean"), best first."""
+    keys = {_key(name): name for name in SKUS}
+    return [keys[k] for k in difflib.get_close_matches(_key(vm_size), list(keys), n=n, cutoff=0.6)]
+
+
+def lookup(vm_size: str) -> Sku:
+    """The catalog entry for `vm_size`: case-insensitive, as Azure treats sizes, with or without the
+    `Standard_` prefix (`ND96asr_v4`, `standard_nd96asr_v4`). The one place a size is recognised.
+
+    Raises KeyError naming the closest sizes and the supported ones for anything else.
     """
     for name, sku in SKUS.items():
-        if name.lower() == str(vm_size).lower():
+        if _key(name) == _key(vm_size):
             return sku
+    near = closest(vm_size)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise KeyError(
-        f"{vm_size!r} is not an InfiniBand-capable size in the catalog; supported: {', '.join(supported_sizes())}"
+        f"{vm_size!r} is not an InfiniBand-capable size in the catalog; {hint}supported: {', '.join(supported_sizes())}"
     )

@@ -290,6 +290,6 @@ class FabricCheck(pulumi.ComponentResource):
                                **{attr: getattr(self, attr) for _, attr in job.kind.stack_outputs}})
 
     def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
-        """The stack outputs of this kind of result, by export name (listed in the README)."""
+        """The stack outputs of this kind of result, by export name (listed in docs/fabric-test.md)."""
         figures = {export: getattr(self, attr) for export, attr in self.kind.stack_outputs}
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

@@ -143,9 +143,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     prefix = f"{PROJECT}:"
     ours = {k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix)}
     for unknown in sorted(set(ours) - set(SCHEMA_BY_NAME)):
-        problems.append(
-            f"{prefix}{unknown}: unknown key; allowed keys: {', '.join(k.name for k in SCHEMA)}"
-        )
+        problems.append(engine.unknown_key(f"{prefix}{unknown}", unknown, [k.name for k in SCHEMA], "allowed keys"))
     # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
     for key in sorted(raw):
         namespace, _, name = key.partition(":")

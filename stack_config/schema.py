@@ -85,7 +85,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("vmSize", "string", "InfiniBand-capable VM size (see the SKU catalog).", required=True,
                 check=checks.ib_size),
             Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
-                check=int_range(1, MAX_NODES)),
+                check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 or "
+                                              "more nodes)")),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
                 check=checks.pool_name(SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",

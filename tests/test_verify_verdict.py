@@ -150,10 +150,22 @@ def test_unknown_sku_is_unknown_with_the_catalogs_message(reference):
     assert j.verdict is Verdict.UNKNOWN and any("not an InfiniBand-capable size" in x for x in j.reasons)
 
 
-def test_node_count_unknown_without_hosts_or_nodes(reference):
-    j = judge(load(reference, AZURE), sku=A100)
+def test_node_count_unknown_without_hosts_nodes_or_sku(reference):
+    j = judge(load(reference, AZURE), threshold_gbps=180)
     assert j.nodes is None and j.verdict is Verdict.UNKNOWN
     assert any("pass --nodes" in x for x in j.reasons)
+
+
+def test_without_hosts_the_nodes_are_the_ranks_over_the_gpus_per_vm(reference):
+    j = judge(load(reference, AZURE), sku=A100)  # 16 ranks, no "Using devices" lines
+    assert j.nodes == 2 and j.verdict is Verdict.PASS
+    assert "2 nodes: 16 ranks / 8 GPUs per Standard_ND96asr_v4 (the log names no hosts; pass --nodes if that is " \
+           "wrong)" in j.reasons
+
+
+def test_one_node_is_singular(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=1)
+    assert any("(1 node x 8 GPUs" in r for r in j.reasons) and not any("1 nodes" in r for r in j.reasons)
 
 
 def test_worst_finding_wins_and_comes_first(reference):

@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from verify import kube
 from verify.diagnose import Diagnoser, Finding, read_snapshot
 from verify.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
@@ -162,6 +160,8 @@ def aks_kubeconfig(aks: AksCluster) -> dict[str, Any]:
                 if "az login" in stderr.lower() else "")
         raise CollectError(f"az aks get-credentials for {aks} failed (exit {done.returncode}): "
                            f"{_az_detail(stderr)}{hint}")
+    import yaml  # here, not at the top: `python -m verify report` runs without the deploy requirements
+
     try:
         data = yaml.safe_load(done.stdout.decode("utf-8", errors="replace"))
     except yaml.YAMLError as exc:
@@ -179,6 +179,7 @@ def api_client(kubeconfig: str | None = None, aks: AksCluster | None = None):
 
     A kubeconfig read from az or from the environment is not written to a file by this code (the
     kubernetes client keeps certificate data it holds in private temporary files it removes on exit)."""
+    import yaml
     from kubernetes import config as kconfig
 
     try:
