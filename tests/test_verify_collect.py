@@ -699,8 +699,8 @@ def job_pods(phase: str, *, image: str = IMAGE_OF_TEST, unschedulable: str | Non
 
 
 def event(kind: str, obj: str, reason: str, message: str, *, first: float, last: float, count: int = 1,
-          type_: str = "Warning", container: str | None = None) -> dict:
-    involved = {"kind": kind, "name": obj, "namespace": NS}
+          type_: str = "Warning", container: str | None = None, uid: str | None = None) -> dict:
+    involved = {"kind": kind, "name": obj, "namespace": NS, **({"uid": uid} if uid else {})}
     if container:
         involved["fieldPath"] = f"spec.containers{{{container}}}"
     return {"metadata": {"name": f"{obj}.{reason}.{int(first)}"}, "involvedObject": involved, "type": type_,
@@ -991,6 +991,62 @@ def test_slow_image_pull_that_succeeds(stack_job, azure_rows, monkeypatch, capsy
     assert 4 <= len(heartbeats) <= 5
     assert all(f"waiting for: Pulling (pod {NS}/{JOB}-mpimaster-0 container mpimaster)" in p for p in heartbeats)
     assert len(lines) < 25
+
+
+@pytest.mark.parametrize("old_events_name_the_uid", [True, False])
+def test_a_rerun_is_not_judged_by_the_old_pods_events(stack_job, azure_rows, monkeypatch, capsys,
+                                                      old_events_name_the_uid):
+    """A re-run: Volcano names the new pods as it named the old ones (<job>-mpiworker-0), and the old
+    pods' events live on for about an hour. The old run's pull failed 35 to 31 min ago (3 attempts,
+    then a FailedMount); the new pods start pulling 10 s in, one attempt fails at 30 s (a registry
+    hiccup), the retry succeeds and the job passes. Only the new pods' events count: matched on
+    involvedObject.uid, or, for an event that names no uid, not older than the pod's creation."""
+    image, start = IMAGE_OF_TEST, 3 * MIN
+    old_since = -35 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=-60 * MIN)
+        if t >= start:
+            phase, pods, log = completing(t, start)
+            return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, log=log, nodes=node_list,
+                           **healthy_operators())
+        hiccup = 30 <= t < 2 * MIN
+        pods = job_pods("Pending", waiting=("ErrImagePull", "rpc error: code = Unknown desc = i/o timeout")
+                        if hiccup else ("ContainerCreating", ""))
+        events = []
+        for pod in pods:
+            name_, new_uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+            task = pod["metadata"]["labels"]["volcano.sh/task-spec"]
+            old_uid = f"old-{new_uid}" if old_events_name_the_uid else None
+            events += [
+                event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=old_since, last=-31 * MIN,
+                      count=3, type_="Normal", container=task, uid=old_uid),
+                event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = NotFound desc = '
+                      "not found", first=old_since, last=-31 * MIN, count=3, container=task, uid=old_uid),
+                event("Pod", name_, "FailedMount", 'MountVolume.SetUp failed for volume "ssh" : secret '
+                      f'"{JOB}-ssh" not found', first=-32 * MIN, last=-31 * MIN, uid=old_uid)]
+            if t >= 10:
+                events.append(event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=10,
+                                    last=10 if t < 2 * MIN else 2 * MIN, count=1 if t < 2 * MIN else 2,
+                                    type_="Normal", container=task, uid=new_uid))
+            if t >= 30:
+                events.append(event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = '
+                                    "Unknown desc = i/o timeout", first=30, last=30, container=task, uid=new_uid))
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events, nodes=node_list,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["gave_up"] is None, out["reasons"]
+    assert not gave_up_lines(err)
+    lines = progress_lines(err)
+    # the new pods' own failure, from its own time; nothing of the old run
+    assert any(f"ErrImagePull (pod {NS}/{JOB}-mpiworker-0 container mpiworker): image {image} fails to pull since "
+               f"{at(30)}: " in p and "i/o timeout" in p for p in lines), lines
+    old_times = (at(old_since), at(-32 * MIN), at(-31 * MIN))
+    assert not [p for p in lines if any(t in p for t in old_times) or "FailedMount" in p or "NotFound" in p]
+    assert any(f"Pulling (pod {NS}/{JOB}-mpiworker-1 container mpiworker): image {image}, pulling since {at(2 * MIN)}"
+               in p for p in lines)
 
 
 def test_the_stack_step_reports_an_incomplete_run_in_its_outputs(dev, stack_job, tmp_path, monkeypatch, capsys):

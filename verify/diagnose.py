@@ -6,7 +6,8 @@ turned by `Diagnoser.assess` into one `Finding` per cause and, when success has 
 the one-line reason to stop waiting:
 
 - an image of a job pod that has failed to pull for IMAGE_PULL_GIVE_UP_MINUTES, by the API's own
-  record (the first pull-failure event), so a collector started late decides at once;
+  record (the first pull-failure event of that pod: its uid, so a re-run's pods, named as the old
+  ones were, are not judged by the old pods' events), so a collector started late decides at once;
 - once the node-setup allowance has passed, counted from when the IB pool's nodes became Ready (their
   Ready condition's lastTransitionTime): a GPU or RDMA resource the job requests that too few of the
   pool's Ready nodes advertise, or a taint on them that the job's pods do not tolerate. Before that,
@@ -206,6 +207,7 @@ class Event:
 
     kind: str
     name: str
+    uid: str  # the involved object's uid ("" when the event names none)
     field_path: str
     type: str
     reason: str
@@ -221,9 +223,22 @@ class Event:
                 or first)
         involved = raw.get("involvedObject") or {}
         return cls(kind=str(involved.get("kind") or ""), name=str(involved.get("name") or ""),
-                   field_path=str(involved.get("fieldPath") or ""), type=str(raw.get("type") or ""),
+                   uid=str(involved.get("uid") or ""), field_path=str(involved.get("fieldPath") or ""),
+                   type=str(raw.get("type") or ""),
                    reason=str(raw.get("reason") or ""), message=" ".join(str(raw.get("message") or "").split()),
                    count=int(raw.get("count") or get(raw, "series", "count") or 1), first=first, last=last)
+
+    def about_pod(self, pod: dict) -> bool:
+        """Volcano names a re-run's pods as it named the old ones (`<job>-mpiworker-0`) and events live
+        on for about an hour (the API server's --event-ttl), so the name alone would count the old pod's
+        events: an event is this pod's when it names the pod's uid, or, naming no uid, the pod's name
+        and has happened since the pod was created."""
+        if self.kind != "Pod" or self.name != name(pod):
+            return False
+        if self.uid:
+            return self.uid == str(get(pod, "metadata", "uid") or "")
+        created = kube.epoch(get(pod, "metadata", "creationTimestamp"))
+        return created is None or self.last is None or self.last >= created
 
     def about_container(self, container: str) -> bool:
         """Container events name it in fieldPath (`spec.containers{name}`); one without names all of them."""
@@ -331,8 +346,8 @@ class Diagnoser:
         findings: list[Finding] = []
         pulls: list[PullFailure] = []
         for pod in sorted(snap.pods or [], key=name):
-            pod_name, where = name(pod), f"pod {snap.namespace}/{name(pod)}"
-            mine = [e for e in events if e.kind == "Pod" and e.name == pod_name]
+            where = f"pod {snap.namespace}/{name(pod)}"
+            mine = [e for e in events if e.about_pod(pod)]
             scheduled = kube.condition(pod, "PodScheduled") or {}
             if scheduled.get("status") == "False":
                 findings.append(Finding(scheduled.get("reason") or "Unschedulable", where,
