@@ -1261,3 +1261,9 @@ def test_api_timestamps_order_exactly():
     assert a < b < c and c - b == 20_000_000
     assert kube.epoch("2026-03-01T12:00:00Z") == T0 == kube.epoch("2026-03-01T13:00:00+01:00")
     assert kube.iso(T0) == "2026-03-01T12:00:00Z" and kube.time_ns("yesterday") is None
+
+
+def test_durations_read_as_whole_minutes_or_seconds():
+    """One helper for the collector's and the diagnosis' messages: under a minute in seconds."""
+    assert [kube.duration(s) for s in (0, 45, 59.4, 60, 89, 91, 45 * MIN)] == \
+        ["0s", "45s", "59s", "1 min", "1 min", "2 min", "45 min"]

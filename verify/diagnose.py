@@ -270,10 +270,6 @@ def _statuses(pod: dict) -> list[dict]:
     return out
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min"
-
-
 def _tolerates(toleration: dict, taint: dict) -> bool:
     """Kubernetes' rule (core/v1 Toleration.ToleratesTaint): same effect or none given; same key, or no
     key with operator Exists; then Exists matches any value and Equal (the default) the same value."""
@@ -626,10 +622,10 @@ class Diagnoser:
             if now - pull.since >= self.image_pull_give_up_seconds:
                 give_up = (f"image {pull.image} of pod {snap.namespace}/{pull.pod} (container {pull.container}) "
                            f"cannot be pulled: {pull.reason} since {kube.iso(pull.since)} "
-                           f"({_minutes(now - pull.since)}, {pull.attempts} failed attempt(s))"
+                           f"({kube.duration(now - pull.since)}, {pull.attempts} failed attempt(s))"
                            + (f"; last error: {pull.message}" if pull.message else ""))
                 break
-        allowance_minutes = _minutes(self.setup_allowance_seconds)
+        allowance_minutes = kube.duration(self.setup_allowance_seconds)
         if snap.nodes is None:
             allowance = "node-setup allowance unknown (the IB pool's nodes could not be read)"
         elif pool.allowance is None:
@@ -637,11 +633,12 @@ class Diagnoser:
         else:
             started = pool.allowance.at
             ends = started + self.setup_allowance_seconds
+            where_it_stands = (f"ends {kube.iso(ends)}, {kube.duration(ends - now)} left" if now < ends
+                               else f"passed at {kube.iso(ends)}")
             allowance = (f"node-setup allowance of {allowance_minutes} from {kube.iso(started)} "
-                         f"({pool.allowance.counted_from}) " + (f"ends {kube.iso(ends)}, {_minutes(ends - now)} left"
-                                                                if now < ends else f"passed at {kube.iso(ends)}"))
+                         f"({pool.allowance.counted_from}) {where_it_stands}")
             if give_up is None and now >= ends and pool.blockers:
-                give_up = (f"{pool.blockers[0]}; {pool.allowance.since} ({_minutes(now - started)}, past the "
+                give_up = (f"{pool.blockers[0]}; {pool.allowance.since} ({kube.duration(now - started)}, past the "
                            f"{allowance_minutes} node-setup allowance)" + (f". {pool.hint}" if pool.hint else ""))
         return Assessment(findings=tuple(findings), give_up=give_up, allowance=allowance)
 
