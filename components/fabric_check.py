@@ -34,7 +34,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
 
-from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind
+from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind, number_arg
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
 PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
@@ -43,7 +43,8 @@ PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
 # test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
 # once that much time has passed since the IB nodes became Ready and a resource is still missing).
-# The pods' own deadline (activeDeadlineSeconds = timeoutMinutes) starts only when they do. So the
+# The pods' own deadline (activeDeadlineSeconds = timeoutMinutes, plus doctorMinutes when the fabric
+# doctor may run: the job's deadline_minutes) starts only when they do. So the
 # collector allows that setup, then the job's deadline, then a margin to report the job's real end
 # (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
 COLLECT_MARGIN_MINUTES = 5
@@ -67,7 +68,7 @@ class FabricCheckArgs:
     subscription_id: pulumi.Input[str] | None = None
     @property
     def collect_timeout_minutes(self) -> int:
-        return NODE_SETUP_BUDGET_MINUTES + self.job.timeout_minutes + COLLECT_MARGIN_MINUTES
+        return NODE_SETUP_BUDGET_MINUTES + self.job.deadline_minutes + COLLECT_MARGIN_MINUTES
 
 
 def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR) -> str:
@@ -87,10 +88,6 @@ def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR
         return path.as_posix()
 
 
-def _number(n: float) -> str:
-    return str(int(n)) if float(n).is_integer() else repr(float(n))
-
-
 def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
     job = args.job
@@ -108,7 +105,7 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         "--timeout-minutes", str(args.collect_timeout_minutes),
     ]
     if args.threshold is not None:
-        argv += [job.kind.threshold_flag, _number(args.threshold)]
+        argv += [job.kind.threshold_flag, number_arg(args.threshold)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
     if job.sharp:  # which transport the run measured, recorded in the result
@@ -138,6 +135,8 @@ class FabricResult:
     bw_at_max_size_gbits: float | None = None
     max_bw_gbits: float | None = None
     latency_us: float | None = None
+    # the fabric doctor's suspects, as `python -m verify` prints them: {host, hca, reason, evidence, verdict}
+    suspects: tuple[dict[str, Any], ...] = ()
 
     def ranks_text(self, expected_nodes: int, gpus_per_node: int) -> str:
         expected = f"{expected_nodes} nodes x {gpus_per_node} GPUs = {expected_nodes * gpus_per_node} ranks"
@@ -198,16 +197,25 @@ def parse_result(stdout: str | None) -> FabricResult:
         bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
         max_bw_gbits=_float(doc.get("max_bw_gbits")),
         latency_us=_float(doc.get("latency_us")),
+        suspects=_suspects(doc.get("suspects")),
     )
+
+
+def _suspects(v: Any) -> tuple[dict[str, Any], ...]:
+    """The suspects list, each entry with the keys the stack output promises (anything else dropped)."""
+    if not isinstance(v, list):
+        return ()
+    keys = ("host", "hca", "reason", "evidence", "verdict")
+    return tuple({k: s.get(k) for k in keys} for s in v if isinstance(s, dict) and isinstance(s.get("host"), str))
 
 
 class FabricCheck(pulumi.ComponentResource):
     """Collects the fabric test's result once `args.job` has been created.
 
     Outputs: `verdict`, `reasons`; nccl: `max_busbw_gbps`, `busbw_at_max_size_gbps`, `ranks`,
-    `nccl_version`, `transport` (what NCCL used between the nodes, one line); p2p:
-    `bw_at_max_size_gbits`, `max_bw_gbits`, `latency_us`. Each says PENDING / None until a run has
-    produced it.
+    `nccl_version`, `transport` (what NCCL used between the nodes, one line), `suspects` (the fabric
+    doctor's named nodes / HCAs, [] when none); p2p: `bw_at_max_size_gbits`, `max_bw_gbits`,
+    `latency_us`. Each says PENDING / None until a run has produced it.
     """
 
     collect: command.local.Command
@@ -223,6 +231,7 @@ class FabricCheck(pulumi.ComponentResource):
     bw_at_max_size_gbits: pulumi.Output[float | None]
     max_bw_gbits: pulumi.Output[float | None]
     latency_us: pulumi.Output[float | None]
+    suspects: pulumi.Output[list[dict[str, Any]]]
     kind: Kind
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
@@ -271,11 +280,12 @@ class FabricCheck(pulumi.ComponentResource):
         self.bw_at_max_size_gbits = self.result.apply(lambda r: r.bw_at_max_size_gbits)
         self.max_bw_gbits = self.result.apply(lambda r: r.max_bw_gbits)
         self.latency_us = self.result.apply(lambda r: r.latency_us)
+        self.suspects = self.result.apply(lambda r: [dict(s) for s in r.suspects])
         self.kind = job.kind
         self.register_outputs({"verdict": self.verdict,
                                **{attr: getattr(self, attr) for _, attr in job.kind.stack_outputs}})
 
     def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
-        """The stack outputs of this kind of result, by export name (listed in the README)."""
+        """The stack outputs of this kind of result, by export name (listed in docs/fabric-test.md)."""
         figures = {export: getattr(self, attr) for export, attr in self.kind.stack_outputs}
         return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}

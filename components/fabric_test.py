@@ -45,6 +45,7 @@ ALL_REDUCE = Kind(
                    ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
                    ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
                    ("fabricRanks", "ranks"), ("ncclVersion", "nccl_version"),
+                   ("fabricSuspects", "suspects"),  # the fabric doctor's named nodes / HCAs ([] when none)
                    ("allReduceSharp", "sharp")),
 )
 POINT_TO_POINT = Kind(
@@ -62,6 +63,15 @@ KINDS = (ALL_REDUCE, POINT_TO_POINT)
 def kind_for(sku: Sku) -> Kind:
     """GPU sizes prove the fabric with the all-reduce; CPU-only sizes (HB / HX) point to point."""
     return ALL_REDUCE if sku.has_gpus else POINT_TO_POINT
+
+
+def number_arg(value: float | None) -> str:
+    """A number as the job's env or the collector's command line carries it: exact (Python's shortest
+    form that reads back as the same float, so the launcher and the collector compare against the very
+    line the verdict uses), whole numbers without ".0"; "" for None (the launcher reads it as unknown)."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def threshold_problems(kind: Kind, thresholds: Mapping[str, float | None]) -> dict[str, str]:
@@ -83,7 +93,8 @@ class FabricTestJob(Protocol):
     namespace_name: str
     job_name: str
     node_count: int  # the nodes the test spans
-    timeout_minutes: int  # the pods' deadline
+    # the pods' deadline: fabricTest.timeoutMinutes, plus the doctor's budget (doctorMinutes) when it may run
+    deadline_minutes: int
     sharp: bool  # the all-reduce ran with SHARP/CollNet (fabricTest.sharp); always False for point to point
     spec_sha256: str  # changes exactly when the job is replaced: the collect step's trigger
     job: pulumi.Resource  # what the collect step waits for

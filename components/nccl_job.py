@@ -21,9 +21,12 @@ import pins
 from catalog import Sku
 from components import mpi_job, nccl_sizing
 from components.fabric_test import ALL_REDUCE, Kind
+from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
+from verify import doctor
+from verify.verdict import pass_line_gbps
 
 core = k8s.core.v1
 
@@ -31,6 +34,8 @@ LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "nccl-lau
 ALL_REDUCE_BIN = "/opt/nccl_tests/build/all_reduce_perf"  # path in the nccl-tests image
 # Per rank (one per GPU): a CPU core and host memory for its buffers and the NCCL proxy thread.
 CPU_PER_RANK, MEMORY_GI_PER_RANK = 1, 8
+# The doctor's per-HCA ib_write_bw: at most this many slow pairs (each takes one HCA at a time).
+DOCTOR_HCA_PAIRS = 2
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,17 @@ class NcclJobArgs:
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "nccl-allreduce"
+    # The fabric doctor (verify/doctor.py, run by the launcher): doctor.DOCTOR_MODES; its budget is
+    # added to the pods' deadline unless it is never. threshold_gbps: the user's all-reduce threshold
+    # (fabricTest.thresholdGbps), which moves the doctor's pass line as it moves the verdict's.
+    doctor: str = "never"
+    doctor_minutes: int = 0
+    threshold_gbps: float | None = None
+
+    @property
+    def deadline_minutes(self) -> int:
+        """The pods' deadline: the test's timeout plus the doctor's budget when it may run."""
+        return self.timeout_minutes + (self.doctor_minutes if self.doctor != "never" else 0)
 
     def __post_init__(self) -> None:
         if not self.sku.has_gpus:
@@ -69,6 +85,37 @@ class NcclJobArgs:
             raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
         fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
         mpi_job.check_host_names(self.job_name, self.node_count)
+        if self.doctor not in doctor.DOCTOR_MODES:
+            raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
+        if self.doctor != "never" and self.doctor_minutes < 1:
+            raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
+
+
+def doctor_env(args: NcclJobArgs) -> dict[str, str]:
+    """The launcher's doctor inputs (scripts/nccl-launcher.sh lists them), all computed here from the
+    catalog and verify/, so that the launcher compares numbers and follows a plan, and decides nothing."""
+    if args.doctor == "never":
+        return {"DOCTOR": "never"}
+    sku = args.sku
+    largest = nccl_sizing.max_size_arg(args.all_reduce_args)
+    node_size = sku.allreduce_1_node.size if sku.allreduce_1_node else largest
+    pair = sku.allreduce_expectation(2)
+    pair_slow = args.threshold_gbps if args.threshold_gbps is not None else (pair.threshold_gbps if pair else None)
+    pass_line = pass_line_gbps(sku.allreduce_expectation(args.node_count), args.threshold_gbps)
+    return {
+        "DOCTOR": args.doctor,
+        "DOCTOR_SECONDS": str(args.doctor_minutes * 60),
+        "DOCTOR_PASS_BUSBW_GBPS": _gbps(pass_line),
+        # the transport rules of verify.verdict that the launcher checks on the all-nodes run (auto)
+        "DOCTOR_EXPECT_GDRDMA": "1" if sku.expects_gpudirect_rdma else "0",
+        "DOCTOR_HCAS_PER_NODE": str(sku.ib_hcas_per_vm or ""),
+        "DOCTOR_PAIR_ROUNDS": doctor.rounds_env(doctor.plan_pairs(args.node_count)),
+        # one size, the largest, as Azure's health checks run it: the plateau, without the sweep
+        "DOCTOR_PAIR_ARGS": f"-b {largest} -e {largest} -f 2 -g 1",
+        "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",
+        "DOCTOR_PAIR_SLOW_BELOW_GBPS": _gbps(pair_slow),
+        "DOCTOR_HCA_PAIRS": str(DOCTOR_HCA_PAIRS),
+    }
 
 
 def uses_topology_file(args: NcclJobArgs) -> bool:
@@ -102,6 +149,7 @@ def job_spec(
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp),
+        **doctor_env(args),
     }
     mounts, volumes = [], []
     if uses_topology_file(args):
@@ -116,10 +164,10 @@ def job_spec(
         workers=args.node_count,
         launcher=mpi_job.launcher_template(
             args.job_name, args.image, env, core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
-            args.timeout_minutes, config_hash, launcher_configmap,
+            args.deadline_minutes, config_hash, launcher_configmap,
         ),
         worker=mpi_job.worker_template(
-            args.job_name, args.image, worker_resources(args), args.timeout_minutes, config_hash, mounts, volumes
+            args.job_name, args.image, worker_resources(args), args.deadline_minutes, config_hash, mounts, volumes
         ),
     )
 
@@ -138,16 +186,17 @@ class NcclJob(pulumi.ComponentResource):
     job_name: str
     namespace_name: str
     node_count: int
+    deadline_minutes: int
     sharp: bool  # whether the run used SHARP (CollNet): the result says which transport it measured
-    timeout_minutes: int
     spec: dict[str, Any]
     spec_sha256: str
 
     def __init__(self, name: str, args: NcclJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NcclJob", name, None, opts)
-        self.sku, self.timeout_minutes = args.sku, args.timeout_minutes
+        self.sku = args.sku
         self.job_name, self.namespace_name = args.job_name, args.namespace_name
         self.node_count = args.node_count  # nodes the test spans
+        self.deadline_minutes = args.deadline_minutes  # the collector waits this long after setup
         self.sharp = args.sharp
         topology = args.sku.nccl_topology if uses_topology_file(args) else None
         declared = mpi_job.declare_mpi_job(

@@ -1,7 +1,7 @@
 """The NCCL environment and the mpirun binding of the all-reduce, per Azure ND generation, in one place.
 
 Every value carries its source (repository@commit path, or "ours" with the reason). Pure Python (no
-Pulumi import): the job (components/nccl_job.py) reads it, the README's table is generated from it
+Pulumi import): the job (components/nccl_job.py) reads it, the table in docs/fabric-test.md is generated from it
 (`python -m components.nccl_settings`, a test keeps the two equal).
 
 What is Azure's, and from where:
@@ -171,7 +171,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table: every variable, when it applies, its value, why, and where it comes from."""
+    """The table in docs/fabric-test.md: every variable, when it applies, its value, why, and its source."""
     groups = [
         ("every GPU size", COMMON),
         ("`sharp: false` (default)", WITHOUT_SHARP),
@@ -190,8 +190,11 @@ def markdown_table() -> str:
 TABLE_START, TABLE_END = "<!-- nccl-settings-table:start -->\n", "<!-- nccl-settings-table:end -->\n"
 
 
-def sync_readme(path: str = "README.md") -> None:
-    """Rewrite the README's NCCL settings table from this module (`python -m components.nccl_settings sync`)."""
+DOC = "docs/fabric-test.md"  # where the table is shown
+
+
+def sync_doc(path: str = DOC) -> None:
+    """Rewrite the NCCL settings table in docs/fabric-test.md (`python -m components.nccl_settings sync`)."""
     from pathlib import Path
 
     readme = Path(path)
@@ -204,6 +207,6 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["sync"]:
-        sync_readme()
+        sync_doc()
     else:
         sys.stdout.write(markdown_table())

@@ -46,6 +46,15 @@ def max_bytes_gib(args: str) -> tuple[float | None, bool]:
     return max_gib, check
 
 
+def max_size_arg(args: str) -> str:
+    """all_reduce_perf's -e of `args` as -b/-e take it ("16G", "512M"): the fabric doctor runs its
+    pairs at that one size."""
+    max_gib, _ = max_bytes_gib(args)
+    if max_gib is None:
+        raise ValueError(f"all_reduce_args: got {args!r}; -e must be a size such as 8G or 512M")
+    return f"{max_gib:g}G" if float(max_gib).is_integer() else f"{round(max_gib * 1024)}M"
+
+
 def fit_problem(args: str, sku: Sku) -> str | None:
     """None when `args` fit the GPUs of `sku` (or `sku` has none), else why not and what would."""
     if not sku.has_gpus:

@@ -1,6 +1,7 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
-`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI).
+`python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
+`python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py).
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -15,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pulumi
+
 from offline import charts, engine, synth
 
 
@@ -23,10 +26,15 @@ def _stacks() -> list[str]:
 
 
 def _render(stack: str) -> engine.Rendering | None:
+    """The stack's render, or None after saying why on stderr: a missing stack file, or the program's own
+    RunError (a bad configuration: its lines name each bad key), printed as is, without a traceback."""
     try:
         return engine.render(stack)
     except FileNotFoundError as e:
         print(f"error: {e}; stacks here: {', '.join(_stacks()) or 'none'}", file=sys.stderr)
+        return None
+    except pulumi.RunError as e:
+        print(f"error: {e}", file=sys.stderr)
         return None
 
 
@@ -79,13 +87,28 @@ def pull_charts_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def docs_command(args: argparse.Namespace) -> int:
+    from offline import docblocks, reference
+
+    rendering = _render("dev")
+    if rendering is None:
+        return 2
+    why = reference.unavailable_reason(reference.reference_dir())
+    if why:
+        print(f"samples left as they are: {why}", file=sys.stderr)
+    blocks = docblocks.generated(synth.synthesize(rendering), None if why else reference.reference_dir())
+    changed = docblocks.sync(blocks, engine.ROOT)
+    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in changed) or "generated blocks are current")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("synth", help="render a stack offline into files")
     p.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default: dev)")
     p.add_argument("--out", default="build", type=Path, help="output directory (default: build)")
-    p.add_argument("--no-images", action="store_true", help="skip graph.svg and timeline.svg")
+    p.add_argument("--no-images", action="store_true", help="skip graph.mmd and timeline.mmd (the pictures)")
     p.add_argument("--no-charts", action="store_true", help="skip charts/ (helm template of the pinned charts)")
     p.set_defaults(run=synth_command)
     q = sub.add_parser("policy", help="run the policy pack's rules on the offline render")
@@ -95,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stack", default="dev", help="stack name (default: dev)")
     c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
     c.set_defaults(run=pull_charts_command)
+    d = sub.add_parser("docs", help="rewrite the generated blocks of README.md and docs/ (pictures, samples)")
+    d.set_defaults(run=docs_command)
     args = parser.parse_args(argv)
     return args.run(args)
 

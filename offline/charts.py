@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from offline import synth
+from offline import reference, synth
 from offline.engine import ROOT, Rendering
 
 HELM_VERSION = "v3.19.0"  # tools/install_helm.py installs exactly this one
@@ -45,11 +45,11 @@ class Unavailable(Exception):
 
 
 def charts_dir() -> Path:
-    """Where the chart archives are: $AKS_IB_CHARTS, else the shared reference's charts/
-    (../shared/reference, or $AKS_IB_REFERENCE, as the tests' `reference` fixture finds it)."""
+    """Where the chart archives are: $AKS_IB_CHARTS, else the reference material's charts/ (found as the
+    tests' `reference` fixture finds it: offline/reference.py)."""
     if os.environ.get("AKS_IB_CHARTS"):
         return Path(os.environ["AKS_IB_CHARTS"])
-    return Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference")) / "charts"
+    return reference.reference_dir() / "charts"
 
 
 def find_helm() -> Path:
@@ -173,8 +173,8 @@ def render_all(rendering: Rendering, helm: Path | None = None, archives: Path | 
     """Every Helm release of the stack rendered by the pinned Helm; `Unavailable` says why not."""
     archives = archives or charts_dir()
     if not archives.is_dir():
-        raise Unavailable(f"chart archives not found at {archives} (the shared reference's charts/: set "
-                          f"AKS_IB_REFERENCE, or AKS_IB_CHARTS to a folder filled by `python -m offline pull-charts`)")
+        raise Unavailable(f"chart archives not found at {archives} (the reference material's charts/: `make "
+                          f"reference`, or AKS_IB_CHARTS set to a folder filled by `python -m offline pull-charts`)")
     helm = helm or find_helm()
     kube, apis = kube_version(rendering), api_versions(rendering)
     return [render(r, helm=helm, charts_dir=archives, kube=kube, apis=apis) for r in releases(rendering)]

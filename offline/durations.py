@@ -77,6 +77,16 @@ IMAGE_PULL_SOURCE = (
     "2026-02-08); each node pulls in parallel"
 )
 
+DOCTOR_AUTO = (
+    "fabricTest.doctor auto: it runs only when the all-nodes run is not PASS, so a healthy fabric pays nothing "
+    "(typical and low 0); its budget fabricTest.doctorMinutes bounds it (high)"
+)
+DOCTOR_ALWAYS = (
+    "estimate: per-node checks (~1 min: mpirun start, NCCL init, one all-reduce at Azure's gate size), 3-4 "
+    "rounds of 2-node all-reduces (~1 min each), ib_write_bw over each HCA of up to 2 slow pairs (~2 min); "
+    "its budget fabricTest.doctorMinutes bounds it (high)"
+)
+
 INSTANT = Duration(0.05, 0.02, 0.2, ESTIMATE, API_CALL)
 ZERO = Duration(0.0, 0.0, 0.0, ESTIMATE, "estimate: no cloud-side work (a provider, a component, a lookup)")
 
@@ -92,6 +102,16 @@ def skips_await(resource: Any) -> bool:
     """Pulumi creates the object and moves on (the `pulumi.com/skipAwait` annotation)."""
     annotations = ((resource.inputs or {}).get("metadata") or {}).get("annotations") or {}
     return str(annotations.get("pulumi.com/skipAwait", "")).lower() == "true"
+
+
+def fabric_doctor(mode: str | None, budget_minutes: float) -> Duration | None:
+    """The time the fabric doctor adds after the all-nodes run (the launcher's DOCTOR and
+    DOCTOR_SECONDS); None when it never runs."""
+    if mode == "auto":
+        return Duration(0.0, 0.0, budget_minutes, ESTIMATE, DOCTOR_AUTO)
+    if mode == "always":
+        return Duration(min(6.0, budget_minutes), min(3.0, budget_minutes), budget_minutes, ESTIMATE, DOCTOR_ALWAYS)
+    return None
 
 
 def _is_ib_pool(resource: Any) -> bool:

@@ -34,9 +34,12 @@ _ARM = ("/subscriptions/" + OFFLINE_ID
         + "/resourceGroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{name}")
 
 # stdout of pulumi-command resources under the mock engine, by the end of the resource name.
+# Placeholders, not states: a real run prints Azure's state (Registered / NotRegistered) here.
 COMMAND_STDOUT: dict[str, str] = {
-    "-register": "Registered",  # the AKSInfinibandSupport step (components/feature_registration.py)
-    "-check-unregistered": "NotRegistered",  # its read-only form on sizes that must not have the feature
+    # the AKSInfinibandSupport step (components/feature_registration.py)
+    "-register": "pending (offline render: the step prints Registered once Azure has registered the feature)",
+    # its read-only form on sizes that must not have the feature
+    "-check-unregistered": "pending (offline render: the step prints NotRegistered, or fails if it is registered)",
 }
 
 # Which input holds the name Azure will use, per type (the mock returns it as `name`).

@@ -8,7 +8,8 @@ engine) into files, all in memory first, then checks that no secret value leaked
     timeline.json               the same estimate as data: critical path and strictly sequential total
     manifests/<kind>.<ns>.<name>.yaml   every Kubernetes object as it would be applied
     helm/<release>.values.yaml  the values handed to each Helm release
-    graph.svg, timeline.svg     the dependency graph and a gantt chart (optional: images=False)
+    graph.mmd, timeline.mmd     the dependency graph and a gantt chart as Mermaid (offline/mermaid.py;
+                                optional: images=False); `make golden` copies the dev stack's into docs
 
 Output is deterministic: keys sorted, resources in a stable order, images without dates or
 versions. Secret inputs (`Resource.secret_inputs`) and outputs (`Rendering.secret_outputs`) are
@@ -19,19 +20,24 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import catalog
 from offline import durations
 from offline.engine import SECRET, Rendering, Resource
 from offline.timeline import Step, Timeline
 
 SCENARIOS = ("typical", "low", "high")
-MANAGED = ("plan.md", "timeline.json", "graph.svg", "timeline.svg", "manifests", "helm", "charts")
+# What `write` replaces (graph.svg and timeline.svg: the pictures' former files, removed when found).
+MANAGED = ("plan.md", "timeline.json", "graph.mmd", "timeline.mmd", "graph.svg", "timeline.svg", "manifests", "helm",
+           "charts")
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -234,9 +240,16 @@ def build_timeline(rendering: Rendering) -> Timeline:
         steps[sid] = Step(sid, "fabric test job scheduled and run to its first result", "on-node",
                           steps[jid].component, durations.FABRIC_TEST_RUN, {jid, *ready, *pools, pull}, on_node=True)
         runs.append(sid)
+        last = sid
+        env = _launcher_env(job)
+        doctor = durations.fabric_doctor(env.get("DOCTOR"), int(env.get("DOCTOR_SECONDS") or 0) / 60)
+        if doctor is not None:
+            last = f"{jid}/doctor"
+            steps[last] = Step(last, f"fabric doctor after the all-nodes run (fabricTest.doctor: {env['DOCTOR']})",
+                               "on-node", steps[jid].component, doctor, {sid}, on_node=True)
         for step in steps.values():  # whoever waits for the job (the verification) waits for its run
-            if jid in step.deps and step.id not in (sid, pull):
-                step.deps.add(sid)
+            if jid in step.deps and step.id not in (sid, pull, last):
+                step.deps.add(last)
 
     order = _topological(steps)
     start: dict[str, dict[str, float]] = {}
@@ -255,6 +268,15 @@ def build_timeline(rendering: Rendering) -> Timeline:
         deps = sorted(steps[current].deps)
         current = max(deps, key=lambda d: (finish["typical"][d], d)) if deps else None
     return Timeline(steps, target, start, finish, list(reversed(path)))
+
+
+def _launcher_env(job: Resource) -> dict[str, str]:
+    """The env of a Volcano job's mpimaster container (the launcher's inputs)."""
+    for task in (job.inputs.get("spec") or {}).get("tasks") or []:
+        if task.get("name") == "mpimaster":
+            containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+            return {e["name"]: str(e.get("value", "")) for c in containers for e in c.get("env") or []}
+    return {}
 
 
 def _pod_images(pod_spec: Any) -> set[str]:
@@ -291,7 +313,7 @@ def _minutes(x: float) -> str:
     return f"{x:.0f} min" if x >= 10 else f"{x:.1f} min"
 
 
-def timeline_json(rendering: Rendering, tl: Timeline) -> dict[str, Any]:
+def timeline_json(rendering: Rendering, tl: Timeline, test: str | None = None) -> dict[str, Any]:
     def r1(x: float) -> float:
         return round(x, 2)
 
@@ -299,6 +321,7 @@ def timeline_json(rendering: Rendering, tl: Timeline) -> dict[str, Any]:
         "stack": rendering.stack,
         "note": "Estimates from offline/durations.py, not measurements: nothing was deployed.",
         "target": tl.target or "apply complete (this stack declares no fabric test job)",
+        "fabric_test": test,
         "critical_path_minutes": {s: r1(tl.critical_total(s)) for s in SCENARIOS},
         "sequential_total_minutes": {s: r1(tl.sequential_total(s)) for s in SCENARIOS},
         "apply_complete_minutes": {s: r1(tl.apply_complete(s)) for s in SCENARIOS},
@@ -324,6 +347,86 @@ def timeline_json(rendering: Rendering, tl: Timeline) -> dict[str, Any]:
 
 def _ordered_steps(tl: Timeline) -> list[Step]:
     return sorted(tl.steps.values(), key=lambda s: (tl.start["typical"][s.id], tl.finish["typical"][s.id], s.id))
+
+
+# --- what the fabric test is judged against -------------------------------------------------------
+@dataclass(frozen=True)
+class FabricTestPlan:
+    """The fabric test as the stack's collect step will run and judge it, read from that step's own
+    command line (parsed by `python -m verify`'s parser, so the plan cannot drift from what runs)."""
+
+    name: str  # what a person calls the test: "NCCL all-reduce", "osu_bw point-to-point"
+    rows: list[tuple[str, str]]  # plan.md's table: what, value
+    source: str | None  # where the catalog's figures come from
+    rules: str  # the module that holds the verdict rules
+
+
+def _collect_argv(rendering: Rendering) -> list[str] | None:
+    for r in rendering.resources:
+        create = r.inputs.get("create") if r.type == "command:local:Command" else None
+        if isinstance(create, str) and " -m verify collect " in create:
+            argv = shlex.split(create)
+            return argv[argv.index("verify") + 1:]
+    return None
+
+
+def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
+    """None when the stack runs no fabric test (`fabricTest.enabled: false`)."""
+    from verify import kinds, verdict
+    from verify.__main__ import build_parser
+
+    argv = _collect_argv(rendering)
+    if argv is None:
+        return None
+    args = build_parser().parse_args(argv)
+    sku = catalog.lookup(args.sku)
+    on_fail = ("`pulumi up` fails (`fabricTest.failOnLowBandwidth`)" if args.fail_on_low_bandwidth else
+               "reported in the outputs; `pulumi up` still succeeds (`fabricTest.failOnLowBandwidth: false`)")
+    if args.kind == kinds.P2P:
+        link = sku.p2p
+        rows = [("test", f"`osu_bw` then `osu_latency`, one rank on each of 2 × {sku.vm_size} (MPI over UCX, "
+                         "RC verbs)"),
+                ("figure judged", "`osu_bw` bandwidth at the largest message, Gb/s (bits, the unit of the link rate)")]
+        if link:
+            rows.append(("line rate", f"{link.baseline_gbits:g} Gb/s ({sku.ib_generation})"))
+        if args.threshold_gbits is not None:
+            catalog_line = f"; the catalog's is {link.threshold_gbits:g}" if link else ""
+            rows.append(("FAIL below",
+                         f"**{args.threshold_gbits:g} Gb/s** (`fabricTest.p2pThresholdGbits`{catalog_line})"))
+        elif link:
+            rows.append(("FAIL below", f"**{link.threshold_gbits:g} Gb/s** (Azure's `{link.gate_tool}` gate)"))
+            if link.other_tool_warn_from_gbits is not None:
+                rows.append(("WARN band", f"{link.other_tool_warn_from_gbits:g}–{link.threshold_gbits:g} Gb/s: the "
+                                          f"gate was measured with {link.gate_tool}, the test runs osu_bw"))
+        else:
+            rows.append(("FAIL below", "no catalog figure for this size: UNKNOWN unless "
+                                       "`fabricTest.p2pThresholdGbits` is set"))
+        rows.append(("on FAIL", on_fail))
+        return FabricTestPlan("osu_bw point-to-point", rows, link.source if link else None, "verify/p2p.py")
+    gpus = args.nodes * sku.gpus_per_vm
+    transport = "SHARP (CollNet)" if args.sharp else "NCCL's own InfiniBand transport"
+    rows = [("test", f"NCCL `all_reduce_perf` across {args.nodes} × {sku.vm_size} ({gpus} GPUs), {transport}"),
+            ("figure judged", "out-of-place bus bandwidth at the largest message size, GB/s (bytes)")]
+    expect = sku.allreduce_expectation(args.nodes)
+    if expect:
+        rows.append(("baseline", f"{expect.baseline_gbps:g} GB/s" + (" (derived, not measured)" if expect.derived
+                                                                      else "")))
+    if args.threshold_gbps is not None:
+        catalog_line = f"; the catalog's is {expect.threshold_gbps:g}" if expect else ""
+        rows.append(("FAIL below", f"**{args.threshold_gbps:g} GB/s** (`fabricTest.thresholdGbps`{catalog_line})"))
+    elif expect and expect.derived:
+        rows.append(("FAIL below", f"**{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN, "
+                                   "not FAIL, until `fabricTest.thresholdGbps` is set from a measurement"))
+    elif expect:
+        rows.append(("FAIL below", f"**{expect.threshold_gbps:g} GB/s**"))
+    else:
+        rows.append(("FAIL below", f"no catalog figure for {args.nodes} × {sku.vm_size}: UNKNOWN unless "
+                                   "`fabricTest.thresholdGbps` is set"))
+    if expect:
+        rows.append(("WARN below", f"{expect.baseline_gbps * verdict.WARN_FRACTION_OF_BASELINE:.1f} GB/s "
+                                   f"({verdict.WARN_FRACTION_OF_BASELINE:.0%} of the baseline)"))
+    rows.append(("on FAIL", on_fail))
+    return FabricTestPlan("NCCL all-reduce", rows, expect.source if expect else None, "verify/verdict.py")
 
 
 # --- plan.md --------------------------------------------------------------------------------------
@@ -385,7 +488,8 @@ def options_text(resource: Resource) -> str:
     return ", ".join(opts) or "—"
 
 
-def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str:
+def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
+            test: FabricTestPlan | None = None) -> str:
     ids = _display_ids(rendering)
     lines = [
         f"# Offline render of stack `{rendering.stack}`",
@@ -401,8 +505,14 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
               f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
-    lines += ["## Time to the first fabric-test result: the all-reduce, or on CPU sizes the point-to-point (p2p) test "
-              "(estimate)", ""]
+    if test:
+        lines += [f"## The fabric test, and what it is judged against ({test.name})", "",
+                  f"Read from the collect step's command line; the verdict rules are in `{test.rules}`.", "",
+                  "| | |", "|---|---|"]
+        lines += [f"| {what} | {_cell(value)} |" for what, value in test.rows]
+        lines += ["", f"Source of the catalog's figures: {test.source}", ""] if test.source else [""]
+    heading = f"the first {test.name} result" if test else "every resource created (no fabric test in this stack)"
+    lines += [f"## Time to {heading} (estimate)", ""]
     target = tl.target or "apply complete (no fabric test job in this stack)"
     lines += [
         f"Target: `{target}`. Durations per resource type come from `offline/durations.py`, each with its source; "
@@ -419,6 +529,13 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
         f"| this stack: along the critical path (independent steps in parallel) | **{span(tl.critical_total)}** |",
         f"| strictly sequential, one step after another (the step-by-step guides' way) | {span(tl.sequential_total)} |",
         f"| `pulumi up` returns (every resource created) | {span(tl.apply_complete)} |",
+    ]
+    for doctor in (step for step in tl.steps.values() if step.id.endswith("/doctor")):
+        d = doctor.duration
+        lines.append(f"| after the first result: {_cell(doctor.label)}, bounded by fabricTest.doctorMinutes; "
+                     f"`pulumi up` waits for it | {_minutes(d.typical_min)} "
+                     f"({_minutes(d.low_min)}–{_minutes(d.high_min)}) |")
+    lines += [
         "",
         "Critical path:",
         "",
@@ -430,7 +547,8 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str]) -> str
         d = s.duration
         lines.append(f"| `{_cell(sid)}` | {_cell(s.label)} | {tl.start['typical'][sid]:.1f} | "
                      f"{d.typical_min:g} ({d.low_min:g}–{d.high_min:g}) | {d.basis} |")
-    lines += ["", "Every step, its window and its source: `timeline.json`; pictures: `graph.svg`, `timeline.svg`.", ""]
+    lines += ["", "Every step, its window and its source: `timeline.json`; pictures (Mermaid): `graph.mmd`, "
+              "`timeline.mmd`.", ""]
 
     lines += ["## Resources by component", ""]
     groups: dict[str, list[Resource]] = {}
@@ -492,13 +610,15 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
         body = to_yaml(values) if values not in ({}, None) else "{}\n"
         out[f"helm/{_slug(release_name(r))}.values.yaml"] = header + body
     tl = build_timeline(rendering)
-    out["timeline.json"] = json.dumps(timeline_json(rendering, tl), indent=2, sort_keys=False) + "\n"
-    out["plan.md"] = plan_md(rendering, tl, manifest_files)
+    test = fabric_test_plan(rendering)
+    out["timeline.json"] = json.dumps(timeline_json(rendering, tl, test.name if test else None), indent=2,
+                                      sort_keys=False) + "\n"
+    out["plan.md"] = plan_md(rendering, tl, manifest_files, test)
     if images:
-        from offline import graph
+        from offline import mermaid
 
-        out["graph.svg"] = graph.dependency_svg(tl)
-        out["timeline.svg"] = graph.gantt_svg(tl)
+        out["graph.mmd"] = mermaid.dependency_graph(tl)
+        out["timeline.mmd"] = mermaid.timeline(tl, test.name if test else None)
 
     encoded = {path: (v.encode() if isinstance(v, str) else v) for path, v in sorted(out.items())}
     needles = secret_needles(rendering)
@@ -527,5 +647,6 @@ def write(files: Mapping[str, bytes], out_dir: Path) -> None:
 def summary(files: Mapping[str, bytes]) -> str:
     data = json.loads(files["timeline.json"])
     cp, seq = data["critical_path_minutes"], data["sequential_total_minutes"]
-    return (f"{len(files)} files; estimated time to first all-reduce {cp['typical']:.0f} min "
+    until = f"the first {data['fabric_test']} result" if data.get("fabric_test") else "every resource created"
+    return (f"{len(files)} files; estimated time to {until} {cp['typical']:.0f} min "
             f"({cp['low']:.0f}-{cp['high']:.0f}) vs {seq['typical']:.0f} min strictly sequential")

@@ -11,7 +11,7 @@ The package, one job per module:
   component Args and the policy pack);
 - `schema`: every key and the pinned versions (`SCHEMA`, `DEFAULT_VERSIONS`);
 - `model`: the typed result, `parse()`, `load()` and the rules that span several keys;
-- `docs`: Pulumi.yaml's `config:` block and the README's key table, generated from `SCHEMA`
+- `docs`: Pulumi.yaml's `config:` block and docs/configuration.md's key table, generated from `SCHEMA`
   (`make sync-config`, i.e. `python -m stack_config sync`; a test keeps them in sync).
 
 All sizing of the NCCL test (`-e` and the GPU memory it needs) is `components/nccl_sizing.py`.

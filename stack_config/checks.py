@@ -22,7 +22,9 @@ def ib_size(v: Any) -> str | None:
         catalog.lookup(v)
         return None
     except KeyError:
-        return f"an InfiniBand-capable size from the catalog: {', '.join(catalog.supported_sizes())}"
+        near = catalog.closest(v)
+        hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+        return f"an InfiniBand-capable size from the catalog{hint}: {', '.join(catalog.supported_sizes())}"
 
 
 def tags(v: Any) -> str | None:

@@ -1,5 +1,5 @@
-"""Documents generated from the schema: Pulumi.yaml's `config:` block and the README's key table
-(`make sync-config`, i.e. `python -m stack_config sync`; tests keep them in sync)."""
+"""Documents generated from the schema: Pulumi.yaml's `config:` block and the key table of
+docs/configuration.md (`make sync-config`, i.e. `python -m stack_config sync`; tests keep them in sync)."""
 
 from __future__ import annotations
 
@@ -79,13 +79,14 @@ def markdown_table() -> str:
 
 
 TABLE_START, TABLE_END = "<!-- config-table:start -->\n", "<!-- config-table:end -->\n"
+DOC = "docs/configuration.md"  # where the key table is shown
 
 
 def sync_files(root: str | Path = ".") -> None:
-    """Rewrite Pulumi.yaml and the README's key table from SCHEMA (`make sync-config`)."""
+    """Rewrite Pulumi.yaml and the key table of docs/configuration.md from SCHEMA (`make sync-config`)."""
     Path(root, "Pulumi.yaml").write_text(pulumi_yaml())
-    readme = Path(root, "README.md")
-    text = readme.read_text()
+    doc = Path(root, DOC)
+    text = doc.read_text()
     head, rest = text.split(TABLE_START, 1)
     _, tail = rest.split(TABLE_END, 1)
-    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
+    doc.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)

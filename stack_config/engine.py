@@ -3,6 +3,7 @@ one-line-per-key problems. Knows nothing about this stack's keys (those are `sch
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable
@@ -34,9 +35,10 @@ class Key:
 
 
 # --- check combinators ------------------------------------------------------------------------
-def int_range(lo: int, hi: int) -> Check:
+def int_range(lo: int, hi: int, note: str = "") -> Check:
+    """An integer from lo to hi; `note` is added to what is allowed (e.g. when the low end needs another key)."""
     return lambda v: None if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi else (
-        f"an integer from {lo} to {hi}"
+        f"an integer from {lo} to {hi}{note}"
     )
 
 
@@ -54,6 +56,14 @@ def optional(check: Check) -> Check:
 
 
 # --- reading ------------------------------------------------------------------------------------
+def unknown_key(path: str, name: str, known: list[str], takes: str) -> str:
+    """The problem line for an unknown key: what it takes, and the closest known key when there is one."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or \
+        [k for k in known if k.lower() == name.lower()]
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{path}: unknown key; {hint}{takes}: {', '.join(known)}"
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: strings quoted, everything else as JSON."""
     return repr(value) if isinstance(value, str) else json.dumps(value)
@@ -117,9 +127,9 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     if value is None:
         return None
     if key.fields:
-        known = {f.name for f in key.fields}
-        for unknown in sorted(set(value) - known):
-            problems.append(f"{path}.{unknown}: unknown key; {key.name} takes: {', '.join(sorted(known))}")
+        known = sorted(f.name for f in key.fields)
+        for unknown in sorted(set(value) - set(known)):
+            problems.append(unknown_key(f"{path}.{unknown}", unknown, known, f"{key.name} takes"))
         return {f.name: read(f, value.get(f.name), f"{path}.{f.name}", problems) for f in key.fields}
     if key.check is not None:
         allowed = key.check(value)

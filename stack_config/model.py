@@ -61,6 +61,8 @@ class FabricTest:
     fail_on_low_bandwidth: bool
     threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
+    doctor: str = "auto"  # verify.doctor.DOCTOR_MODES
+    doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
 
@@ -123,6 +125,9 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in fabric_test.KINDS}
     for key, why in fabric_test.threshold_problems(fabric_test.kind_for(sku), thresholds).items():
         problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
+    if not sku.has_gpus and ft.get("doctor") == "always":
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
+                        f"{fabric_test.kind_for(sku).test}, which has no doctor: leave it unset (auto) or set never")
     if ft.get("sharp") and not sku.has_gpus:
         problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
                         f"{fabric_test.kind_for(sku).test}, which has no NCCL and no SHARP setting: remove the key "
@@ -138,9 +143,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     prefix = f"{PROJECT}:"
     ours = {k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix)}
     for unknown in sorted(set(ours) - set(SCHEMA_BY_NAME)):
-        problems.append(
-            f"{prefix}{unknown}: unknown key; allowed keys: {', '.join(k.name for k in SCHEMA)}"
-        )
+        problems.append(engine.unknown_key(f"{prefix}{unknown}", unknown, [k.name for k in SCHEMA], "allowed keys"))
     # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
     for key in sorted(raw):
         namespace, _, name = key.partition(":")
@@ -184,6 +187,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
+            doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
             sharp=ft["sharp"], topology_file=ft["topologyFile"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],

@@ -7,6 +7,7 @@ import fabric
 import pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
+from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"
 LOCATION_KEY = "azure-native:location"
@@ -84,7 +85,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("vmSize", "string", "InfiniBand-capable VM size (see the SKU catalog).", required=True,
                 check=checks.ib_size),
             Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
-                check=int_range(1, MAX_NODES)),
+                check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 or "
+                                              "more nodes)")),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
                 check=checks.pool_name(SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
@@ -108,6 +110,13 @@ SCHEMA: tuple[Key, ...] = (
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
             Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
                 default_doc="from the SKU catalog", check=optional(int_range(1, 3200))),
+            Key("doctor", "string",
+                "GPU sizes: the fabric doctor (per-node checks, pairwise all-reduces, per-HCA ib_write_bw) that "
+                "names the node or HCA behind a slow fabric: `auto` runs it only when the all-nodes run is not "
+                "PASS, `always`, or `never`.", default="auto", check=one_of(*DOCTOR_MODES)),
+            Key("doctorMinutes", "integer", "The most time the doctor may add to the job (its steps are skipped "
+                "once it is spent); added to the job's deadline unless doctor is never.", default=15,
+                check=int_range(1, 120)),
             Key("p2pThresholdGbits", "integer",
                 "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
                 "largest message).", default_doc="from the SKU catalog", check=optional(int_range(1, 1600))),

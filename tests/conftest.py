@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from offline import charts, engine
+from offline import reference as reference_material
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = Path(os.environ.get("AKS_IB_REFERENCE", ROOT.parent / "shared" / "reference"))
+REFERENCE = reference_material.reference_dir()
 
 # The suite keeps many objects alive (the provider SDKs' type tables, the test modules, renders), and
 # with Python's default thresholds (700, 10, 10) the collector's passes over them took about a fifth of
@@ -84,9 +85,11 @@ def render() -> Callable[..., engine.Rendering]:
 
 @pytest.fixture(scope="session")
 def reference() -> Path:
-    """../shared/reference, the upstream schemas and outputs; skips when this checkout has none."""
-    if not REFERENCE.is_dir():
-        pytest.skip(f"upstream reference material not found at {REFERENCE} (set AKS_IB_REFERENCE)")
+    """The upstream schemas and outputs (offline/reference.py says where they are looked for); skips,
+    saying why and how to get them, when this checkout has none or an incomplete copy."""
+    why = reference_material.unavailable_reason(REFERENCE)
+    if why:
+        pytest.skip(why)
     return REFERENCE
 
 
@@ -107,5 +110,6 @@ def dev_charts(dev: engine.Rendering, helm: Path) -> dict[str, charts.RenderedRe
     the chart archives; see offline/charts.py), by release name. Skips where the archives are absent."""
     archives = charts.charts_dir()
     if not archives.is_dir():
-        pytest.skip(f"chart archives not found at {archives} (the shared reference's charts/, or AKS_IB_CHARTS)")
+        pytest.skip(f"chart archives not found at {archives} (the reference material's charts/: `make reference`, "
+                    "or AKS_IB_CHARTS)")
     return {r.release.name: r for r in charts.render_all(dev, helm=helm, archives=archives)}

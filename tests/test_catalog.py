@@ -26,7 +26,20 @@ def test_lookup_is_case_insensitive_like_azure():
     assert catalog.lookup("standard_nd96isr_h100_v5").vm_size == "Standard_ND96isr_H100_v5"
 
 
-@pytest.mark.parametrize("size", ["Standard_NC24ads_A100_v4", "Standard_D8s_v5", "", "ND96isr_H100_v5"])
+@pytest.mark.parametrize("size", ["ND96asr_v4", "nd96ASR_v4", " Standard_ND96asr_v4 ", "STANDARD_ND96ASR_V4"])
+def test_lookup_takes_the_size_without_standard_and_in_any_case(size):
+    assert catalog.lookup(size).vm_size == "Standard_ND96asr_v4"
+
+
+def test_an_unknown_size_is_refused_with_the_closest_names():
+    with pytest.raises(KeyError) as err:
+        catalog.lookup("Standard_ND96isr_H100_v4")
+    assert "did you mean Standard_ND96isr_H100_v5" in str(err.value)
+    assert catalog.closest("ND96asr") == ["Standard_ND96asr_v4"] + catalog.closest("ND96asr")[1:]
+    assert catalog.closest("Standard_D8s_v5") == []
+
+
+@pytest.mark.parametrize("size", ["Standard_NC24ads_A100_v4", "Standard_D8s_v5", "", "ND96isr_H100_v6"])
 def test_non_infiniband_sizes_are_refused_with_the_supported_list(size):
     with pytest.raises(KeyError) as err:
         catalog.lookup(size)

@@ -76,6 +76,30 @@ def test_unknown_keys_are_errors_at_top_level_and_inside_objects():
     assert any(p.startswith(f"{P}:ibPool.nodeCont: unknown key") and "nodeCount" in p for p in found)
 
 
+@pytest.mark.parametrize("overrides, line", [
+    ({"ibPool": {"nodeCout": 2}}, f"{P}:ibPool.nodeCout: unknown key; did you mean nodeCount? ibPool takes: "),
+    ({"ibPool": {"NodeCount": 2}}, f"{P}:ibPool.NodeCount: unknown key; did you mean nodeCount? "),
+    ({"fabricTest": {"enable": False}}, f"{P}:fabricTest.enable: unknown key; did you mean enabled? "),
+    ({"versions": {"gpuOpertor": "v26.7.0"}}, f"{P}:versions.gpuOpertor: unknown key; did you mean gpuOperator? "),
+    ({"rdmaMod": "shared"}, f"{P}:rdmaMod: unknown key; did you mean rdmaMode? allowed keys: "),
+])
+def test_a_misspelt_key_gets_the_closest_name_at_any_depth(overrides, line):
+    found = [p for p in problems(**overrides) if "unknown key" in p]
+    assert len(found) == 1 and found[0].startswith(line), found
+
+
+def test_an_unknown_key_like_no_other_gets_no_guess():
+    (found,) = problems(versions={"zzz": "1"})
+    assert "did you mean" not in found and "versions takes: docaDriver, gpuOperator" in found
+
+
+def test_the_node_count_range_says_one_node_needs_the_fabric_test_off():
+    (found,) = problems(ibPool={"nodeCount": 0})
+    assert found == (f"{P}:ibPool.nodeCount: got 0; expected an integer from 1 to 100 (1 only with "
+                     "fabricTest.enabled: false: the fabric test needs 2 or more nodes)")
+    assert parse(ibPool={"nodeCount": 1}, fabricTest={"enabled": False}).ib_pool.node_count == 1
+
+
 def test_a_misspelt_project_namespace_is_an_error_not_silently_ignored():
     cfg = engine.as_cli_config(dev_config())
     cfg["aks-infinband:rdmaMode"] = "sriov"
@@ -199,7 +223,7 @@ def test_stack_file_values_have_the_declared_types_and_parse(stack_file):
     stack_config.parse(engine.as_cli_config(config), stack)
 
 
-def test_readme_key_table_is_generated_from_the_schema():
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
-    assert table == stack_config.markdown_table(), "README's configuration table is out of date: run `make sync-config`"
+def test_the_configuration_reference_is_generated_from_the_schema():
+    doc = (ROOT / stack_config.docs.DOC).read_text()
+    table = doc.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
+    assert table == stack_config.markdown_table(), f"{stack_config.docs.DOC} is out of date: run `make sync-config`"

@@ -111,7 +111,7 @@ def test_a_credential_rotation_changes_no_input_of_the_collect_step(dev, monkeyp
 
 def test_collect_command_without_a_subscription_leaves_it_to_az():
     job = SimpleNamespace(kind=fabric_test.ALL_REDUCE, sku=catalog.lookup("Standard_ND96asr_v4"),
-                          namespace_name="fabric-test", job_name="nccl-allreduce", node_count=2, timeout_minutes=60,
+                          namespace_name="fabric-test", job_name="nccl-allreduce", node_count=2, deadline_minutes=60,
                           spec_sha256="0" * 64, sharp=False, job=None)  # a FabricTestJob without Pulumi
     args = fabric_check.FabricCheckArgs(resource_group_name="rg", cluster_name="aks", job=job)
     with_sub = shlex.split(fabric_check.collect_command(args, AksCluster("rg", "aks", "sub-id")))
@@ -271,8 +271,10 @@ def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
         "--subscription", mocks.OFFLINE_ID,
         "--namespace", job.inputs["metadata"]["namespace"], "--job", job.inputs["metadata"]["name"],
         "--sku", dev.outputs["vmSize"], "--nodes", str(dev.outputs["nodeCount"]),
+        # the job's deadline: the test's timeout plus the fabric doctor's budget (doctor auto)
         "--timeout-minutes", str(fabric_check.NODE_SETUP_BUDGET_MINUTES
                                  + stack_config.parse(dev_config(), "dev").fabric_test.timeout_minutes
+                                 + stack_config.parse(dev_config(), "dev").fabric_test.doctor_minutes
                                  + fabric_check.COLLECT_MARGIN_MINUTES),
         "--incomplete-as-fail", "--json",
     ]
@@ -294,6 +296,22 @@ def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
     assert r.max_bw_gbits == pytest.approx(max(float(v[0]) for v in rows.values()) * 8 / 1000, abs=0.01)
     assert r.latency_us is None  # osu_bw alone: no latency table
     assert r.verdict == "PASS" and r.max_busbw_gbps is None and r.nccl_version is None
+
+
+def test_suspects_become_the_fabricsuspects_output():
+    doc = {"verdict": "FAIL", "suspects": [
+        {"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s", "evidence": {"rate_gbits": 200},
+         "verdict": "FAIL", "extra": "dropped"},
+        "not an object", {"hca": None}]}
+    r = parse_result(json.dumps(doc))
+    assert r.suspects == ({"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s",
+                           "evidence": {"rate_gbits": 200}, "verdict": "FAIL"},)
+    assert parse_result(json.dumps({"verdict": "PASS"})).suspects == ()
+    assert parse_result("").suspects == ()
+
+
+def test_the_gpu_stack_exports_fabric_suspects(dev):
+    assert dev.outputs["fabricSuspects"] == []  # none until a run names some
 
 
 def test_transport_output_is_the_results_one_line_summary():

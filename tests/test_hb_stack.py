@@ -154,7 +154,7 @@ def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
     assert "environment" not in collect.inputs
     # a point-to-point result is judged in Gb/s and spans two nodes: no GB/s threshold, no --nodes
     assert "--nodes" not in args and "--threshold-gbps" not in args and "--threshold-gbits" not in args
-    # matplotlib is a dev requirement: the deploy-time step never plots (README: plot afterwards)
+    # matplotlib is a dev requirement: the deploy-time step never plots (docs/verify-cli.md: plot afterwards)
     assert "--plot" not in args
     # the collector looks for the launcher under the task name the p2p job gives it
     assert collect_mod.LAUNCHER_TASK in _tasks(hb)
@@ -197,7 +197,7 @@ class _Job:
 
     def __init__(self, kind: fabric_test.Kind, sku: str, node_count: int):
         self.kind, self.sku, self.node_count = kind, catalog.lookup(sku), node_count
-        self.namespace_name, self.job_name, self.timeout_minutes = "fabric-test", "j", 60
+        self.namespace_name, self.job_name, self.deadline_minutes = "fabric-test", "j", 60
         self.spec_sha256, self.job, self.sharp = "0" * 64, None, False
 
 
@@ -266,3 +266,14 @@ def test_the_point_to_point_test_has_one_name():
     assert "p2p_job.py" in names and "p2p-launcher.sh" in names
     assert not [n for n in names if "bandwidth" in n or "mpi-p2p" in n]
     assert P2pJobArgs.job_name == "p2p" and fabric_test.POINT_TO_POINT.name == kinds.P2P == "p2p"
+
+
+def test_the_plan_names_the_point_to_point_test_and_its_gate(hb):
+    from offline import synth
+
+    files = synth.synthesize(hb, images=False)
+    link = catalog.lookup("Standard_HB176rs_v4").p2p
+    plan = files["plan.md"].decode()
+    assert "all-reduce" not in synth.summary(files) and "the first osu_bw point-to-point result" in synth.summary(files)
+    assert f"| FAIL below | **{link.threshold_gbits:g} Gb/s** (Azure's `{link.gate_tool}` gate) |" in plan
+    assert f"| line rate | {link.baseline_gbits:g} Gb/s (NDR) |" in plan

@@ -78,6 +78,6 @@ def test_no_import_cycles():
 
 def test_the_check_sees_a_cycle_hidden_in_a_function():
     graph = import_graph()
-    assert "verify.series" in graph["verify.osu"] and "offline.timeline" in graph["offline.graph"]
+    assert "verify.series" in graph["verify.osu"] and "offline.timeline" in graph["offline.mermaid"]
     graph["verify.series"] = {*graph["verify.series"], "verify.osu"}
     assert cycles(graph) == [["verify.osu", "verify.series"]]

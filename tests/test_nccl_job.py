@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ import catalog
 import fabric
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
+from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -99,11 +99,13 @@ def test_job_ends_with_the_launcher_and_fails_cleanly(dev):
     assert spec["ttlSecondsAfterFinished"] > 0
 
 
-@pytest.mark.parametrize("minutes", [20, 90])
-def test_every_pod_has_the_configured_deadline(render, minutes):
-    stack = render(fabricTest={"timeoutMinutes": minutes})
+@pytest.mark.parametrize("minutes, doctor, doctor_minutes, deadline", [
+    (20, "auto", 10, 30), (90, "always", 15, 105), (20, "never", 10, 20)])
+def test_every_pod_has_the_configured_deadline_plus_the_doctors_budget(render, minutes, doctor, doctor_minutes,
+                                                                        deadline):
+    stack = render(fabricTest={"timeoutMinutes": minutes, "doctor": doctor, "doctorMinutes": doctor_minutes})
     for name in ("mpimaster", "mpiworker"):
-        assert pod(stack, name)["activeDeadlineSeconds"] == minutes * 60
+        assert pod(stack, name)["activeDeadlineSeconds"] == deadline * 60
 
 
 def test_workers_lock_memory_without_privilege(dev):
@@ -244,9 +246,9 @@ def test_the_config_switches_reach_the_rendered_job(render, dev):
     assert [r for r in dev.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
 
 
-def test_the_readme_lists_the_nccl_settings_as_generated():
-    readme = (LAUNCHER.parent.parent / "README.md").read_text()
-    table = readme.split(nccl_settings.TABLE_START, 1)[1].split(nccl_settings.TABLE_END, 1)[0]
+def test_the_docs_list_the_nccl_settings_as_generated():
+    doc = (LAUNCHER.parent.parent / nccl_settings.DOC).read_text()
+    table = doc.split(nccl_settings.TABLE_START, 1)[1].split(nccl_settings.TABLE_END, 1)[0]
     assert table == nccl_settings.markdown_table(), "stale: run `python -m components.nccl_settings sync`"
 
 
@@ -364,6 +366,45 @@ def test_args_refuse_a_cpu_only_size():
                              image="x/y:1", all_reduce_args="-b 8", timeout_minutes=10)
 
 
+def doctor_args(vm_size: str, nodes: int = 4, **kw) -> nccl_job.NcclJobArgs:
+    sku = catalog.lookup(vm_size)
+    return nccl_job.NcclJobArgs(sku=sku, node_count=nodes, rdma_mode="shared", image="x/y:1",
+                                all_reduce_args=kw.pop("all_reduce_args", "-b 8 -e 8G -f 2 -g 1"),
+                                timeout_minutes=30, **{"doctor": "auto", "doctor_minutes": 10, **kw})
+
+
+@pytest.mark.parametrize("vm_size", [s for s in catalog.supported_sizes() if catalog.lookup(s).has_gpus])
+def test_the_doctors_lines_are_the_verdicts_exactly(vm_size):
+    """The launcher decides the doctor's runs on the same pass line as the verdict: the number is
+    written exactly (382.956 on H100, not 382.96), whole numbers without a trailing .0."""
+    from verify.verdict import pass_line_gbps
+
+    sku = catalog.lookup(vm_size)
+    env = nccl_job.doctor_env(doctor_args(vm_size, all_reduce_args="-b 8 -e 4G"))
+    line, pair = pass_line_gbps(sku.allreduce_expectation(2)), sku.allreduce_expectation(2)
+    assert env["DOCTOR_PASS_BUSBW_GBPS"] == ("" if line is None else repr(line).removesuffix(".0"))
+    slow = pair.threshold_gbps if pair else None
+    assert env["DOCTOR_PAIR_SLOW_BELOW_GBPS"] == ("" if slow is None else repr(slow).removesuffix(".0"))
+
+
+def test_the_doctors_inputs_come_from_the_catalog_and_verify():
+    env = nccl_job.doctor_env(doctor_args(A100))
+    assert env["DOCTOR_NODE_ARGS"] == "-b 8G -e 8G -f 2 -g 1"  # Azure's gate size on ND96asr_v4
+    assert env["DOCTOR_PAIR_ARGS"] == "-b 8G -e 8G -f 2 -g 1"  # the run's own -e
+    assert env["DOCTOR_PASS_BUSBW_GBPS"] == "181.39" and env["DOCTOR_PAIR_SLOW_BELOW_GBPS"] == "180"
+    assert env["DOCTOR_SECONDS"] == "600" and env["DOCTOR_HCA_PAIRS"] == "2"
+    # the threshold override moves both lines, as it moves the verdict
+    moved = nccl_job.doctor_env(doctor_args(A100, threshold_gbps=185.0))
+    assert (moved["DOCTOR_PASS_BUSBW_GBPS"], moved["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == ("185", "185")
+    # no published figure (GB200): no pass line (auto always runs), the node run at the run's -e
+    gb200 = nccl_job.doctor_env(doctor_args("Standard_ND128isr_NDR_GB200_v6", all_reduce_args="-b 8 -e 16G"))
+    assert gb200["DOCTOR_PASS_BUSBW_GBPS"] == "" and gb200["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
+    assert nccl_job.doctor_env(doctor_args(A100, doctor="never")) == {"DOCTOR": "never"}
+    assert doctor_args(A100, doctor="never").deadline_minutes == 30 and doctor_args(A100).deadline_minutes == 40
+    with pytest.raises(ValueError, match="doctor: got 'on'"):
+        doctor_args(A100, doctor="on")
+
+
 def test_spec_hash_is_stable_and_order_free():
     assert mpi_job.spec_hash({"a": 1, "b": [1, 2]}) == mpi_job.spec_hash({"b": [1, 2], "a": 1})
     assert mpi_job.spec_hash({"a": 1}) != mpi_job.spec_hash({"a": 2})
@@ -376,37 +417,14 @@ def test_launcher_is_valid_bash():
 
 @pytest.fixture
 def fake_cluster(tmp_path):
-    """A PATH with stub ssh (answers after SSH_FAILS attempts per host) and mpirun (records argv)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ssh").write_text(
-        '#!/usr/bin/env bash\n'
-        'host=""; for a in "$@"; do case "$a" in -o) ;; *=*) ;; true) ;; *) host="$a";; esac; done\n'
-        'n=$(cat "$STUB_DIR/ssh.$host" 2>/dev/null || echo 0); echo $((n+1)) > "$STUB_DIR/ssh.$host"\n'
-        '[ "$n" -ge "${SSH_FAILS:-0}" ]\n'
-    )
-    (bin_dir / "mpirun").write_text(
-        '#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$STUB_DIR/mpirun.args"\n'
-        'cp "$(for a in "$@"; do [ "$prev" = --hostfile ] && echo "$a"; prev="$a"; done)" "$STUB_DIR/hostfile"\n'
-        'if [ -n "${MPIRUN_OUTPUT:-}" ]; then cat "$MPIRUN_OUTPUT"; fi\n'
-        'echo "#  Avg bus bandwidth    : 0"\nexit "${MPIRUN_EXIT:-0}"\n'
-    )
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    return tmp_path
+    """A PATH with stub ssh, mpirun, nvidia-smi and ib_write_bw (tests/launcher_stubs.py)."""
+    return launcher_stubs.install(tmp_path)
 
 
 def run_launcher(fake_cluster: Path, stack, hosts: int, **extra: str) -> subprocess.CompletedProcess:
     hostfile = fake_cluster / "mpiworker.host"
     hostfile.write_text("".join(f"nccl-allreduce-mpiworker-{i}.nccl-allreduce\n" for i in range(hosts)))
-    run_env = {
-        **env(stack),  # exactly what the job sets on the launcher container
-        "PATH": f"{fake_cluster / 'bin'}:{os.environ['PATH']}",
-        "HOSTFILE": str(hostfile),
-        "STUB_DIR": str(fake_cluster),
-        "SSH_POLL_SECONDS": "0",
-        **extra,
-    }
+    run_env = launcher_stubs.env_for(fake_cluster, env(stack), hostfile, **extra)
     return subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
 
 
@@ -470,7 +488,7 @@ def test_launcher_refuses_a_wrong_number_of_workers(fake_cluster, dev):
 
 
 def test_launcher_passes_on_mpiruns_failure(fake_cluster, dev):
-    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7")
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7", DOCTOR="never")  # the doctor: test_doctor_launcher
     assert done.returncode == 7
     assert "mpirun exited with status 7" in done.stderr
 
@@ -492,15 +510,17 @@ def test_launcher_condenses_nccls_info_lines_of_a_real_log(fake_cluster, dev):
 
     data = Path(__file__).resolve().parent / "data"
     recorded = data / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x2-gpus_h200x2.log"
-    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded))
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), DOCTOR="never", NCCL_DEBUG="WARN")
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
-    assert out[-1].startswith("[nccl-launcher] NCCL INFO lines: ") and out[-1].endswith("keeps all)")
+    (count,) = [line for line in out if line.startswith("[nccl-launcher] NCCL INFO lines: ")]
+    assert count.endswith("keeps all)")
     assert not any("via P2P/" in line or "Trees [" in line for line in out)  # intra-node, topology: dropped
     nets = [line for line in out if "NET/IB : Using" in line]
     assert len(nets) == 2  # once per host, not once per rank (4 ranks)
     assert nccl.parse(done.stdout).transport == nccl.parse(recorded.read_text()).transport
-    full = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), LAUNCHER_NCCL_LOG="full")
+    full = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), LAUNCHER_NCCL_LOG="full",
+                        DOCTOR="never")
     assert any("via P2P/" in line for line in full.stdout.splitlines())
 
 

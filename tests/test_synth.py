@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+import catalog
 from offline import __main__ as cli
-from offline import durations, engine, synth
+from offline import docblocks, durations, engine, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 
 GOLDEN = Path(__file__).parent / "golden" / "dev"
+ROOT = GOLDEN.parent.parent.parent
 MOCK_TOKEN = "offline-render-not-a-credential"
 assert MOCK_TOKEN in FAKE_KUBECONFIG
 
@@ -176,37 +178,74 @@ def test_cli_renders_into_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert "nothing deployed" in out and "charts/ not rendered (--no-charts)" in out
     assert not stale.exists() and not stale_chart.exists() and keep.exists()
-    for name in ("plan.md", "timeline.json", "graph.svg", "timeline.svg"):
+    for name in ("plan.md", "timeline.json", "graph.mmd", "timeline.mmd"):
         assert (tmp_path / name).stat().st_size > 0, name
-    assert b"<svg" in (tmp_path / "graph.svg").read_bytes()
+    assert (tmp_path / "graph.mmd").read_text().startswith("flowchart TD\n")
     assert cli.main(["synth", "--stack", "no-such-stack", "--out", str(tmp_path)]) == 2
     assert "Pulumi.no-such-stack.yaml" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("picture, rendered", [("dev-dependency-graph.svg", "graph.svg"),
-                                               ("dev-timeline.svg", "timeline.svg")])
-def test_the_readmes_pictures_are_the_current_render(files: dict[str, bytes], picture: str, rendered: str) -> None:
-    committed = GOLDEN.parent.parent.parent / "docs" / picture
-    assert committed.read_bytes() == files[rendered], f"docs/{picture} is out of date: run `make golden`"
+def test_cli_prints_a_bad_configuration_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`make synth` on a stack with a bad key: the RunError's lines only, exit 2, nothing written."""
+    bad = {**engine.stack_file_config("dev"), "aks-infiniband:ibPool": {"vmSize": "Standard_ND96isr_H100_v5",
+                                                                        "nodeCout": 2}}
+    monkeypatch.setattr(engine, "stack_file_config", lambda stack: bad)
+    assert cli.main(["synth", "--stack", "dev", "--out", str(tmp_path / "out"), "--no-charts"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0] == "error: invalid configuration for stack 'dev' (nothing was created):"
+    assert all(line.startswith("  aks-infiniband:ibPool.") for line in lines[1:]) and len(lines) >= 2, lines
+    assert "Traceback" not in captured.err + captured.out and not (tmp_path / "out").exists()
 
 
-def test_the_readmes_time_estimates_are_the_current_render(files: dict[str, bytes]) -> None:
+def _check_blocks(blocks: dict[str, str]) -> None:
+    shown: set[str] = set()
+    for path in docblocks.documents(ROOT):
+        text = path.read_text()
+        shown |= set(docblocks.names(text)) & set(blocks)
+        assert docblocks.embedded(text, blocks) == text, f"{path.name}: a generated block is stale: run `make golden`"
+    assert shown == set(blocks), "each generated block is shown somewhere in the docs"
+
+
+def test_the_pictures_in_the_docs_are_the_current_render(files: dict[str, bytes]) -> None:
+    """Each Mermaid picture in README.md and docs/ is the dev stack's render (`make golden` rewrites them)."""
+    _check_blocks(docblocks.pictures(files))
+
+
+def test_the_samples_in_the_readme_are_what_the_code_gives(reference: Path) -> None:
+    """The sample `pulumi stack output` and verdict: Azure's published log through the real program and CLI."""
+    samples = {k: v for k, v in docblocks.generated({"graph.mmd": b"", "timeline.mmd": b""}, reference).items()
+               if k.endswith(".txt")}
+    assert "    fabricVerdict                PASS\n" in samples["stack-output.txt"]
+    assert samples["verdict.txt"].count("VERDICT: PASS — Standard_ND96asr_v4, 187.2 GB/s busbw at 8 GiB") == 1
+    _check_blocks(samples)
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"  # where the time estimate is written
+
+
+def _prose(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_the_docs_time_estimates_are_the_current_render(files: dict[str, bytes]) -> None:
     timeline = json.loads(files["timeline.json"])
-    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
+    text = _prose(ARCHITECTURE)
     for key in ("critical_path_minutes", "sequential_total_minutes"):
         t = timeline[key]
         phrase = f"{round(t['typical'])} minutes ({round(t['low'])}–{round(t['high'])})"
-        assert phrase in readme, f"README should say {phrase!r} for {key} (offline/durations.py changed?)"
+        assert phrase in text, f"{ARCHITECTURE.name} should say {phrase!r} for {key} (offline/durations.py changed?)"
 
 
-def test_the_readme_states_the_pre_pulls_gain(dev: Rendering) -> None:
+def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
     without = synth.build_timeline(_without_prepull(dev))
-    readme = (GOLDEN.parent.parent.parent / "README.md").read_text()
-    phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes\n"
+    text = _prose(ARCHITECTURE)
+    phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes "
               f"({round(without.critical_total('low'))}–{round(without.critical_total('high'))})")
-    assert phrase in readme
+    assert phrase in text
     pull = durations.IMAGE_PULL
-    assert f"estimated {pull.typical_min:g} minutes, {pull.low_min:g}–{pull.high_min:g}" in readme
+    assert f"estimated {pull.typical_min:g} minutes, {pull.low_min:g}–{pull.high_min:g}" in text
 
 
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
@@ -227,3 +266,30 @@ def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
     if problems:
         pytest.fail("the dev stack's render differs from tests/golden/dev; run `make golden` if the change is "
                     "intended:\n" + "\n".join(problems)[:12000], pytrace=False)
+
+
+def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, bytes], render) -> None:
+    """The baseline and threshold the collect step will judge by, from the catalog, and an override when set."""
+    expect = catalog.lookup(engine.stack_file_config("dev")["aks-infiniband:ibPool"]["vmSize"]).allreduce_expectation(2)
+    plan = files["plan.md"].decode()
+    assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
+    assert f"| FAIL below | **{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN" in plan
+    assert "## Time to the first NCCL all-reduce result (estimate)" in plan
+    assert "estimated time to the first NCCL all-reduce result" in synth.summary(files)
+    overridden = synth.synthesize(render(fabricTest={"thresholdGbps": 300, "failOnLowBandwidth": True}),
+                                  images=False)["plan.md"].decode()
+    assert f"| FAIL below | **300 GB/s** (`fabricTest.thresholdGbps`; the catalog's is {expect.threshold_gbps:g}) |" \
+        in overridden
+    assert "| on FAIL | `pulumi up` fails (`fabricTest.failOnLowBandwidth`) |" in overridden
+
+
+def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
+    files = synth.synthesize(render(fabricTest={"enabled": False}), images=False)
+    plan = files["plan.md"].decode()
+    assert "judged against" not in plan and "## Time to every resource created (no fabric test" in plan
+    assert "estimated time to every resource created" in synth.summary(files)
+
+
+def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
+    assert dev.outputs["featureState"].startswith("pending (offline render:")
+    assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,7 +190,7 @@ def test_report_osu_table_names_the_verdict_and_the_tools(hbv3_log):
     p = run("report", str(hbv3_log), "--sku", HBV3)
     assert p.returncode == 0, p.stderr
     assert "osu_bw" in p.stdout and "osu_latency" in p.stdout
-    assert p.stdout.splitlines()[-2].startswith("VERDICT: ")
+    assert any(line.startswith(f"VERDICT: PASS — {HBV3}, osu_bw ") for line in p.stdout.splitlines())
 
 
 def test_p2p_threshold_is_in_gbits_and_changes_the_verdict():
@@ -214,11 +215,77 @@ def test_the_other_kinds_threshold_is_refused_not_converted(hbv3_log, reference)
 
 
 def test_p2p_needs_a_known_sku_and_two_nodes(hbv3_log):
-    for extra, says in ((), "--sku is required"), (("--sku", "Standard_X1"), "not an InfiniBand-capable size"), \
+    for extra, says in (("--sku", "Standard_X1"), "not an InfiniBand-capable size"), \
                        (("--sku", HBV3, "--nodes", "3"), "spans 2 nodes"):
         p = run("report", str(hbv3_log), *extra)
         assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert run("report", str(hbv3_log), "--sku", HBV3, "--nodes", "2").returncode == 0
+
+
+# --- one behaviour for both kinds (issue 14) ------------------------------------------------------
+HEADLINE = re.compile(r"^VERDICT: (?P<verdict>PASS|WARN|FAIL|UNKNOWN) — (?P<sku>[^,]+), (?P<figure>.+) at "
+                      r"(?P<size>\d+ [KMG]iB), (?P<threshold>threshold .+|no threshold)$", re.M)
+
+
+def test_both_kinds_print_the_same_headline(reference, hbv3_log):
+    nccl = HEADLINE.search(run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4").stdout)
+    osu = HEADLINE.search(run("report", str(hbv3_log), "--sku", HBV3).stdout)
+    assert nccl.groupdict() == {"verdict": "PASS", "sku": "Standard_ND96asr_v4", "figure": "187.2 GB/s busbw",
+                                "size": "8 GiB", "threshold": "threshold 180 GB/s"}
+    assert osu["verdict"] == "PASS" and osu["sku"] == HBV3 and osu["figure"].startswith("osu_bw ")
+    assert osu["figure"].endswith(" Gb/s") and osu["threshold"] == "threshold 190 Gb/s"
+
+
+@pytest.mark.parametrize("kind", ["nccl", "p2p"])
+def test_without_sku_either_kind_prints_its_table_unknown_exit_0(kind, reference, hbv3_log):
+    log = reference / "nccl-tests" / AZURE if kind == "nccl" else hbv3_log
+    p = run("report", str(log))
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    head = HEADLINE.search(p.stdout)
+    assert head["verdict"] == "UNKNOWN" and head["sku"] == "no SKU given" and head["threshold"] == "no threshold"
+    assert p.stdout.index(head[0]) > 200, "the table comes first"
+    assert "no SKU given (--sku)" in p.stdout
+    assert json.loads(run("report", str(log), "--json").stdout)["kind"] == kind
+
+
+@pytest.mark.parametrize("spelling", ["ND96asr_v4", "standard_nd96ASR_v4", "STANDARD_ND96ASR_V4"])
+def test_sku_without_standard_and_in_any_case(spelling, reference):
+    out = json.loads(run("report", str(reference / "nccl-tests" / AZURE), "--sku", spelling, "--json").stdout)
+    assert out["sku"] == "Standard_ND96asr_v4" and out["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("kind", ["nccl", "p2p"])
+def test_an_unknown_sku_is_a_usage_error_naming_the_closest(kind, reference, hbv3_log):
+    log, typo, near = ((reference / "nccl-tests" / AZURE, "ND96asr_v5", "Standard_ND96asr_v4") if kind == "nccl"
+                       else (hbv3_log, "Standard_HB120rs_v4", "Standard_HB120rs_v3"))
+    p = run("report", str(log), "--sku", typo)
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.startswith("usage: ") and f"argument --sku: '{typo}' is not an InfiniBand-capable size" in p.stderr
+    assert f"did you mean {near}" in p.stderr
+
+
+def test_nodes_default_to_ranks_over_gpus_when_the_log_names_no_hosts(reference):
+    out = json.loads(run("report", str(reference / "nccl-tests" / AZURE), "--sku", "ND96asr_v4", "--json").stdout)
+    assert out["hosts"] is None and out["ranks"] == 16 and out["nodes"] == 2 and out["verdict"] == "PASS"
+    assert any(r.startswith("2 nodes: 16 ranks / 8 GPUs per Standard_ND96asr_v4") for r in out["reasons"])
+
+
+def test_a_closed_pipe_ends_quietly(reference):
+    """`python -m verify report LOG | head`: the reader goes away; no traceback, the SIGPIPE exit code."""
+    p = subprocess.Popen([sys.executable, "-m", "verify", "report", str(reference / "nccl-tests" / AZURE)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the report is written
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 141 and err == b"", err.decode()
+
+
+@pytest.mark.parametrize("command", [[], ["report"], ["collect"]])
+def test_help_lists_the_exit_codes(command):
+    p = run(*command, "--help")
+    assert p.returncode == 0
+    assert "exit codes:" in p.stdout
+    for code in ("0 ", "1 ", "2 ", "141 "):
+        assert f"\n  {code}" in p.stdout, code
 
 
 def test_kind_can_be_forced(hbv3_log):
@@ -293,3 +360,17 @@ def test_every_error_under_json_is_one_json_object_and_exit_2(args, capsys):
     out = json.loads(captured.out)
     assert out["verdict"] is None and out["error"]
     assert "Traceback" not in captured.err
+
+
+def test_collect_without_the_deploy_requirements_says_what_to_install():
+    """`python -m verify collect` run by a Python without requirements.txt: one line naming what to install,
+    exit 2, no traceback (and `report` does not need them at all)."""
+    blocked = "import sys, runpy; sys.modules['kubernetes'] = None; sys.modules['yaml'] = None; "
+    p = subprocess.run(
+        [sys.executable, "-c", blocked + "runpy.run_module('verify', run_name='__main__')",
+         "collect", "--namespace", "fabric-test", "--job", "nccl-allreduce", "--sku", "Standard_ND96asr_v4",
+         "--nodes", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "kubernetes, PyYAML not installed" in p.stderr and "pip install -r requirements.txt" in p.stderr
+    assert "make venv" in p.stderr

@@ -9,7 +9,14 @@ import pytest
 import catalog
 from tests.nccl_logs import launcher_log, worker_hosts
 from verify.nccl import parse, parse_file
-from verify.verdict import FLOOR_FRACTION_OF_BASELINE, MIN_JUDGED_SIZE_BYTES, WARN_FRACTION_OF_BASELINE, Verdict, judge
+from verify.verdict import (
+    FLOOR_FRACTION_OF_BASELINE,
+    MIN_JUDGED_SIZE_BYTES,
+    WARN_FRACTION_OF_BASELINE,
+    Verdict,
+    judge,
+    pass_line_gbps,
+)
 
 A100 = "Standard_ND96asr_v4"
 H200 = "Standard_ND96isr_H200_v5"
@@ -143,10 +150,22 @@ def test_unknown_sku_is_unknown_with_the_catalogs_message(reference):
     assert j.verdict is Verdict.UNKNOWN and any("not an InfiniBand-capable size" in x for x in j.reasons)
 
 
-def test_node_count_unknown_without_hosts_or_nodes(reference):
-    j = judge(load(reference, AZURE), sku=A100)
+def test_node_count_unknown_without_hosts_nodes_or_sku(reference):
+    j = judge(load(reference, AZURE), threshold_gbps=180)
     assert j.nodes is None and j.verdict is Verdict.UNKNOWN
     assert any("pass --nodes" in x for x in j.reasons)
+
+
+def test_without_hosts_the_nodes_are_the_ranks_over_the_gpus_per_vm(reference):
+    j = judge(load(reference, AZURE), sku=A100)  # 16 ranks, no "Using devices" lines
+    assert j.nodes == 2 and j.verdict is Verdict.PASS
+    assert "2 nodes: 16 ranks / 8 GPUs per Standard_ND96asr_v4 (the log names no hosts; pass --nodes if that is " \
+           "wrong)" in j.reasons
+
+
+def test_one_node_is_singular(reference):
+    j = judge(load(reference, AZURE), sku=A100, nodes=1)
+    assert any("(1 node x 8 GPUs" in r for r in j.reasons) and not any("1 nodes" in r for r in j.reasons)
 
 
 def test_worst_finding_wins_and_comes_first(reference):
@@ -169,6 +188,23 @@ def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(referen
     assert j.verdict is Verdict.WARN and "derived, not a published measurement" in j.reasons[0]
     assert judge(run, sku=A100, nodes=2, expectation=derived, threshold_gbps=190).verdict is Verdict.FAIL
     assert judge(run, sku=A100, nodes=2, expectation=exp(200, 190)).verdict is Verdict.FAIL
+
+
+@pytest.mark.parametrize("expectation, override", [
+    (exp(220, 150), None), (exp(200, 190), None), (exp(220, 150), 215.0), (exp(187, 180), 100.0)])
+def test_the_pass_line_is_where_judge_starts_to_pass(reference, expectation, override):
+    """The launcher runs the doctor under `auto` below pass_line_gbps: the same line as judge()'s PASS
+    (Azure's 187.22 GB/s run judged against expectations placed around it)."""
+    r = load(reference, AZURE)
+    line = pass_line_gbps(expectation, override)
+    passed = judge(r, sku=A100, nodes=2, expectation=expectation, threshold_gbps=override).verdict is Verdict.PASS
+    assert passed == (r.busbw_at_max_size_gbps >= line), (line, passed)
+
+
+def test_no_threshold_no_pass_line():
+    assert pass_line_gbps(None) is None
+    assert pass_line_gbps(None, 100) == 100.0
+    assert pass_line_gbps(exp(374, 360)) == pytest.approx(374 * WARN_FRACTION_OF_BASELINE)
 
 
 # --- the transport NCCL used (verify/transport.py; logs in tests/data, constructed in tests/nccl_logs.py) ---

@@ -7,11 +7,18 @@ it (`--kind`, default nccl), because it knows which job it waits for. Each kind 
 flag with its unit in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing
 the other kind's flag is an error, never a silent conversion.
 
-Exit codes: 0 = a result was read and judged (whatever the verdict, unless --fail-on-low-bandwidth);
-1 = verdict FAIL with --fail-on-low-bandwidth (`report` and `collect` alike, so a saved log can gate
-CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API error, no credentials (az
-missing, not logged in or failing), bad arguments. Errors are one line on stderr, never a
-traceback; `report --json` also prints them as one JSON object, {"verdict": null, "error": "..."}.
+Both kinds report alike: a table, then the headline `VERDICT: X — <sku>, <figure> at <size>, threshold
+<t>` and the reasons; without --sku (and without a threshold) the verdict is UNKNOWN, exit 0. `--sku`
+takes a size as the catalog knows it, in any case, with or without `Standard_` (catalog.lookup); an
+unknown one is a usage error that names the closest.
+
+Exit codes (EXIT_CODES, also in --help): 0 = a result was read and judged (whatever the verdict,
+unless --fail-on-low-bandwidth); 1 = verdict FAIL with --fail-on-low-bandwidth (`report` and `collect`
+alike, so a saved log can gate CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API
+error, no credentials (az missing, not logged in or failing), bad arguments; 141 = the reader of stdout
+went away (e.g. `| head`), as for a command killed by SIGPIPE, silently. Errors are one line on
+stderr, never a traceback; `report --json` also prints them as one JSON object, {"verdict": null,
+"error": "..."}.
 
 A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
 still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
@@ -22,18 +29,29 @@ collect step passes that flag, so the diagnosis reaches the stack outputs (fabri
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
 import catalog
 from verify import collect as collect_mod
-from verify import kinds, p2p
+from verify import doctor_report, kinds, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
-from verify.verdict import Verdict, judge
+from verify.verdict import Verdict, headline, judge, plural
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EXIT_PIPE = 128 + 13  # stdout's reader went away: what a shell reports for a command killed by SIGPIPE
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    a result was read and judged, whatever the verdict (unless --fail-on-low-bandwidth)
+  {EXIT_FAIL}    the verdict is FAIL and --fail-on-low-bandwidth was given
+  {EXIT_ERROR}    no result: unreadable input, no table, bad arguments, an unknown --sku, a timeout,
+       a Kubernetes API error, no credentials (collect)
+  {EXIT_PIPE}  stdout's reader went away before the report was written (e.g. | head); no error printed"""
+# What `collect` imports from requirements.txt (the deploy requirements); `report` needs none of them.
+COLLECT_MODULES = {"kubernetes": "kubernetes", "yaml": "PyYAML"}
 P2P_NODES = 2  # a point-to-point result: one rank on each of two nodes
 
 
@@ -51,12 +69,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _sku(text: str) -> str:
+    """--sku as the catalog names it; an unknown size is a usage error naming the closest ones."""
+    try:
+        return catalog.lookup(text).vm_size
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(str(exc.args[0])) from None
+
+
 def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
-    p.add_argument("--sku", required=collect,
-                   help="VM size, e.g. Standard_ND96asr_v4 or Standard_HB176rs_v4 (the catalog's expectation)")
+    p.add_argument("--sku", required=collect, type=_sku,
+                   help="VM size, e.g. Standard_ND96asr_v4, ND96asr_v4 or Standard_HB176rs_v4 (any case): the "
+                        "catalog's expectation" + ("" if collect else "; without it the verdict is UNKNOWN"))
     p.add_argument("--nodes", type=_positive_int,
                    help="nccl: nodes the run was meant to span" + (" (required)" if collect else
-                                                                   " (default: the hosts the log names)")
+                                                                   " (default: the hosts the log names, else ranks "
+                                                                   "/ GPUs per VM of --sku)")
                    + f"; p2p: always {P2P_NODES}, may be omitted")
     p.add_argument("--threshold-gbps", type=_positive_float,
                    help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth")
@@ -81,11 +109,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m verify",
+        prog="python -m verify", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Read and judge a fabric test: nccl-tests (GPU sizes) or OSU / perftest (CPU-only sizes).")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    rep = sub.add_parser("report", help="parse a saved log (nccl-tests text or -J JSON, OSU, perftest) and judge it")
+    rep = sub.add_parser("report", help="parse a saved log (nccl-tests text or -J JSON, OSU, perftest) and judge it",
+                         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("log", help="the log file ('-' for stdin)")
     rep.add_argument("--kind", choices=("auto", *kinds.KINDS), default="auto",
                      help="what the log holds (default %(default)s: p2p when it has an OSU or perftest table, "
@@ -94,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 1 when the verdict is FAIL (as collect does), e.g. to gate CI on a saved log")
     _judging_args(rep, collect=False)
 
-    col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it")
+    col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it",
+                         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     col.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL,
                      help="which test the job runs: nccl (all-reduce, GPU sizes) or p2p (osu_bw / osu_latency, "
                           "CPU-only sizes); default %(default)s")
@@ -138,12 +168,6 @@ def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
                     f"for {args.threshold_gbps:g} GB/s)")
         if args.nodes is not None and args.nodes != P2P_NODES:
             return f"--nodes {args.nodes}: a point-to-point result spans {P2P_NODES} nodes (omit --nodes)"
-        if not args.sku:
-            return "--sku is required to judge a point-to-point result (the link rate comes from the catalog)"
-        try:
-            catalog.lookup(args.sku)
-        except KeyError as exc:
-            return f"--sku: {exc.args[0]}"
         return None
     if args.threshold_gbits is not None:
         return ("--threshold-gbits is the point-to-point threshold in Gb/s; an nccl-tests result is judged in "
@@ -192,27 +216,41 @@ def _report(args: argparse.Namespace) -> int:
         text = _read_log(args.log)
     except ParseError as exc:
         return _error(str(exc), args.json)
-    kind = args.kind if args.kind != "auto" else (kinds.P2P if p2p.detect(text) else kinds.NCCL)
+    kind = args.kind if args.kind != "auto" else (
+        # a doctor's log holds ib_write_bw tables too: its all-reduce section makes it nccl
+        kinds.NCCL if any(s.name == sections.ALLREDUCE for s in sections.split(text))
+        else kinds.P2P if p2p.detect(text) else kinds.NCCL)
     problem = _check_kind_args(args, kind)
     if problem:
         return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem, args.json)
     if kind == kinds.P2P:
         return _report_p2p(args, text)
     try:
-        result = parse(text)
+        result = parse(sections.allreduce_text(text))
     except ParseError as exc:
         return _error(f"{args.log}: {exc}", args.json)
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps)
     plot = _plot(result, judgement, args.plot)
-    out = summary(result, judgement)
+    out, report_text = _with_doctor(args, text, summary(result, judgement), table(result, judgement))
     out["plot"] = plot
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(table(result, judgement), end="")
+        print(report_text, end="")
         if plot:
             print(f"plot: {plot}")
     return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else ""))
+
+
+def _with_doctor(args: argparse.Namespace, log: str, out: dict, text: str) -> tuple[dict, str]:
+    """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
+    `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
+    assessment = doctor_report.assess(log, sku=args.sku, threshold_gbps=args.threshold_gbps)
+    merged = doctor_report.merge(out, assessment)
+    text += doctor_report.text(assessment)
+    if merged["verdict"] != out["verdict"]:
+        text += f"OVERALL VERDICT: {merged['verdict']} (the worst finding: the fabric doctor's)\n"
+    return merged, text
 
 
 def _report_p2p(args: argparse.Namespace, text: str) -> int:
@@ -229,12 +267,12 @@ def _report_p2p(args: argparse.Namespace, text: str) -> int:
         print(p2p.table(verdict), end="")
         if plot:
             print(f"plot: {plot}")
-    return _fail_exit(args, out, f"{args.log} on {args.sku}, point to point")
+    return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else "") + ", point to point")
 
 
 def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
     try:
-        result = parse(log)
+        result = parse(sections.allreduce_text(log))
     except ParseError as exc:
         out = {
             "kind": kinds.NCCL,
@@ -243,12 +281,13 @@ def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | 
             "sku": args.sku,
             "nodes": args.nodes,
         }
-        return out, _verdict_text(out)
+        # the doctor may still name the node that broke the all-nodes run
+        return _with_doctor(args, log, out, _verdict_text(out))
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
                       job_failed=job_failed)
-    out = summary(result, judgement)
+    out, text = _with_doctor(args, log, summary(result, judgement), table(result, judgement))
     out["plot"] = _plot(result, judgement, args.plot)
-    return out, table(result, judgement)
+    return out, text
 
 
 def _judge_collected_p2p(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
@@ -270,7 +309,9 @@ def _judge_collected_p2p(args: argparse.Namespace, log: str, job_failed: str | N
 
 
 def _verdict_text(out: dict) -> str:
-    return f"VERDICT: {out['verdict']}\n" + "".join(f"  - {r}\n" for r in out["reasons"])
+    """A result with no figure (the run did not complete, the log held no table): the headline and why."""
+    return headline(Verdict(out["verdict"]), out.get("sku"), None, None, None) + "\n" + "".join(
+        f"  - {r}\n" for r in out["reasons"])
 
 
 def _aks_cluster(args: argparse.Namespace) -> tuple[collect_mod.AksCluster | None, str | None]:
@@ -283,7 +324,19 @@ def _aks_cluster(args: argparse.Namespace) -> tuple[collect_mod.AksCluster | Non
     return collect_mod.AksCluster(resource_group=rg, name=name, subscription=sub or None), None
 
 
+def _missing_collect_requirement() -> str | None:
+    """One line saying what to install when a module `collect` needs is missing (None: all there)."""
+    missing = [package for module, package in COLLECT_MODULES.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"python -m verify collect needs the deploy requirements ({', '.join(missing)} not installed): "
+            "run it as .venv/bin/python -m verify collect after `make venv`, or pip install -r requirements.txt")
+
+
 def _collect(args: argparse.Namespace) -> int:
+    missing = _missing_collect_requirement()
+    if missing:
+        return _error(missing)
     problem = _check_kind_args(args, args.kind)
     aks, aks_problem = _aks_cluster(args)
     if problem or aks_problem:  # before waiting up to an hour for the job
@@ -331,7 +384,8 @@ def _print_collected(args: argparse.Namespace, out: dict, text: str, log_tail: l
     else:
         print(text, end="")
     if args.fail_on_low_bandwidth and out["verdict"] == Verdict.FAIL.value:
-        where = f"{args.sku} x {args.nodes} nodes" if args.kind == kinds.NCCL else f"{args.sku}, point to point"
+        where = (f"{args.sku} x {plural(args.nodes, 'node')}" if args.kind == kinds.NCCL
+                 else f"{args.sku}, point to point")
         print(f"FAIL: {args.namespace}/{args.job} on {where}", file=sys.stderr)
         for reason in out["reasons"]:
             print(f"  - {reason}", file=sys.stderr)
@@ -376,9 +430,22 @@ def main(argv: list[str] | None = None) -> int:
         return _collect(args)
     except RuntimeError as exc:  # e.g. --plot without matplotlib
         return _error(str(exc), as_json)
+    except BrokenPipeError:  # stdout's reader went away: run() ends quietly
+        raise
     except OSError as exc:  # e.g. the plot path is not writable
         return _error(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), as_json)
 
 
+def run() -> int:
+    """main() for the command line: a reader that goes away (`| head`) ends it quietly, with EXIT_PIPE."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush is silent too
+        return EXIT_PIPE
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

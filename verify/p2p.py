@@ -16,7 +16,7 @@ from typing import Any
 import catalog
 from verify import kinds, osu, perftest
 from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
-from verify.verdict import Verdict
+from verify.verdict import Verdict, headline
 
 # The verdict's judgement rules (the thresholds themselves live in catalog.Sku.p2p).
 # Both tools reach line rate only with large messages: in every published two-node run we hold
@@ -64,7 +64,7 @@ class P2pVerdict:
 
     status: Verdict  # PASS | WARN | FAIL | UNKNOWN
     reasons: tuple[str, ...]
-    vm_size: str
+    vm_size: str | None  # None: no SKU given (judged only against a threshold given, else UNKNOWN)
     tool: str | None = None
     max_size_bytes: int | None = None
     bw_at_max_size_gbits: float | None = None
@@ -106,14 +106,16 @@ class P2pVerdict:
         }
 
     def summary(self) -> str:
-        head = f"{self.status.value}: {self.vm_size}"
-        if self.bw_at_max_size_gbits is not None:
-            head += (f", {self.tool} {self.bw_at_max_size_gbits:.1f} Gb/s at {_size(self.max_size_bytes)}"
-                     + (f" (threshold {self.threshold_gbits:g}, line rate {self.line_rate_gbits:g})"
-                        if self.threshold_gbits is not None else ""))
+        """The headline (the same shape as the NCCL report's), the latency, then every reason."""
+        figure = f"{self.tool} {self.bw_at_max_size_gbits:.1f} Gb/s" if self.bw_at_max_size_gbits is not None else None
+        threshold = f"{self.threshold_gbits:g} Gb/s" if self.threshold_gbits is not None else None
+        lines = [headline(self.status, self.vm_size, figure, self.max_size_bytes, threshold)]
+        if self.line_rate_gbits is not None:
+            lines.append(f"  line rate {self.line_rate_gbits:g} Gb/s")
         if self.latency_us is not None:
-            head += f", {self.latency_tool} {self.latency_us:.2f} us at {self.latency_size_bytes} B"
-        return head + "".join(f"\n  - {r}" for r in self.reasons)
+            lines.append(f"  latency: {self.latency_tool} {self.latency_us:.2f} us at {self.latency_size_bytes} B "
+                         "(reported, not judged)")
+        return "\n".join(lines + [f"  - {r}" for r in self.reasons])
 
 
 def _round(v: float | None) -> float | None:
@@ -129,9 +131,10 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def judge(series: Sequence[Series] | Iterable[Series], vm_size: str, *,
+def judge(series: Sequence[Series] | Iterable[Series], vm_size: str | None, *,
           threshold_gbits: float | None = None, job_failed: str | None = None) -> P2pVerdict:
-    """Judge a two-node point-to-point run on `vm_size` against its catalog link expectation.
+    """Judge a two-node point-to-point run on `vm_size` against its catalog link expectation (no size:
+    against `threshold_gbits` alone, or UNKNOWN, as the NCCL verdict does without a SKU).
 
     Rules (the worst finding wins, FAIL > UNKNOWN > WARN > PASS, as in the NCCL verdict):
     - the figure judged is the bandwidth at the LARGEST message size (the last row), not the peak:
@@ -144,12 +147,12 @@ def judge(series: Sequence[Series] | Iterable[Series], vm_size: str, *,
       (GPU) buffers on a size whose test measures host memory.
     """
     series = tuple(series)
-    sku = catalog.lookup(vm_size)
-    expect = sku.p2p
+    sku = catalog.lookup(vm_size) if vm_size else None
+    expect = sku.p2p if sku else None
     bws = [s for s in series if s.kind == BANDWIDTH and s.points]
     lats = [s for s in series if s.kind == LATENCY and s.points]
     findings: list[tuple[Verdict, str]] = []
-    fields: dict[str, Any] = {"vm_size": sku.vm_size, "series": series}
+    fields: dict[str, Any] = {"vm_size": sku.vm_size if sku else None, "series": series}
 
     if job_failed:
         findings.append((FAIL, f"the job failed: {job_failed}"))
@@ -180,7 +183,9 @@ def judge(series: Sequence[Series] | Iterable[Series], vm_size: str, *,
         findings.append((FAIL, f"{bw.tool} data validation failed at {len(bw.validation_failed_sizes)} size(s), "
                                f"first {_size(bw.validation_failed_sizes[0])}: the bytes received were not the "
                                f"bytes sent"))
-    if threshold is None:
+    if threshold is None and sku is None:
+        findings.append((UNKNOWN, "no SKU given (--sku) and no --threshold-gbits: nothing to judge against"))
+    elif threshold is None:
         findings.append((UNKNOWN, f"the catalog has no point-to-point expectation for {sku.vm_size}; "
                                   f"pass a threshold in Gb/s to judge against your own"))
     elif last.size_bytes < MIN_JUDGED_SIZE_BYTES:
@@ -196,7 +201,7 @@ def judge(series: Sequence[Series] | Iterable[Series], vm_size: str, *,
                                f"MPI/UCX overhead, so down to {expect.other_tool_warn_from_gbits:g} Gb/s it is a "
                                f"WARN, not a FAIL (set a threshold to judge {bw.tool} by your own figure)"))
     elif last.value < threshold:
-        line = f" ({expect.baseline_gbits:g} Gb/s {sku.ib_generation} line rate)" if expect else ""
+        line = f" ({expect.baseline_gbits:g} Gb/s {sku.ib_generation} line rate)" if expect and sku else ""
         findings.append((FAIL, f"{last.value:.1f} Gb/s at {_size(last.size_bytes)} is below the threshold "
                                f"{threshold:g} Gb/s{line}"))
         if best.value >= threshold:
@@ -204,7 +209,7 @@ def judge(series: Sequence[Series] | Iterable[Series], vm_size: str, *,
                                    f"then fell: the link sags at large messages (congestion, a flapping port, "
                                    f"a path that is not RDMA)"))
     else:
-        line = f", line rate {expect.baseline_gbits:g} Gb/s {sku.ib_generation}" if expect else ""
+        line = f", line rate {expect.baseline_gbits:g} Gb/s {sku.ib_generation}" if expect and sku else ""
         findings.append((PASS, f"{last.value:.1f} Gb/s at {_size(last.size_bytes)} "
                                f"(threshold {threshold:g} Gb/s{line})"))
     if expect is not None and best.value > expect.baseline_gbits * ABOVE_LINE_RATE_TOLERANCE:
@@ -230,7 +235,7 @@ def table(verdict: P2pVerdict) -> str:
         lines += [head, f"{'size':>10}  {s.kind + ' (' + s.unit + ')':>18}"]
         lines += [f"{_size(p.size_bytes).replace(' ', ''):>10}  {p.value:>18.2f}" for p in s.points]
         lines.append("")
-    return "\n".join(lines) + "VERDICT: " + verdict.summary() + "\n"
+    return "\n".join(lines) + verdict.summary() + "\n"
 
 
 def plot(verdict: P2pVerdict, path: str | Path) -> Path:
@@ -260,7 +265,7 @@ def plot(verdict: P2pVerdict, path: str | Path) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bandwidth (Gb/s)")
-    ax.set_title(f"{verdict.vm_size}: {verdict.status.value}")
+    ax.set_title(f"{verdict.vm_size or 'no SKU given'}: {verdict.status.value}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()

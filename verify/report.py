@@ -8,7 +8,7 @@ from typing import Any
 from verify import kinds
 from verify.nccl import NcclResult
 from verify.transport import Transport
-from verify.verdict import Judgement
+from verify.verdict import Judgement, headline
 
 
 def _num(value: float | None, digits: int = 2) -> float | None:
@@ -156,5 +156,9 @@ def table(result: NcclResult, judgement: Judgement) -> str:
             f"threshold: {_fmt(judgement.threshold_gbps, 'g')} GB/s"
         )
     transport = transport_block(result.transport, judgement.nodes)
-    verdict = [f"VERDICT: {judgement.verdict.value}"] + [f"  - {r}" for r in judgement.reasons]
+    judged = result.busbw_at_max_size_gbps
+    figure = f"{judged:.1f} GB/s busbw" if judged is not None and not math.isnan(judged) else None
+    threshold = f"{judgement.threshold_gbps:g} GB/s" if judgement.threshold_gbps is not None else None
+    verdict = [headline(judgement.verdict, judgement.sku, figure, size, threshold)]
+    verdict += [f"  - {r}" for r in judgement.reasons]
     return "\n".join(lines + [""] + who + [""] + figures + [""] + transport + [""] + basis + [""] + verdict) + "\n"

@@ -1,6 +1,6 @@
 """The verdict on a parsed nccl-tests run: PASS, WARN, FAIL or UNKNOWN, with the reasons.
 
-The rules, in one place (the README repeats them):
+The rules, in one place (docs/fabric-test.md shows them as a table):
 
 - The figure judged is the out-of-place bus bandwidth at the LARGEST message size, not the footer's
   "Avg bus bandwidth" (which averages every row, small messages too).
@@ -81,6 +81,35 @@ class Judgement:
     fail_below_gbps: float | None = None  # the floor: FAIL below it whatever the threshold's origin
 
 
+def plural(n: int | None, noun: str) -> str:
+    """"1 node", "2 nodes"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def headline(verdict: Verdict, sku: str | None, figure: str | None, size_bytes: int | None,
+             threshold: str | None) -> str:
+    """The first line of a report, the same for both kinds of result:
+    `VERDICT: X — <sku>, <figure> at <size>, threshold <t>` (what was judged, against what)."""
+    parts = [sku or "no SKU given"]
+    if figure is None:
+        parts.append("no figure to judge")
+    else:
+        parts += [f"{figure} at {_size(size_bytes or 0)}", f"threshold {threshold}" if threshold else "no threshold"]
+    return f"VERDICT: {verdict.value} — {', '.join(parts)}"
+
+
+def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
+    """The busbw at the largest size at and above which judge()'s bandwidth rules give PASS: the
+    threshold (the override, else the expectation's) and the WARN line below the baseline, whichever
+    is higher. None when there is no threshold (the verdict cannot be PASS). The fabric test's
+    launcher compares the all-nodes run against it to decide whether the doctor runs (`auto`)."""
+    threshold = threshold_gbps if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
+    if threshold is None:
+        return None
+    warn_below = expectation.baseline_gbps * WARN_FRACTION_OF_BASELINE if expectation else None
+    return max(threshold, warn_below) if warn_below is not None else float(threshold)
+
+
 def _size(n: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
@@ -118,6 +147,10 @@ def judge(
             entry = catalog.lookup(sku)
         except KeyError as exc:
             add(Verdict.UNKNOWN, str(exc.args[0]))
+    if nodes is None and entry and entry.gpus_per_vm and result.ranks and result.ranks % entry.gpus_per_vm == 0:
+        nodes = result.ranks // entry.gpus_per_vm  # the log names no hosts: one rank per GPU, every GPU used
+        notes.append(f"{plural(nodes, 'node')}: {result.ranks} ranks / {entry.gpus_per_vm} GPUs per "
+                     f"{entry.vm_size} (the log names no hosts; pass --nodes if that is wrong)")
 
     # -- did the run run? ----------------------------------------------------------------------
     if job_failed:
@@ -144,9 +177,10 @@ def judge(
     crossed = True  # whether the measured bandwidth is the fabric's at all
     if nodes_given and hosts and len(hosts) < (nodes or 0):
         crossed = False
-        add(Verdict.FAIL, f"expected {nodes} nodes but the ranks ran on {len(hosts)} host(s): {', '.join(hosts)}")
+        add(Verdict.FAIL, f"expected {plural(nodes, 'node')} but the ranks ran on {plural(len(hosts), 'host')}: "
+                          f"{', '.join(hosts)}")
     if result.ranks is not None and result.ranks < 2:
-        add(Verdict.UNKNOWN, f"{result.ranks} rank: nothing was exchanged")
+        add(Verdict.UNKNOWN, f"{plural(result.ranks, 'rank')}: nothing was exchanged")
     elif nodes is not None and nodes < 2:
         where = f" ({hosts[0]})" if hosts else ""
         add(Verdict.UNKNOWN, f"single node{where}: the run never crossed the InfiniBand fabric (NVLink/PCIe only)")
@@ -157,8 +191,8 @@ def judge(
         if result.ranks != expected_ranks:
             add(
                 Verdict.WARN,
-                f"{result.ranks} ranks, expected {expected_ranks} ({nodes} nodes x {entry.gpus_per_vm} GPUs of "
-                f"{entry.vm_size}): the baseline assumes every GPU takes part",
+                f"{result.ranks} ranks, expected {expected_ranks} ({plural(nodes, 'node')} x {entry.gpus_per_vm} "
+                f"GPUs of {entry.vm_size}): the baseline assumes every GPU takes part",
             )
 
     # -- which transport did it use? (first: when it is wrong, it is why the figure is) ---------
@@ -185,7 +219,7 @@ def judge(
     elif entry and nodes and nodes >= 2 and expectation is None and threshold is None:
         add(
             Verdict.UNKNOWN,
-            f"the catalog has no all-reduce expectation for {entry.vm_size} with {nodes} nodes "
+            f"the catalog has no all-reduce expectation for {entry.vm_size} with {plural(nodes, 'node')} "
             f"(no published figure yet); pass --threshold-gbps to judge against your own",
         )
     if judged is not None and threshold is not None and crossed and not (nodes is not None and nodes < 2):
@@ -326,8 +360,8 @@ def _transport_findings(
         found.append((Verdict.WARN, f"no NCCL transport line from {_hosts(silent)}: the log is incomplete "
                                     f"(rotated, or cut off), so their transport was not checked"))
     elif not result.hosts and nodes and len(t.hosts) < nodes:
-        found.append((Verdict.WARN, f"only {len(t.hosts)} of {nodes} nodes logged NCCL lines: the log is incomplete "
-                                    f"(rotated, or cut off), so the others' transport was not checked"))
+        found.append((Verdict.WARN, f"only {len(t.hosts)} of {plural(nodes, 'node')} logged NCCL lines: the log is "
+                                    f"incomplete (rotated, or cut off), so the others' transport was not checked"))
     if not found:
         found.append((Verdict.PASS, f"transport: {t.summary(span)}"))
     return found

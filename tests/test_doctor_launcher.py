@@ -1,0 +1,304 @@
+"""The fabric doctor end to end, offline: the launcher (scripts/nccl-launcher.sh) with the job's own
+environment on a fake cluster (tests/launcher_stubs.py), then `python -m verify report` on its
+stdout. Asserts what the launcher ran (which mpirun, on which hosts, in which rounds) and who the
+report names."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import catalog
+from offline import engine
+from tests import launcher_stubs
+from tests.conftest import dev_config
+from verify import sections
+from verify.__main__ import main as verify_main
+from verify.verdict import pass_line_gbps
+
+LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
+H100 = "Standard_ND96isr_H100_v5"
+SKU = catalog.lookup(H100)
+# what the stub mpirun measures on a healthy fabric: the catalog's baselines (tests/launcher_stubs.py)
+HEALTHY = {"STUB_ALL_BUSBW": f"{SKU.allreduce_expectation(4).baseline_gbps}",
+           "STUB_PAIR_BUSBW": f"{SKU.allreduce_expectation(2).baseline_gbps}",
+           "STUB_NODE_BUSBW": f"{SKU.allreduce_1_node.threshold_gbps + 10}"}
+JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+
+
+def launcher_env(nodes: int) -> dict[str, str]:
+    stack = engine.render("dev", config=dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}))
+    (job,) = [r for r in stack.resources if r.type == JOB]
+    master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
+    return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
+
+
+@pytest.fixture(scope="module")
+def env4() -> dict[str, str]:
+    return launcher_env(4)
+
+
+@pytest.fixture(scope="module")
+def env2() -> dict[str, str]:
+    return launcher_env(2)
+
+
+def forwarded(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def host(i: int) -> str:
+    return f"nccl-allreduce-mpiworker-{i}.nccl-allreduce"
+
+
+class Run:
+    def __init__(self, root: Path, done: subprocess.CompletedProcess, nodes: int):
+        self.root, self.done, self.nodes = root, done, nodes
+        self.sections = sections.split(done.stdout)
+
+    @property
+    def calls(self) -> list[list[str]]:
+        return [json.loads(line) for line in (self.root / "mpirun.calls").read_text().splitlines()]
+
+    def named(self, name: str) -> list[sections.Section]:
+        return [s for s in self.sections if s.name == name]
+
+    def report(self) -> dict:
+        log = self.root / "launcher.log"
+        log.write_text(self.done.stdout + self.done.stderr)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert verify_main(["report", str(log), "--sku", H100, "--nodes", str(self.nodes), "--json"]) == 0
+        return json.loads(out.getvalue())
+
+
+def run(tmp_path: Path, env: dict[str, str], nodes: int, setup=None, **extra: str) -> Run:
+    root = launcher_stubs.install(tmp_path)
+    for i in range(nodes):
+        launcher_stubs.add_node(root, host(i), **((setup or {}).get(i, {})))
+    hostfile = root / "mpiworker.host"
+    hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
+    run_env = launcher_stubs.env_for(root, env, hostfile, **{**HEALTHY, **extra})
+    done = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=120)
+    return Run(root, done, nodes)
+
+
+# --- the job's environment ------------------------------------------------------------------------
+def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env2):
+    assert env4["DOCTOR"] == "auto" and env4["DOCTOR_SECONDS"] == str(15 * 60)
+    assert env4["DOCTOR_PAIR_ROUNDS"] == "0-3 1-2;0-2 1-3;0-1 2-3"  # verify.doctor.plan_pairs(4)
+    assert env2["DOCTOR_PAIR_ROUNDS"] == ""  # two nodes: the all-nodes run is the pair
+    # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node FAIL line
+    line = pass_line_gbps(SKU.allreduce_expectation(4))
+    assert float(env4["DOCTOR_PASS_BUSBW_GBPS"]) == pytest.approx(line, abs=0.005)
+    assert line > SKU.allreduce_expectation(4).threshold_gbps  # the WARN line: above it the verdict is PASS
+    assert float(env4["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == SKU.allreduce_expectation(2).threshold_gbps
+    # Azure's single-node gate size for H100 (check_nccl_allreduce 460.0 1 16G); pairs at the run's -e
+    assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
+    assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
+    # the transport rules the launcher checks under auto: GDRDMA on ND sizes, the catalog's HCA count
+    assert (env4["DOCTOR_EXPECT_GDRDMA"], env4["DOCTOR_HCAS_PER_NODE"]) == ("1", str(SKU.ib_hcas_per_vm)) == ("1", "8")
+
+
+# --- done when: a healthy log has no suspects, and under auto the doctor did not run ---------------
+def test_healthy_cluster_under_auto_runs_no_doctor_and_names_no_one(tmp_path, env4):
+    r = run(tmp_path, env4, 4)
+    assert r.done.returncode == 0, r.done.stderr
+    assert len(r.calls) == 1  # the all-nodes run only
+    (decision,) = r.named(sections.DOCTOR)
+    assert decision.attrs["run"] == "no" and decision.attrs["reason"] == "allreduce-passed"
+    assert float(decision.attrs["busbw_gbps"]) == pytest.approx(float(HEALTHY["STUB_ALL_BUSBW"]), abs=0.01)
+    assert decision.attrs["pass_gbps"] == env4["DOCTOR_PASS_BUSBW_GBPS"]
+    assert not r.named(sections.NODE) and not r.named(sections.PAIR) and not r.named(sections.DOCTOR_END)
+    report = r.report()
+    assert report["verdict"] == "PASS"
+    assert report["suspects"] == []
+    assert report["doctor"]["ran"] is False and report["doctor"]["mode"] == "auto"
+
+
+# --- done when: a log whose pairs show one slow node names that node --------------------------------
+def test_one_slow_node_among_four_is_named(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+    assert r.done.returncode == 0, r.done.stderr
+    (decision,) = r.named(sections.DOCTOR)
+    assert (decision.attrs["run"], decision.attrs["reason"]) == ("yes", "allreduce-below-pass-line")
+    # per node: HCAs, GPUs and a single-node all-reduce on exactly that node's 8 GPUs
+    assert {(s.attrs["host"], s.attrs["check"]) for s in r.named(sections.NODE)} == {
+        (host(i), c) for i in range(4) for c in ("hca", "gpus", "allreduce")}
+    node_runs = [c for c in r.calls[1:] if c[c.index("--host") + 1].count(",") == 0]
+    assert sorted(c[c.index("--host") + 1] for c in node_runs) == sorted(f"{host(i)}:8" for i in range(4))
+    assert all(c[c.index("-np") + 1] == "8" for c in node_runs)
+    # every doctor run as the all-nodes run: tagged, the size's map/bind, the job's environment
+    # (NCCL_DEBUG=INFO: each run's transport is evidence too)
+    all_nodes = r.calls[0]
+    for c in r.calls[1:]:
+        assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
+        assert flag(c, "--map-by") == flag(all_nodes, "--map-by") and flag(c, "--bind-to") == "core"
+    # pairs: the planned rounds, N/2 disjoint pairs each, 16 ranks each
+    rounds: dict[str, list[tuple[str, ...]]] = {}
+    for s in r.named(sections.PAIR):
+        rounds.setdefault(s.attrs["round"], []).append(s.hosts())
+    assert rounds == {"1": [(host(0), host(3)), (host(1), host(2))], "2": [(host(0), host(2)), (host(1), host(3))],
+                      "3": [(host(0), host(1)), (host(2), host(3))]}
+    # per-HCA ib_write_bw on at most 2 slow pairs, every IB HCA of the pair
+    bw = r.named(sections.HCA_BW)
+    assert {s.hosts() for s in bw} == {(host(1), host(2)), (host(0), host(2))}
+    assert sorted({s.attrs["hca"] for s in bw}) == [f"mlx5_ib{i}" for i in range(8)]
+    (end,) = r.named(sections.DOCTOR_END)
+    assert int(end.attrs["elapsed_s"]) <= int(end.attrs["budget_s"]) == 900
+    # the markers are the ones verify reads, in order
+    names = [s.name for s in r.sections if s.name]
+    assert names[:2] == [sections.ALLREDUCE, sections.DOCTOR] and names[-1] == sections.DOCTOR_END
+    assert set(names) == {sections.ALLREDUCE, sections.DOCTOR, sections.NODE, sections.PAIR, sections.HCA_BW,
+                          sections.DOCTOR_END}
+    assert r.done.stdout.splitlines()[0] == sections.marker("allreduce", hosts=[host(i) for i in range(4)])
+
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(2), None)]
+    suspect = report["suspects"][0]
+    assert "node common to the slow pairs" in suspect["reason"]
+    assert {tuple(p["hosts"]) for p in suspect["evidence"]["slow_pairs"]} == {
+        (host(1), host(2)), (host(0), host(2)), (host(2), host(3))}
+    half = float(HEALTHY["STUB_PAIR_BUSBW"]) / 2
+    assert all(p["busbw_gbps"] == pytest.approx(half, abs=0.01) for p in suspect["evidence"]["slow_pairs"])
+    assert report["doctor"]["ran"] is True and report["doctor"]["finished"] is True
+
+
+# --- done when: a node whose HCA runs at 200 instead of 400 Gb/s is named with that HCA -------------
+def test_an_hca_at_200_is_named_with_the_hca(tmp_path, env4):
+    bad = {1: {"degraded": {"mlx5_ib3": "200 Gb/sec (2X NDR)"}, "slow_hca": ("mlx5_ib3",)}}
+    r = run(tmp_path, env4, 4, setup=bad, STUB_SLOW_HOSTS=host(1))
+    assert r.done.returncode == 0, r.done.stderr
+    report = r.report()
+    named = {(s["host"], s["hca"]): s for s in report["suspects"]}
+    assert set(named) == {(host(1), None), (host(1), "mlx5_ib3")}
+    hca = named[(host(1), "mlx5_ib3")]
+    assert "runs at 200 Gb/s, expected 400 (NDR)" in hca["reason"] and hca["verdict"] == "FAIL"
+    assert hca["evidence"]["rate"] == "200 Gb/sec (2X NDR)"
+    assert hca["evidence"]["ib_write_bw"]["bw_gbits"] == 196.02  # the per-HCA figure joins the evidence
+    assert report["verdict"] == "FAIL"  # the worst finding
+
+
+def test_always_finds_a_degraded_hca_although_the_all_nodes_run_passes(tmp_path, env2):
+    bad = {1: {"degraded": {"mlx5_ib6": "200 Gb/sec (4X HDR)"}}}
+    r = run(tmp_path, env2, 2, setup=bad, DOCTOR="always")
+    assert r.done.returncode == 0, r.done.stderr
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "mode-always"
+    assert not r.named(sections.PAIR) and not r.named(sections.HCA_BW)  # no slow pair to measure
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(1), "mlx5_ib6")]
+    assert report["verdict"] == "FAIL"  # the all-nodes run alone would pass: the worst finding wins
+
+
+def test_two_nodes_the_all_nodes_run_is_the_pair_and_the_hca_listing_picks_the_end(tmp_path, env2):
+    bad = {1: {"degraded": {"mlx5_ib5": "200 Gb/sec (2X NDR)"}, "slow_hca": ("mlx5_ib5",)}}
+    r = run(tmp_path, env2, 2, setup=bad, STUB_SLOW_HOSTS=host(1))
+    assert r.done.returncode == 0, r.done.stderr
+    assert not r.named(sections.PAIR)
+    assert {s.hosts() for s in r.named(sections.HCA_BW)} == {(host(0), host(1))}
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(1), "mlx5_ib5")]
+    assert any("cannot be told apart" in n for n in report["doctor"]["notes"])
+
+
+# --- when it runs, and for how long -----------------------------------------------------------------
+def test_never_runs_no_doctor_even_when_slow(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(0), DOCTOR="never")
+    assert len(r.calls) == 1
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "mode-never"
+    assert r.report()["suspects"] == []
+
+
+def test_a_spent_budget_skips_every_step_and_still_ends(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(0), DOCTOR_SECONDS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    assert len(r.calls) == 1
+    assert [s.attrs["step"] for s in r.named(sections.DOCTOR_SKIP)] == ["node-checks", "pairs-round-1",
+                                                                       "pairs-round-2", "pairs-round-3"]
+    assert r.named(sections.DOCTOR_END)
+    report = r.report()
+    assert report["suspects"] == [] and len(report["doctor"]["skipped"]) == 4
+
+
+def test_a_failed_all_nodes_run_runs_the_doctor_and_keeps_its_exit_status(tmp_path, env2):
+    r = run(tmp_path, env2, 2, MPIRUN_EXIT="7")
+    assert r.done.returncode == 7
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-failed"
+    assert r.named(sections.NODE)  # the per-node checks ran
+
+
+def test_one_at_a_time_finds_the_same_node(tmp_path, env4):
+    """DOCTOR_PARALLEL=1: node checks and pairs one after the other (the batches that bound the
+    launcher pod's load), and no ib_write_bw (DOCTOR_HCA_PAIRS=0): the same suspect."""
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(1), DOCTOR_PARALLEL="1", DOCTOR_HCA_PAIRS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    assert len(r.named(sections.PAIR)) == 6 and not r.named(sections.HCA_BW)
+    assert [(s["host"], s["hca"]) for s in r.report()["suspects"]] == [(host(1), None)]
+
+
+# --- the transport: NCCL's INFO lines in the all-nodes run and in each pair -------------------------
+def nccl_info_lines(section: sections.Section) -> list[str]:
+    """NCCL's own INFO lines (not the filter's count line, "[nccl-launcher] NCCL INFO lines: ...")."""
+    return [line for line in section.text.splitlines() if " NCCL INFO " in line and not line.startswith("[nccl-")]
+
+
+def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+    (allreduce,) = r.named(sections.ALLREDUCE)
+    pairs = r.named(sections.PAIR)
+    assert all(line.startswith("[1,") for line in nccl_info_lines(allreduce))  # --tag-output, untouched
+    # the all-nodes run keeps every connection line (4 channels x 4 ring edges x send/receive)...
+    assert sum("] via NET/IB/" in line for line in nccl_info_lines(allreduce)) == 32
+    for pair in pairs:
+        connections = [line.split(" NCCL INFO ")[1].split("] ", 1)[1] for line in nccl_info_lines(pair)
+                       if " via NET/" in line]
+        # ...a pair's only the distinct ones per host: [send]/[receive] x NET/IB/0, NET/IB/1
+        assert len(connections) == 8 and "via P2P/" not in pair.text
+        assert sections.pair_run(1, pair.hosts(), pair.text).transport == "NET/IB GDRDMA, 8 HCAs per node"
+    report = r.report()
+    assert all(p["transport"] == "NET/IB GDRDMA, 8 HCAs per node" for p in report["doctor"]["pairs"])
+
+
+def test_sockets_on_one_node_run_the_doctor_under_auto_and_name_that_node(tmp_path, env4):
+    """The bandwidth would pass; NCCL on host 1 fell back to TCP sockets: the launcher sees it in the
+    condensed lines, runs the doctor, and its pair runs name host 1 (its partners used IB)."""
+    r = run(tmp_path, env4, 4, STUB_SOCKET_HOSTS=host(1))
+    assert r.done.returncode == 0, r.done.stderr
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-sockets"
+    report = r.report()
+    assert report["verdict"] == "FAIL"
+    assert report["reasons"][0].startswith("RDMA was not used")  # the all-nodes verdict's own rule
+    (suspect,) = [s for s in report["suspects"] if "sockets" in s["reason"]]
+    assert (suspect["host"], suspect["hca"], suspect["verdict"]) == (host(1), None, "FAIL")
+    assert {tuple(p["hosts"]) for p in suspect["evidence"]["pairs"]} == {
+        (host(1), host(2)), (host(1), host(3)), (host(0), host(1))}
+    assert all(p["transport"].startswith("TCP sockets") for p in suspect["evidence"]["pairs"])
+
+
+def test_no_gpudirect_rdma_on_one_node_runs_the_doctor_and_names_it(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_NO_GDR_HOSTS=host(3))
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-no-gdrdma"
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(3), None)]
+    assert "without GPUDirect RDMA" in report["suspects"][0]["reason"]
+
+
+def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
+    r = run(tmp_path, env4, 4, STUB_SOCKET_HOSTS=",".join(host(i) for i in range(4)))
+    report = r.report()
+    assert report["suspects"] == []
+    assert any(n.startswith("every node checked (4): NCCL used TCP sockets") for n in report["doctor"]["notes"])
+
+
+def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
+    r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
+    assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"

@@ -1,0 +1,402 @@
+"""The fabric doctor's logic, as pure functions: which node pairs to test, and who is to blame.
+
+When the all-nodes all-reduce is slow, the launcher (scripts/nccl-launcher.sh) runs checks that
+narrow it down; this module plans the pairwise rounds and turns every check's figures into named
+suspects. No I/O here: `verify.sections` reads the log, the launcher runs the plan.
+
+**Pairing.** The all-nodes run says the fabric is slow, not where. Two-node all-reduces do: a pair is
+slow when either of its nodes is. Rounds of disjoint pairs run at the same time (N/2 pairs per
+round), and the rounds are the first rounds of a round-robin tournament (the circle method), so
+every node meets a different partner in each round. With `PAIR_PARTNERS` partners per node, up to
+PAIR_PARTNERS - 1 bad nodes are always told apart from good ones: a good node has at least one good
+partner, so at least one fast pair clears it; a bad node's pairs are all slow and some of its
+partners are cleared, which confirms it. That takes PAIR_PARTNERS rounds (one more for odd N, where
+each round leaves one node out), whatever N is: never all N^2 pairs. N = 2 has no pairs to compare:
+the all-nodes run is the one pair, and the per-node checks and the per-HCA ib_write_bw decide.
+
+**Suspects.** Each finding names a host (and an HCA where the evidence points at one), says why,
+and carries the figures behind it:
+- an HCA port missing, down, or at a lower rate than the catalog's (NDR 400, HDR 200 Gb/s);
+- fewer GPUs than the catalog's;
+- a single-node all-reduce (NVLink, no fabric) below Azure's published per-size gate, or failed;
+- the node common to the slow pairs (confirmed: a partner of it was fast with someone else);
+- an HCA whose ib_write_bw between the two nodes of a slow pair is below the link's gate while the
+  node's other HCAs are not;
+- a node whose ranks used TCP sockets, or (on sizes built for it) an RDMA connection without
+  GPUDirect RDMA, in its pair runs, as NCCL's INFO lines in those runs say (verify.transport; the
+  same rules as the all-nodes verdict's). When every node checked shows it, it is a note instead:
+  fabric-wide, not one node.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import catalog
+from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
+from verify.verdict import Verdict
+
+# When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
+DOCTOR_MODES = ("auto", "always", "never")
+# Partners per node in the pairwise rounds: 3 tells up to two bad nodes apart from good ones
+# (module docstring). Each round is one 2-node all-reduce per pair, all pairs at once.
+PAIR_PARTNERS = 3
+# A pair is also slow when it is this far below the median pair: catches an outlier where the catalog
+# has no 2-node figure, or where every pair clears a (derived) threshold but one is far behind.
+# A healthy fabric's pairs sit within a few percent of each other; 80 % is well outside that.
+RELATIVE_SLOW_FRACTION = 0.8
+# An HCA's ib_write_bw is singled out only when it is also this far below the median of the HCAs
+# measured between the same two nodes (with at least `MIN_HCAS_TO_COMPARE` of them): a host-memory
+# test that is slow on every HCA points at the host, not at one HCA.
+MIN_HCAS_TO_COMPARE = 3
+
+
+# --- planning ---------------------------------------------------------------------------------
+def plan_pairs(nodes: int, partners: int = PAIR_PARTNERS) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Rounds of disjoint node-index pairs, each node meeting up to `partners` distinct partners.
+
+    The first rounds of the circle method: node 0 stays, the others rotate; odd N gets a bye slot
+    (the node drawn against it sits the round out) and one extra round, so that every node still
+    meets `partners` partners. N < 3: no rounds (N = 2: the all-nodes run is the only pair)."""
+    if nodes < 3:
+        return ()
+    slots = nodes + (nodes % 2)  # index `nodes` is the bye
+    rounds_wanted = min(partners + (nodes % 2), slots - 1)
+    ring = list(range(slots))
+    rounds = []
+    for _ in range(rounds_wanted):
+        pairs = []
+        for i in range(slots // 2):
+            a, b = ring[i], ring[slots - 1 - i]
+            if nodes not in (a, b):
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(tuple(sorted(pairs)))
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return tuple(rounds)
+
+
+def rounds_env(rounds: Sequence[Sequence[tuple[int, int]]]) -> str:
+    """The plan as the launcher reads it (DOCTOR_PAIR_ROUNDS): rounds split by ';', pairs by ' ',
+    node indices (the hostfile's order) by '-', e.g. "0-3 1-2;0-2 1-3"."""
+    return ";".join(" ".join(f"{a}-{b}" for a, b in r) for r in rounds)
+
+
+# --- what the checks measured -------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeCheck:
+    host: str
+    ports: tuple[HcaPort, ...] | None = None  # None: not listed (check skipped or cut off)
+    gpus: int | None = None
+    allreduce_busbw_gbps: float | None = None  # the single-node all-reduce at its largest size
+    allreduce_failure: str | None = None  # why that run gave no usable figure
+
+
+@dataclass(frozen=True)
+class PairRun:
+    round: int  # 0: the all-nodes run of a 2-node job
+    hosts: tuple[str, str]
+    busbw_gbps: float | None  # at the largest size
+    failure: str | None = None  # why there is no usable figure (errors, no rows, wrong data)
+    # What NCCL's INFO lines in the run say (verify.transport; None: it printed none): the one-line
+    # summary, and the pair's hosts whose ranks used TCP sockets, or an RDMA connection without GDRDMA.
+    transport: str | None = None
+    socket_hosts: tuple[str, ...] = ()
+    no_gdr_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HcaBandwidth:
+    hosts: tuple[str, str]  # (client, server)
+    device: str  # the same device name on both ends
+    bw_gbits: float | None  # ib_write_bw BW average at the largest size
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What a healthy node and pair deliver: the catalog's figures, each with its source."""
+
+    vm_size: str | None = None  # None: no SKU given; only the pairs are compared, with each other
+    gpus_per_node: int | None = None
+    hcas_per_node: int | None = None
+    link_gbits: float | None = None
+    ib_generation: str | None = None
+    node_allreduce_gbps: float | None = None  # single node, all GPUs (Azure's check_nccl_allreduce)
+    node_allreduce_source: str | None = None
+    pair_threshold_gbps: float | None = None  # 2-node all-reduce FAIL line
+    pair_threshold_source: str | None = None
+    pair_threshold_derived: bool = False  # below a derived line is WARN, not FAIL (verify.verdict)
+    hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
+    hca_source: str | None = None
+    expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
+
+    @classmethod
+    def for_sku(cls, sku: catalog.Sku, pair_threshold_gbps: float | None = None) -> Expectations:
+        """`pair_threshold_gbps`: the user's threshold override (it replaces the catalog's, as in
+        verify.verdict)."""
+        pair = sku.allreduce_expectation(2)
+        node = sku.allreduce_1_node
+        return cls(
+            vm_size=sku.vm_size, gpus_per_node=sku.gpus_per_vm, hcas_per_node=sku.ib_hcas_per_vm,
+            link_gbits=float(sku.ib_link_gbits), ib_generation=sku.ib_generation,
+            node_allreduce_gbps=node.threshold_gbps if node else None,
+            node_allreduce_source=node.source if node else None,
+            pair_threshold_gbps=pair_threshold_gbps if pair_threshold_gbps is not None else (
+                pair.threshold_gbps if pair else None),
+            pair_threshold_source="threshold override" if pair_threshold_gbps is not None else (
+                pair.source if pair else None),
+            pair_threshold_derived=pair_threshold_gbps is None and bool(pair and pair.derived),
+            hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
+            hca_source=sku.p2p.source if sku.p2p else None,
+            expects_gdr=sku.expects_gpudirect_rdma,
+        )
+
+
+@dataclass(frozen=True)
+class Suspect:
+    host: str
+    hca: str | None
+    reason: str
+    evidence: dict[str, Any]
+    verdict: Verdict = Verdict.FAIL
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "hca": self.hca, "reason": self.reason, "evidence": self.evidence,
+                "verdict": self.verdict.value}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    suspects: tuple[Suspect, ...]
+    notes: tuple[str, ...] = ()  # what the checks found that names no one (e.g. every pair slow)
+    slow_pairs: tuple[PairRun, ...] = field(default_factory=tuple)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The worst suspect's verdict (PASS when there is none)."""
+        return max((s.verdict for s in self.suspects), key=lambda v: v.severity, default=Verdict.PASS)
+
+
+# --- judging --------------------------------------------------------------------------------------
+def _round2(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
+    found: list[Suspect] = []
+    if node.ports is not None:
+        ib = infiniband_ports(node.ports)
+        listed = [p.name for p in ib]
+        if exp.hcas_per_node is not None and len(ib) < exp.hcas_per_node:
+            found.append(Suspect(
+                node.host, None,
+                f"{len(ib)} of {exp.hcas_per_node} InfiniBand HCA ports visible ({exp.vm_size} has "
+                f"{exp.hcas_per_node}): a missing HCA, or the RDMA device plugin does not expose them all",
+                {"infiniband_ports": listed, "expected_hcas": exp.hcas_per_node}))
+        for p in ib:
+            evidence = {"state": p.state, "phys_state": p.phys_state, "rate": p.rate_text,
+                        "rate_gbits": p.rate_gbits, "expected_rate_gbits": exp.link_gbits}
+            if p.state is not None and p.state.upper() != ACTIVE:
+                found.append(Suspect(node.host, p.device, f"port {p.name} is {p.state}"
+                                     + (f" ({p.phys_state})" if p.phys_state else "") + ", not ACTIVE", evidence))
+            elif p.phys_state is not None and p.phys_state != LINK_UP:
+                found.append(Suspect(node.host, p.device, f"port {p.name} physical state is {p.phys_state}, "
+                                     f"not LinkUp", evidence))
+            elif p.rate_gbits is not None and exp.link_gbits is not None and p.rate_gbits < exp.link_gbits:
+                found.append(Suspect(
+                    node.host, p.device,
+                    f"port {p.name} runs at {p.rate_gbits:g} Gb/s, expected {exp.link_gbits:g} "
+                    f"({exp.ib_generation}): a degraded link (cable, transceiver or switch port)", evidence))
+    if node.gpus is not None and exp.gpus_per_node is not None and node.gpus < exp.gpus_per_node:
+        found.append(Suspect(node.host, None,
+                             f"{node.gpus} of {exp.gpus_per_node} GPUs listed by nvidia-smi -L",
+                             {"gpus": node.gpus, "expected_gpus": exp.gpus_per_node}))
+    if node.allreduce_failure:
+        found.append(Suspect(node.host, None,
+                             f"single-node all-reduce (NVLink, no fabric) failed: {node.allreduce_failure}",
+                             {"failure": node.allreduce_failure}))
+    elif (node.allreduce_busbw_gbps is not None and exp.node_allreduce_gbps is not None
+          and node.allreduce_busbw_gbps < exp.node_allreduce_gbps):
+        found.append(Suspect(
+            node.host, None,
+            f"single-node all-reduce {node.allreduce_busbw_gbps:.2f} GB/s is below {exp.node_allreduce_gbps:g} GB/s: "
+            f"a GPU or NVLink problem on this node, not the fabric",
+            {"busbw_gbps": _round2(node.allreduce_busbw_gbps), "threshold_gbps": exp.node_allreduce_gbps,
+             "source": exp.node_allreduce_source}))
+    return found
+
+
+def classify_pairs(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[PairRun], list[PairRun], float | None]:
+    """(slow, fast, median busbw). Slow: failed, below the 2-node threshold, or below
+    RELATIVE_SLOW_FRACTION of the median pair."""
+    measured = [p.busbw_gbps for p in pairs if p.busbw_gbps is not None and not p.failure]
+    median = statistics.median(measured) if measured else None
+    slow, fast = [], []
+    for p in pairs:
+        bad = (p.failure is not None or p.busbw_gbps is None
+               or (exp.pair_threshold_gbps is not None and p.busbw_gbps < exp.pair_threshold_gbps)
+               or (median is not None and len(measured) >= 3 and p.busbw_gbps < RELATIVE_SLOW_FRACTION * median))
+        (slow if bad else fast).append(p)
+    return slow, fast, median
+
+
+def _pair_dict(p: PairRun) -> dict[str, Any]:
+    out: dict[str, Any] = {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": _round2(p.busbw_gbps)}
+    if p.failure:
+        out["failure"] = p.failure
+    if p.transport:
+        out["transport"] = p.transport
+    return out
+
+
+def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Suspect], list[str], list[PairRun]]:
+    slow, fast, median = classify_pairs(pairs, exp)
+    if not slow:
+        return [], [], []
+    notes: list[str] = []
+    if not fast:
+        hosts = sorted({h for p in pairs for h in p.hosts})
+        if len(hosts) == 2:
+            notes.append(f"the only pair ({', '.join(hosts)}) is slow: two nodes cannot be told apart by "
+                         f"pairwise runs; see the per-node checks and the per-HCA ib_write_bw")
+        else:
+            notes.append(f"all {len(pairs)} pairs are slow: the cause is not one node (fabric-wide: the "
+                         f"transport NCCL used, a setting, the switches, or the expectation)")
+        return [], notes, slow
+    cleared = {h for p in fast for h in p.hosts}
+    below_published = exp.pair_threshold_gbps is not None and not exp.pair_threshold_derived
+    suspects: list[Suspect] = []
+    for host in sorted({h for p in slow for h in p.hosts} - cleared):
+        mine = [p for p in pairs if host in p.hosts]
+        partners = sorted({h for p in mine for h in p.hosts if h != host})
+        vouched = [h for h in partners if h in cleared]
+        evidence = {
+            "slow_pairs": [_pair_dict(p) for p in mine],
+            "partners_fast_elsewhere": [_pair_dict(p) for p in fast if set(p.hosts) & set(vouched)],
+            "pair_threshold_gbps": exp.pair_threshold_gbps,
+            "pair_threshold_source": exp.pair_threshold_source,
+            "median_pair_busbw_gbps": _round2(median),
+        }
+        figures = ", ".join(f"{'+'.join(p.hosts)} {p.busbw_gbps:.2f}" if p.busbw_gbps is not None and not p.failure
+                            else f"{'+'.join(p.hosts)} failed" for p in mine)
+        all_below_threshold = all(p.failure or p.busbw_gbps is None or (
+            exp.pair_threshold_gbps is not None and p.busbw_gbps < exp.pair_threshold_gbps) for p in mine)
+        verdict = Verdict.FAIL if below_published and all_below_threshold else Verdict.WARN
+        if vouched:
+            reason = (f"every pair with this node is slow ({figures} GB/s) while its partner(s) "
+                      f"{', '.join(vouched)} are fast with other nodes: the node common to the slow pairs")
+        else:
+            reason = (f"every pair with this node is slow ({figures} GB/s) and none of its partners was "
+                      f"cleared: this node or its partners ({', '.join(partners)})")
+            verdict = Verdict.WARN
+        suspects.append(Suspect(host, None, reason, evidence, verdict))
+    for p in slow:
+        if set(p.hosts) <= cleared:
+            notes.append(f"pair {'+'.join(p.hosts)} (round {p.round}) is slow although both nodes are fast with "
+                         f"others: the path between them (switch, cable) rather than either node")
+    return suspects, notes, slow
+
+
+def _hca_suspects(bws: Sequence[HcaBandwidth], exp: Expectations, blamed: set[str],
+                  cleared: set[str], degraded: dict[str, set[str]]) -> tuple[list[Suspect], list[str]]:
+    """Per-HCA ib_write_bw between two nodes: a slow HCA is on one of the two ends. The end is the
+    one whose sysfs shows that HCA degraded, else the end other evidence blames (or does not clear)."""
+    suspects: list[Suspect] = []
+    notes: list[str] = []
+    by_pair: dict[tuple[str, str], list[HcaBandwidth]] = {}
+    for b in bws:
+        by_pair.setdefault(b.hosts, []).append(b)
+    for hosts, runs in sorted(by_pair.items()):
+        values = [r.bw_gbits for r in runs if r.bw_gbits is not None and not r.failure]
+        median = statistics.median(values) if values else None
+        for r in runs:
+            slow = r.failure is not None or r.bw_gbits is None or (
+                exp.hca_gbits is not None and r.bw_gbits < exp.hca_gbits
+                and (len(values) < MIN_HCAS_TO_COMPARE or (
+                    median is not None and r.bw_gbits < RELATIVE_SLOW_FRACTION * median)))
+            if not slow:
+                continue
+            ends = [h for h in hosts if r.device in degraded.get(h, set())]
+            if not ends:
+                ends = [h for h in hosts if h in blamed] or [h for h in hosts if h not in cleared] or list(hosts)
+            if r.failure or r.bw_gbits is None:
+                figure = f"failed ({r.failure or 'no result'})"
+            else:
+                figure = f"{r.bw_gbits:.1f} Gb/s, below {exp.hca_gbits:g}" + (
+                    f" while the other HCAs reach {median:.1f}" if len(values) >= MIN_HCAS_TO_COMPARE else "")
+            evidence = {"hosts": list(hosts), "device": r.device, "bw_gbits": _round2(r.bw_gbits),
+                        "threshold_gbits": exp.hca_gbits, "source": exp.hca_source,
+                        "median_of_hcas_gbits": _round2(median)}
+            if r.failure:
+                evidence["failure"] = r.failure
+            which = "" if len(ends) == 1 else f" (one of {', '.join(ends)}: both ends are equally suspect)"
+            for host in ends:
+                suspects.append(Suspect(host, r.device, f"ib_write_bw over {r.device} between {hosts[0]} and "
+                                                        f"{hosts[1]}: {figure}{which}", evidence))
+        all_slow = exp.hca_gbits is not None and len(values) >= MIN_HCAS_TO_COMPARE and all(
+            v < exp.hca_gbits for v in values)
+        if all_slow and median is not None and min(values) >= RELATIVE_SLOW_FRACTION * median:
+            notes.append(f"every HCA between {hosts[0]} and {hosts[1]} is below {exp.hca_gbits:g} Gb/s "
+                         f"(median {median:.1f}): a host-side limit, not one HCA")
+    return suspects, notes
+
+
+def _transport_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Suspect], list[str]]:
+    """Hosts whose ranks used sockets (or RDMA without GPUDirect where the size expects it) in their
+    pair runs; a note instead when every host whose runs logged a transport shows it."""
+    rules = [("socket_hosts", "NCCL used TCP sockets, not RDMA, in its pair runs",
+              "check its worker pod's RDMA resource and the HCAs NCCL found (NET/IB : No device found)")]
+    if exp.expects_gdr:
+        rules.append(("no_gdr_hosts", "an inter-node connection ran without GPUDirect RDMA in its pair runs",
+                      "check nvidia-peermem / dma-buf on this node (the GPU Operator's driver.rdma)"))
+    checked = {h for p in pairs if p.transport for h in p.hosts}
+    suspects: list[Suspect] = []
+    notes: list[str] = []
+    for attr, what, check in rules:
+        hit = {h for p in pairs for h in getattr(p, attr)}
+        if not hit:
+            continue
+        if hit >= checked:
+            notes.append(f"every node checked ({len(checked)}): {what.replace('its pair runs', 'the pair runs')}; "
+                         f"fabric-wide (a setting, the network operator's policy), not one node")
+            continue
+        for host in sorted(hit):
+            mine = [p for p in pairs if host in getattr(p, attr)]
+            suspects.append(Suspect(host, None, f"{what} ({', '.join('+'.join(p.hosts) for p in mine)}): {check}",
+                                    {"pairs": [_pair_dict(p) for p in mine]}))
+    return suspects, notes
+
+
+def diagnose(nodes: Sequence[NodeCheck], pairs: Sequence[PairRun], hca_bws: Sequence[HcaBandwidth],
+             exp: Expectations) -> Diagnosis:
+    """Every suspect the checks support, with the figures behind it."""
+    suspects: list[Suspect] = []
+    for node in nodes:
+        suspects += _node_suspects(node, exp)
+    pair_suspects, notes, slow = _pair_suspects(pairs, exp)
+    suspects += pair_suspects
+    transport_suspects, transport_notes = _transport_suspects(pairs, exp)
+    suspects += transport_suspects
+    notes += transport_notes
+    _, fast, _ = classify_pairs(pairs, exp)
+    cleared = {h for p in fast for h in p.hosts}
+    degraded = {}
+    for s in suspects:
+        if s.hca:
+            degraded.setdefault(s.host, set()).add(s.hca)
+    blamed = {s.host for s in suspects}
+    hca_suspects, hca_notes = _hca_suspects(hca_bws, exp, blamed, cleared, degraded)
+    # an HCA already named from its sysfs state keeps that finding; the bandwidth adds evidence
+    for s in hca_suspects:
+        same = next((i for i, t in enumerate(suspects) if (t.host, t.hca) == (s.host, s.hca)), None)
+        if same is None:
+            suspects.append(s)
+        else:
+            t = suspects[same]
+            suspects[same] = Suspect(t.host, t.hca, t.reason, {**t.evidence, "ib_write_bw": s.evidence}, t.verdict)
+    order = {h: i for i, h in enumerate(n.host for n in nodes)}
+    suspects.sort(key=lambda s: (order.get(s.host, len(order)), s.host, s.hca or ""))
+    return Diagnosis(tuple(suspects), tuple(notes + hca_notes), tuple(slow))

@@ -1,0 +1,123 @@
+"""The fabric doctor in the report: read its sections from a launcher log, name the suspects, and
+fold them into the all-reduce's verdict (the overall verdict is the worst finding).
+
+JSON keys added to `python -m verify` output (public: the stack exports `suspects` as fabricSuspects):
+- `suspects`: a list of {host, hca (or null), reason, evidence, verdict};
+- `doctor`: {mode, ran, reason, finished, elapsed_s, budget_s, notes, pairs, hca_bw, skipped}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import catalog
+from verify import sections
+from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
+from verify.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class DoctorAssessment:
+    run: sections.DoctorRun
+    diagnosis: Diagnosis
+    expectations: Expectations
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.diagnosis.verdict
+
+    def reasons(self) -> list[tuple[Verdict, str]]:
+        out = [(s.verdict, f"suspect {s.host}" + (f" {s.hca}" if s.hca else "") + f": {s.reason}")
+               for s in self.diagnosis.suspects]
+        if self.run.ran and not self.run.finished:
+            out.append((Verdict.WARN, "the fabric doctor did not finish (no doctor-end marker): the job's deadline "
+                                      "or the doctor's time budget cut it short; its findings are partial"))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "mode": run.mode,
+            "ran": run.ran,
+            "reason": sections.REASONS.get(run.reason or "", run.reason),
+            "decision": run.decision or None,
+            "finished": run.finished,
+            "elapsed_s": run.elapsed_s,
+            "budget_s": run.budget_s,
+            "nodes_checked": [n.host for n in run.nodes],
+            "pairs": [_pair(p) for p in run.pairs],
+            "slow_pairs": [_pair(p) for p in self.diagnosis.slow_pairs],
+            "hca_bw": [{"hosts": list(b.hosts), "hca": b.device, "bw_gbits": b.bw_gbits, "failure": b.failure}
+                       for b in run.hca_bws],
+            "skipped": [dict(s) for s in run.skipped],
+            "notes": list(self.diagnosis.notes),
+        }
+
+
+def _pair(p: PairRun) -> dict[str, Any]:
+    return {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": p.busbw_gbps, "failure": p.failure,
+            "transport": p.transport}
+
+
+def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
+    if not sku:
+        return Expectations(pair_threshold_gbps=threshold_gbps,
+                            pair_threshold_source="threshold override" if threshold_gbps is not None else None)
+    try:
+        return Expectations.for_sku(catalog.lookup(sku), threshold_gbps)
+    except KeyError:
+        return Expectations(pair_threshold_gbps=threshold_gbps)
+
+
+def assess(log: str, *, sku: str | None, threshold_gbps: float | None) -> DoctorAssessment:
+    """The doctor's findings in `log`. A 2-node run's all-nodes section is its one pair (round 0),
+    so that the per-HCA figures and the per-node checks have a slow pair to explain."""
+    parts = sections.split(log)
+    run = sections.read_doctor(parts)
+    exp = expectations(sku, threshold_gbps)
+    pairs = list(run.pairs)
+    if run.ran and not pairs:
+        allreduce = next((s for s in parts if s.name == sections.ALLREDUCE), None)
+        if allreduce is not None and len(allreduce.hosts()) == 2:
+            a, b = allreduce.hosts()
+            pairs.append(sections.pair_run(0, (a, b), allreduce.text))
+    return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp), exp)
+
+
+def merge(out: dict[str, Any], assessment: DoctorAssessment) -> dict[str, Any]:
+    """`out` (verify.report.summary's dict) with `suspects` and `doctor` added, and the verdict and
+    reasons raised to the worst finding."""
+    findings = assessment.reasons()
+    current = Verdict(out["verdict"]) if out.get("verdict") in Verdict.__members__ else Verdict.UNKNOWN
+    worst = max([current, *(v for v, _ in findings)], key=lambda v: v.severity)
+    out = dict(out)
+    out["verdict"] = worst.value
+    out["reasons"] = list(out.get("reasons") or []) + [r for _, r in sorted(findings, key=lambda f: -f[0].severity)]
+    out["suspects"] = [s.as_dict() for s in assessment.diagnosis.suspects]
+    out["doctor"] = assessment.as_dict()
+    return out
+
+
+def text(assessment: DoctorAssessment) -> str:
+    """The doctor's block of the readable report."""
+    run = assessment.run
+    if run.mode is None:
+        return ""
+    lines = ["", f"fabric doctor ({run.mode}): " + ("ran" if run.ran else "did not run")
+             + f" - {sections.REASONS.get(run.reason or '', run.reason or '')}"]
+    if run.ran:
+        took = f"{run.elapsed_s} s" if run.elapsed_s is not None else "unfinished"
+        lines.append(f"  checked {len(run.nodes)} node(s), {len(run.pairs)} pair run(s), "
+                     f"{len(run.hca_bws)} HCA ib_write_bw run(s); took {took}"
+                     + (f" of a {run.budget_s} s budget" if run.budget_s else ""))
+        for s in run.skipped:
+            lines.append("  skipped: " + " ".join(f"{k}={v}" for k, v in s.items()))
+    for s in assessment.diagnosis.suspects:
+        lines.append(f"  SUSPECT {s.host}" + (f" {s.hca}" if s.hca else "") + f" [{s.verdict.value}]: {s.reason}")
+    for n in assessment.diagnosis.notes:
+        lines.append(f"  note: {n}")
+    if run.ran and not assessment.diagnosis.suspects:
+        lines.append("  no node or HCA named" + ("" if assessment.diagnosis.notes else
+                                                  ": every node, pair and HCA checked is within its expectation"))
+    return "\n".join(lines) + "\n"
