@@ -126,8 +126,14 @@ def test_healthy_cluster_under_auto_runs_no_doctor_and_names_no_one(tmp_path, en
 
 
 # --- done when: a log whose pairs show one slow node names that node --------------------------------
-def test_one_slow_node_among_four_is_named(tmp_path, env4):
-    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+@pytest.fixture(scope="module")
+def slow_node_2(tmp_path_factory, env4) -> Run:
+    """Four nodes, host 2's fabric slow: one launcher run that two tests read (it is the longest here)."""
+    return run(tmp_path_factory.mktemp("slow-node-2"), env4, 4, STUB_SLOW_HOSTS=host(2))
+
+
+def test_one_slow_node_among_four_is_named(slow_node_2):
+    r = slow_node_2
     assert r.done.returncode == 0, r.done.stderr
     (decision,) = r.named(sections.DOCTOR)
     assert (decision.attrs["run"], decision.attrs["reason"]) == ("yes", "allreduce-below-pass-line")
@@ -251,8 +257,8 @@ def nccl_info_lines(section: sections.Section) -> list[str]:
     return [line for line in section.text.splitlines() if " NCCL INFO " in line and not line.startswith("[nccl-")]
 
 
-def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(tmp_path, env4):
-    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(slow_node_2):
+    r = slow_node_2
     (allreduce,) = r.named(sections.ALLREDUCE)
     pairs = r.named(sections.PAIR)
     assert all(line.startswith("[1,") for line in nccl_info_lines(allreduce))  # --tag-output, untouched
