@@ -6,7 +6,7 @@
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
   STUB_DIR/hosts/HOST (so the launcher's own sysfs listing code runs for real).
 - `mpirun` records its argv (mpirun.args: the all-nodes run's, the last one; mpirun.calls: every
-  call, one JSON list a line), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
+  call, a line each, its arguments separated by NUL: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
   INFO lines when NCCL_DEBUG is INFO (the job's, unless an `-x NCCL_DEBUG=...` overrides it): each
   host's network (IB with 8 HCAs; Socket for hosts in STUB_SOCKET_HOSTS), four inter-node channels
   per ring edge (without GDRDMA for hosts in STUB_NO_GDR_HOSTS) and intra-node P2P noise, in the
@@ -25,20 +25,25 @@ import os
 import sys
 from pathlib import Path
 
+# Only os and sys (no json, pathlib, shutil: their imports were most of each call's 25 ms of CPU, and the
+# doctor's tests call it about a hundred times).
 _MPIRUN = r'''
-import json, os, shutil, sys
-from pathlib import Path
-stub = Path(os.environ["STUB_DIR"])
+import os, sys
+stub = os.environ["STUB_DIR"]
 argv = sys.argv[1:]
-with open(stub / "mpirun.calls", "a") as f:
-    f.write(json.dumps(argv) + "\n")
+with open(os.path.join(stub, "mpirun.calls"), "a") as f:
+    f.write("\0".join(argv) + "\n")
 if "--hostfile" in argv:  # the all-nodes run (the doctor's runs name --host)
-    (stub / "mpirun.args").write_text("\n".join(argv) + "\n")
+    with open(os.path.join(stub, "mpirun.args"), "w") as f:
+        f.write("\n".join(argv) + "\n")
 def flag(name):
     return argv[argv.index(name) + 1] if name in argv else None
 if flag("--hostfile"):
-    shutil.copy(flag("--hostfile"), stub / "hostfile")
-    hosts = [line.split()[0] for line in open(flag("--hostfile")) if line.strip()]
+    with open(flag("--hostfile")) as f:
+        hostfile = f.read()
+    with open(os.path.join(stub, "hostfile"), "w") as f:
+        f.write(hostfile)
+    hosts = [line.split()[0] for line in hostfile.splitlines() if line.strip()]
 else:
     hosts = [h.split(":")[0] for h in flag("--host").split(",")]
 code = int(os.environ.get("MPIRUN_EXIT", "0"))
@@ -150,6 +155,11 @@ echo " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate
 echo " 8388608    5000             $bw             $bw             0.005850"
 echo "$rule"
 '''
+
+
+def calls(root: Path) -> list[list[str]]:
+    """Every mpirun call's arguments, in order."""
+    return [line.split("\0") for line in (root / "mpirun.calls").read_text().splitlines()]
 
 
 def install(root: Path) -> Path:

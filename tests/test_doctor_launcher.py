@@ -67,7 +67,7 @@ class Run:
 
     @property
     def calls(self) -> list[list[str]]:
-        return [json.loads(line) for line in (self.root / "mpirun.calls").read_text().splitlines()]
+        return launcher_stubs.calls(self.root)
 
     def named(self, name: str) -> list[sections.Section]:
         return [s for s in self.sections if s.name == name]
