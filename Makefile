@@ -63,9 +63,11 @@ reference: venv helm ## download the upstream reference material the fidelity te
 # The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
 # on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
 # tests/test_checkov.py). In file order: the heavy files are spread through it, none at the very end.
+# Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: otherwise
+# each worker and each Python the tests start compiles the project's modules and tests again (~3 s CPU).
 TEST_WORKERS ?= auto
 test: venv tools scan-venv helm ## the whole test suite, offline, on every core
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
 synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]
