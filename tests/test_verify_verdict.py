@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,7 @@ def test_healthy_transport_with_azures_real_table_passes(reference):
 
 @pytest.mark.parametrize("sku", ND_SIZES)
 def test_ib_without_gdrdma_fails_with_the_gpudirect_reason(sku):
-    busbw = 187.0 if sku == "Standard_ND96asr_v4" else 380.0
+    busbw = catalog.lookup(sku).allreduce_expectation(2).baseline_gbps
     j = judge(parse(launcher_log(worker_hosts(2), 8, gdr=False, busbw_gbps=busbw)), sku=sku, nodes=2)
     assert j.verdict is Verdict.FAIL
     (gdr,) = [r for r in j.reasons if r.startswith("GPUDirect RDMA was not used")]
@@ -290,7 +291,7 @@ def test_a_single_node_run_keeps_unknown_and_says_no_inter_node_channel():
 
 @pytest.mark.parametrize("busbw, verdict", [
     (_H100_FLOOR - 1, Verdict.FAIL),
-    (157.11, Verdict.WARN),  # NVIDIA's own untuned AKS run (catalog.SRC_AICR_H100_AKS): IB worked
+    (157.11, Verdict.WARN),  # NVIDIA's own AKS run, settings unknown (catalog.SRC_AICR_H100_AKS): IB worked
     (_H100_2.baseline_gbps, Verdict.PASS),
 ])
 def test_the_floor_under_a_derived_threshold(busbw, verdict):
@@ -302,6 +303,19 @@ def test_the_floor_under_a_derived_threshold(busbw, verdict):
     assert j.fail_below_gbps == pytest.approx(_H100_FLOOR)
     if verdict is Verdict.FAIL:
         assert f"below 35% of the baseline {_H100_2.baseline_gbps:g} GB/s" in j.reasons[0]
+
+
+def test_the_floor_figures_quoted_in_the_code_and_docs_are_the_catalogs():
+    """The 35 % floor's comment and docs/fabric-test.md quote it in GB/s per derived size: those
+    figures, and the baseline the comment names, follow the catalog."""
+    comment = (Path(__file__).resolve().parent.parent / "verify" / "verdict.py").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "fabric-test.md").read_text()
+    assert f"of the derived {_H100_2.baseline_gbps:g} GB/s baseline" in comment
+    quoted = dict(re.findall(r"for (ND H[12]00 v5)(?: that is)? (\d+) GB/s", doc))
+    for family, size in (("ND H100 v5", "Standard_ND96isr_H100_v5"), ("ND H200 v5", H200)):
+        floor = catalog.lookup(size).allreduce_expectation(2).baseline_gbps * FLOOR_FRACTION_OF_BASELINE
+        assert f"{family} {floor:.1f} GB/s" in comment
+        assert quoted[family] == f"{floor:.0f}", family
 
 
 def test_the_floor_does_not_soften_a_published_threshold():
