@@ -54,7 +54,8 @@
 #   DOCTOR_PAIR_ROUNDS     rounds of node-index pairs, "0-3 1-2;0-2 1-3" (verify.doctor.plan_pairs)
 #   DOCTOR_PAIR_ARGS       all_reduce_perf arguments of a pair run
 #   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
-#   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw; empty: none
+#   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw: where a 2-node
+#                          verdict starts to PASS (verify.doctor.Expectations.pair_slow_below_gbps); empty: none
 #   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw (default 2)
 #   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time (default 16): each is an
 #                          mpirun in this pod, which requests one core

@@ -88,6 +88,26 @@ def test_below_a_published_pair_threshold_the_suspect_fails():
     assert s.evidence["pair_threshold_gbps"] == 180.0
 
 
+def test_a_pair_is_slow_where_a_two_node_verdict_would_not_pass():
+    """The slow-pair line follows verify.verdict's pass line: on ND A100 v4 (published) a pair in the
+    WARN band is slow and its node a WARN suspect; on ND H100 v5 (derived: no WARN band) a pair just
+    above the threshold is not slow."""
+    a100 = A100.allreduce_expectation(2)
+    in_band = (a100.threshold_gbps + a100.baseline_gbps * 0.97) / 2
+    found = doctor.diagnose([], run_plan(8, {5}, healthy=a100.baseline_gbps, slow=in_band), [],
+                            Expectations.for_sku(A100))
+    (s,) = found.suspects
+    assert s.host == hosts(8)[5] and s.verdict is Verdict.WARN
+    h100 = H100.allreduce_expectation(2)
+    just_above = h100.threshold_gbps + 0.5
+    assert just_above < h100.baseline_gbps * 0.97  # where the WARN band would have been
+    slow, fast, _ = doctor.classify_pairs(run_plan(4, set(), healthy=just_above), Expectations.for_sku(H100))
+    assert slow == [] and len(fast) == 6
+    # the user's threshold replaces the catalog's, WARN band and all
+    over = Expectations.for_sku(A100, pair_threshold_gbps=a100.threshold_gbps - 5)
+    assert over.pair_slow_below_gbps == a100.threshold_gbps - 5
+
+
 def test_one_bad_node_among_two_is_named_by_its_own_checks():
     """Two nodes: the one pair is slow, pairwise runs cannot choose; the HCA listing can."""
     a, b = hosts(2)

@@ -37,7 +37,7 @@ from typing import Any
 
 import catalog
 from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
-from verify.verdict import Verdict
+from verify.verdict import Verdict, pass_line_gbps
 
 # When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
 DOCTOR_MODES = ("auto", "always", "never")
@@ -129,6 +129,9 @@ class Expectations:
     pair_threshold_gbps: float | None = None  # 2-node all-reduce FAIL line
     pair_threshold_source: str | None = None
     pair_threshold_derived: bool = False  # below a derived line is WARN, not FAIL (verify.verdict)
+    # where a 2-node verdict starts to PASS (verify.verdict.pass_line_gbps: the FAIL line, or the WARN
+    # line above a published one); None: the FAIL line. A pair below it is slow.
+    pair_pass_gbps: float | None = None
     hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
     hca_source: str | None = None
     expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
@@ -149,10 +152,17 @@ class Expectations:
             pair_threshold_source="threshold override" if pair_threshold_gbps is not None else (
                 pair.source if pair else None),
             pair_threshold_derived=pair_threshold_gbps is None and bool(pair and pair.derived),
+            pair_pass_gbps=pass_line_gbps(pair, pair_threshold_gbps),
             hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
             hca_source=sku.p2p.source if sku.p2p else None,
             expects_gdr=sku.expects_gpudirect_rdma,
         )
+
+
+    @property
+    def pair_slow_below_gbps(self) -> float | None:
+        """A 2-node all-reduce below this is a slow pair (the launcher's DOCTOR_PAIR_SLOW_BELOW_GBPS)."""
+        return self.pair_pass_gbps if self.pair_pass_gbps is not None else self.pair_threshold_gbps
 
 
 @dataclass(frozen=True)
@@ -230,14 +240,15 @@ def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
 
 
 def classify_pairs(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[PairRun], list[PairRun], float | None]:
-    """(slow, fast, median busbw). Slow: failed, below the 2-node threshold, or below
-    RELATIVE_SLOW_FRACTION of the median pair."""
+    """(slow, fast, median busbw). Slow: failed, below where a 2-node verdict would PASS
+    (`Expectations.pair_slow_below_gbps`), or below RELATIVE_SLOW_FRACTION of the median pair."""
     measured = [p.busbw_gbps for p in pairs if p.busbw_gbps is not None and not p.failure]
     median = statistics.median(measured) if measured else None
+    line = exp.pair_slow_below_gbps
     slow, fast = [], []
     for p in pairs:
         bad = (p.failure is not None or p.busbw_gbps is None
-               or (exp.pair_threshold_gbps is not None and p.busbw_gbps < exp.pair_threshold_gbps)
+               or (line is not None and p.busbw_gbps < line)
                or (median is not None and len(measured) >= 3 and p.busbw_gbps < RELATIVE_SLOW_FRACTION * median))
         (slow if bad else fast).append(p)
     return slow, fast, median
@@ -278,6 +289,7 @@ def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Su
             "partners_fast_elsewhere": [_pair_dict(p) for p in fast if set(p.hosts) & set(vouched)],
             "pair_threshold_gbps": exp.pair_threshold_gbps,
             "pair_threshold_source": exp.pair_threshold_source,
+            "pair_slow_below_gbps": _round2(exp.pair_slow_below_gbps),
             "median_pair_busbw_gbps": _round2(median),
         }
         figures = ", ".join(f"{'+'.join(p.hosts)} {p.busbw_gbps:.2f}" if p.busbw_gbps is not None and not p.failure
