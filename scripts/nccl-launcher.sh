@@ -73,16 +73,35 @@ set -euo pipefail
 # "via COLLNET/..."), since each is its own channel; with the argument `once`, only the first of each
 # direction and path per host. Dropped: the rest of INFO (topology, tuning, intra-node P2P/SHM
 # channels, allocations). The last line counts both.
+# NCCL connects lazily (2.22+), so rank 0 may log between the first five columns of an nccl-tests
+# row and the rest ("  8589934592  2147483648  float  sum  -1HOST:PID:TID [0] NCCL INFO ..."): those
+# columns are printed as a line of their own (the row's rest follows on a later line, as it came),
+# and what follows them is filtered as any NCCL line. The root column is read as -1 first (all_reduce_perf's),
+# then as digits (verify/loglines.py ROW_COLUMNS reads it the same way).
 condense_nccl_log() {
   awk -v once="${1:-}" '
     BEGIN {
       KEEP = "^(NCCL version |Using network |NET/[^ ]+ : Using|NET/IB : No device found|NET/Plugin|" \
              "comm 0x[0-9a-f]+ rank [0-9]+ nRanks [0-9]+ nNodes )|GPU Direct RDMA"
       CONNECTION = "\\[(send|receive)\\] via "
+      TAG = "^\\[[0-9]+,[0-9]+\\]<std(out|err)>: ?"
+      ROW = "^[ \t]*[0-9]+[ \t]+[0-9]+[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]+"
     }
     {
       at = index($0, " NCCL INFO ")
       if (at == 0) { print; fflush(); next }
+      tag = ""; line = $0
+      if (match(line, TAG)) { tag = substr(line, 1, RLENGTH); line = substr(line, RLENGTH + 1) }
+      if (match(line, ROW)) {
+        columns = RLENGTH; root = substr(line, columns + 1); n = 0
+        if (substr(root, 1, 2) == "-1") n = 2
+        else if (match(root, /^[0-9]+/)) n = RLENGTH
+        if (n) {
+          print tag substr(line, 1, columns + n); fflush()
+          $0 = tag substr(line, columns + n + 1)
+          at = index($0, " NCCL INFO ")
+        }
+      }
       message = substr($0, at + 11)
       head = substr($0, 1, at)
       host = head
@@ -186,13 +205,18 @@ log "mpirun exited with status $rc"
 
 # --- the fabric doctor ---------------------------------------------------------------------------
 # busbw (out of place, GB/s) at the largest size of an all_reduce_perf output; nothing when there is
-# no row or a row has #wrong > 0. Lines may carry mpirun --tag-output's "[job,rank]<stdout>:".
+# no row or a row has #wrong > 0. Lines may carry mpirun --tag-output's "[job,rank]<stdout>:". A row
+# may come in two pieces, its first five columns (alone, or with an NCCL line glued on) and, on a
+# later line, the rest (see condense_nccl_log).
 largest_busbw() {
-  awk '{ sub(/^\[[0-9]+,[0-9]+\]<std(out|err)>: ?/, "") }
-       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+$/ && NF >= 9 && $8 ~ /^[0-9.]+$/ {
-         if ($9 != "0" && $9 != "N/A") bad = 1
-         if ($1 + 0 >= max) { max = $1 + 0; bw = $8 }
+  awk 'function row(size, busbw, wrong) {
+         if (wrong != "0" && wrong != "N/A") bad = 1
+         if (size + 0 >= max) { max = size + 0; bw = busbw }
        }
+       { sub(/^\[[0-9]+,[0-9]+\]<std(out|err)>: ?/, "") }
+       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+/ && (NF == 5 || / NCCL (INFO|WARN) /) { head = $1; next }
+       head != "" && NF >= 8 && $1 ~ /^[0-9.]+$/ && $3 ~ /^[0-9.]+$/ { row(head, $3, $4); head = ""; next }
+       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+$/ && NF >= 9 && $8 ~ /^[0-9.]+$/ { row($1, $8, $9) }
        END { if (bw != "" && !bad) print bw }' "$1"
 }
 below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }

@@ -302,3 +302,19 @@ def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
 def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
     r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"
+
+
+def test_the_decision_reads_a_largest_row_split_by_a_glued_nccl_line(tmp_path, env2):
+    """NCCL (lazy connection, 2.22+) logs between the largest row's first five columns and the rest:
+    the launcher's filter splits them, and the auto decision still reads that row's busbw."""
+    slow = float(env2["DOCTOR_PASS_BUSBW_GBPS"]) / 2
+    size = 64 << 30  # above the stub's own rows: the largest
+    glued = tmp_path / "glued.out"
+    glued.write_text(
+        f"[1,0]<stdout>: {size:>12d}  {size // 4:>12d}     float     sum      -1{host(0).split('.')[0]}:1000:1001 [0] "
+        "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        f"[1,0]<stdout>:  100000.0  {slow:6.2f}  {slow:6.2f}      0  100000.0  {slow:6.2f}  {slow:6.2f}      0\n")
+    r = run(tmp_path, env2, 2, MPIRUN_OUTPUT=str(glued), DOCTOR_SECONDS="0", DOCTOR_HCA_PAIRS="0")  # decision only
+    assert r.done.returncode == 0, r.done.stderr
+    (decision,) = r.named(sections.DOCTOR)
+    assert (decision.attrs["reason"], float(decision.attrs["busbw_gbps"])) == ("allreduce-below-pass-line", slow)
