@@ -170,15 +170,23 @@ hostfile="$work/hostfile"
 for h in "${hosts[@]}"; do echo "$h slots=$GPUS_PER_NODE"; done >"$hostfile"
 
 np=$((NODES * GPUS_PER_NODE))
-forward=()
+forward=() node_forward=()
 while IFS= read -r var; do
   forward+=(-x "$var")
+  if [ "$var" != NCCL_TOPO_FILE ]; then node_forward+=(-x "$var"); fi
 done < <(compgen -e | grep -E '^(NCCL_|UCX_|SHARP_)' | sort)
 for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
-  if [ -n "${!var:-}" ]; then forward+=(-x "$var"); fi
+  if [ -n "${!var:-}" ]; then forward+=(-x "$var") node_forward+=(-x "$var"); fi
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
 read -r -a map_bind <<<"${MPI_MAP_BIND:--npernode $GPUS_PER_NODE --bind-to none}"
+# The doctor's single-node all-reduce as Azure's health check runs the one its gate was set with
+# (Azure/azurehpc-health-checks@0e0a1ac customTests/azure_nccl_allreduce.nhc: `--map-by
+# ppr:$gpu_count:node -bind-to numa`, `-x NCCL_TOPO_FILE=`): an empty NCCL_TOPO_FILE is how Azure fixed
+# spurious H100/H200 failures of exactly this check (issue #142, PR #143, commit 67ca751), so the
+# job's topology file is not forwarded to it. The job's other settings are.
+node_map_bind=(--map-by "ppr:$GPUS_PER_NODE:node" --bind-to numa)
+node_forward+=(-x NCCL_TOPO_FILE=)
 
 mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
   # "[JOB,RANK]<stdout>:" before every line: interleaved ranks stay attributable
@@ -259,18 +267,20 @@ transport_problem() {
     }' "$1"
 }
 
-# all_reduce_perf over the given hosts (all their GPUs), output to a file, bounded by the budget.
-# NCCL_DEBUG as the all-nodes run's (the job's), so that each run's transport is evidence too; the
-# filter keeps one connection line per host and path (condense_nccl_log once).
+# all_reduce_perf over the given hosts (all their GPUs), output to a file, bounded by the budget:
+# `node` (one host) as Azure's health check runs it (node_map_bind, node_forward), `pair` as the
+# all-nodes run. NCCL_DEBUG as the all-nodes run's (the job's), so that each run's transport is
+# evidence too; the filter keeps one connection line per host and path (condense_nccl_log once).
 allreduce_on() {
-  local out=$1 args=$2
-  shift 2
+  local kind=$1 out=$2 args=$3
+  shift 3
   local spec=() h status=0
   for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
-  local -a a
+  local -a a how=("${map_bind[@]}") env=("${forward[@]}")
+  if [ "$kind" = node ]; then how=("${node_map_bind[@]}") env=("${node_forward[@]}"); fi
   read -r -a a <<<"$args"
-  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${map_bind[@]}" \
-    --host "$(IFS=,; echo "${spec[*]}")" "${forward[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
+  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${how[@]}" \
+    --host "$(IFS=,; echo "${spec[*]}")" "${env[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
     status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     echo "# launcher: mpirun on $* exited with status $status (124: the doctor's time budget ran out)" >>"$out"
@@ -296,7 +306,7 @@ node_checks() {
     h=${hosts[i]}
     timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" >"$work/node.$i.hca" 2>&1 &
     timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L >"$work/node.$i.gpus" 2>&1 &
-    allreduce_on "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
+    allreduce_on node "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
   done
   wait || true
   for i in "${!hosts[@]}"; do
@@ -329,7 +339,7 @@ pair_rounds() {
     for pair in "${pairs[@]}"; do
       batch $((k++))
       a=${pair%-*} b=${pair#*-}
-      allreduce_on "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
+      allreduce_on pair "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
     done
     wait || true
     for pair in "${pairs[@]}"; do

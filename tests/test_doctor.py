@@ -204,7 +204,23 @@ def test_missing_gpus_and_a_slow_nvlink_run_are_named():
     assert exp.node_allreduce_gbps == 460.0 and "check_nccl_allreduce" in exp.node_allreduce_source
     found = doctor.diagnose([NodeCheck("w3", ndv5_ports(), 7, 300.0)], [], [], exp).suspects
     assert [s.reason.split(" ")[0] for s in found] == ["7", "single-node"]
-    assert found[1].evidence == {"busbw_gbps": 300.0, "threshold_gbps": 460.0, "source": exp.node_allreduce_source}
+    assert found[1].evidence == {"busbw_gbps": 300.0, "threshold_gbps": 460.0, "fail_below_gbps": 230.0,
+                                 "source": exp.node_allreduce_source}
+
+
+@pytest.mark.parametrize("busbw, failure, verdict", [
+    (430.0, None, Verdict.WARN),  # below Azure's gate (460): a suspect, not proof (a setting can do it)
+    (231.0, None, Verdict.WARN),
+    (229.0, None, Verdict.FAIL),  # below half the gate: NVLink is not working
+    (30.0, None, Verdict.FAIL),  # a GPU over PCIe
+    (None, "no result rows", Verdict.FAIL),
+    (470.0, None, None),
+])
+def test_the_single_node_all_reduce_is_a_warn_suspect_below_the_gate_and_fails_far_below(busbw, failure, verdict):
+    exp = Expectations.for_sku(H100)
+    assert exp.node_allreduce_gbps * doctor.NODE_ALLREDUCE_FAIL_FRACTION == 230.0
+    found = doctor.diagnose([NodeCheck("w3", ndv5_ports(), 8, busbw, failure)], [], [], exp).suspects
+    assert [s.verdict for s in found] == ([verdict] if verdict else [])
 
 
 # --- per-HCA ib_write_bw ------------------------------------------------------------------------

@@ -137,12 +137,19 @@ def test_one_slow_node_among_four_is_named(tmp_path, env4):
     node_runs = [c for c in r.calls[1:] if c[c.index("--host") + 1].count(",") == 0]
     assert sorted(c[c.index("--host") + 1] for c in node_runs) == sorted(f"{host(i)}:8" for i in range(4))
     assert all(c[c.index("-np") + 1] == "8" for c in node_runs)
-    # every doctor run as the all-nodes run: tagged, the size's map/bind, the job's environment
+    # every pair run as the all-nodes run: tagged, the size's map/bind, the job's environment
     # (NCCL_DEBUG=INFO: each run's transport is evidence too)
     all_nodes = r.calls[0]
-    for c in r.calls[1:]:
+    assert "NCCL_TOPO_FILE" in forwarded(all_nodes)  # the job mounts ND v5's topology file
+    pair_runs = [c for c in r.calls[1:] if c not in node_runs]
+    for c in pair_runs:
         assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
         assert flag(c, "--map-by") == flag(all_nodes, "--map-by") and flag(c, "--bind-to") == "core"
+    # a node's run as Azure's health check runs it (azure_nccl_allreduce.nhc): NUMA binding and
+    # NCCL_TOPO_FILE empty (its fix for spurious H100/H200 failures, azurehpc-health-checks#142/#143)
+    for c in node_runs:
+        assert "--tag-output" in c and (flag(c, "--map-by"), flag(c, "--bind-to")) == ("ppr:8:node", "numa")
+        assert forwarded(c) == [v for v in forwarded(all_nodes) if v != "NCCL_TOPO_FILE"] + ["NCCL_TOPO_FILE="]
     # pairs: the planned rounds, N/2 disjoint pairs each, 16 ranks each
     rounds: dict[str, list[tuple[str, ...]]] = {}
     for s in r.named(sections.PAIR):
