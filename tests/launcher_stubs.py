@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (the stubs print tool output lines verbatim, wider than the code style)
-"""A fake cluster for running scripts/nccl-launcher.sh here: stub `ssh`, `mpirun`, `nvidia-smi` and
-`ib_write_bw` on PATH, and a fake /sys/class/infiniband per worker.
+"""A fake cluster for running scripts/nccl-launcher.sh here: stub `ssh`, `mpirun`, `nvidia-smi`,
+`ib_write_bw` and `timeout` on PATH, and a fake /sys/class/infiniband per worker.
 
 - `ssh HOST true` answers after SSH_FAILS attempts per host (the launcher's sshd wait); any other
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
@@ -15,6 +15,8 @@
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
+- `timeout` exits 124 at once for a command that holds one of STUB_TIMEOUT_ON's '|'-separated
+  patterns (the budget ran out); otherwise it is the real one.
 - `ib_write_bw` as a server prints nothing; as a client it prints a perftest table at 392 Gb/s, or
   196 when either end lists the device in STUB_DIR/hosts/HOST/slow_hca.
 """
@@ -151,13 +153,24 @@ echo " 8388608    5000             $bw             $bw             0.005850"
 echo "$rule"
 '''
 
+# `timeout SECONDS COMMAND...` that, for a command line holding one of STUB_TIMEOUT_ON's '|'-separated
+# patterns, prints a line and exits 124 at once, as coreutils' timeout does when the limit runs out
+# (no waiting); any other command runs under the real timeout (the next one on PATH).
+_TIMEOUT = r'''#!/usr/bin/env bash
+IFS='|' read -r -a patterns <<<"${STUB_TIMEOUT_ON:-}"
+for p in "${patterns[@]}"; do
+  if [ -n "$p" ] && [[ " ${*:2} " == *"$p"* ]]; then echo "partial output, then killed"; exit 124; fi
+done
+exec "$(PATH=${PATH#*:} command -v timeout)" "$@"
+'''
+
 
 def install(root: Path) -> Path:
     """Write the stubs under root/bin; return root (the STUB_DIR)."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     scripts = {"mpirun": f"#!{sys.executable} -S\n{_MPIRUN}",  # -S: no site import, a faster start
-               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW}
+               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW, "timeout": _TIMEOUT}
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(body)

@@ -321,7 +321,45 @@ def test_the_decision_reads_a_largest_row_split_by_a_glued_nccl_line(tmp_path, e
         f"[1,0]<stdout>: {size:>12d}  {size // 4:>12d}     float     sum      -1{host(0).split('.')[0]}:1000:1001 [0] "
         "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
         f"[1,0]<stdout>:  100000.0  {slow:6.2f}  {slow:6.2f}      0  100000.0  {slow:6.2f}  {slow:6.2f}      0\n")
-    r = run(tmp_path, env2, 2, MPIRUN_OUTPUT=str(glued), DOCTOR_SECONDS="0", DOCTOR_HCA_PAIRS="0")  # decision only
+    r = run(tmp_path, env2, 2, MPIRUN_OUTPUT=str(glued), DOCTOR_SECONDS="0")  # the decision only
     assert r.done.returncode == 0, r.done.stderr
     (decision,) = r.named(sections.DOCTOR)
     assert (decision.attrs["reason"], float(decision.attrs["busbw_gbps"])) == ("allreduce-below-pass-line", slow)
+
+
+# --- a step cut short by the time budget is skipped, not blamed ------------------------------------
+def test_steps_killed_by_the_budget_are_skipped_steps_not_suspects(tmp_path, env4):
+    """`timeout` ends a node's all-reduce, its HCA listing and a pair with status 124: the report
+    records skipped steps and names only the slow node (before: "no result rows", a FAIL suspect,
+    and a slow pair)."""
+    cut = [f"--host {host(1)}:8 -x", f"{host(3)} for p in", f"--host {host(0)}:8,{host(3)}:8 "]
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2), STUB_TIMEOUT_ON="|".join(cut), DOCTOR_HCA_PAIRS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    skipped = {(s.attrs["step"], s.attrs.get("host") or s.attrs.get("hosts"), s.attrs.get("check"))
+               for s in r.named(sections.DOCTOR_SKIP)}
+    assert skipped == {("node", host(1), "allreduce"), ("node", host(3), "hca"),
+                       ("pair", f"{host(0)},{host(3)}", None)}
+    assert all(s.attrs["reason"] == "time-budget" for s in r.named(sections.DOCTOR_SKIP))
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(2), None)]
+    assert len(report["doctor"]["skipped"]) == 3 and not report["doctor"]["notes"]
+
+
+def test_an_hca_cut_short_by_the_budget_is_skipped_one_at_its_own_limit_fails(tmp_path, env2):
+    bad = {1: {"slow_hca": ("mlx5_ib2",)}}
+    budget = run(tmp_path / "budget", env2, 2, setup=bad, STUB_SLOW_HOSTS=host(1), STUB_TIMEOUT_ON="-d mlx5_ib5 ",
+                 PERFTEST_SECONDS="100000")  # every limit is then what is left of the budget
+    assert [(s.attrs["step"], s.attrs["hca"]) for s in budget.named(sections.DOCTOR_SKIP)] == [("hca-bw", "mlx5_ib5")]
+    assert ("mlx5_ib5" not in {s["hca"] for s in budget.report()["suspects"]})
+    own = run(tmp_path / "own", env2, 2, setup=bad, STUB_SLOW_HOSTS=host(1), STUB_TIMEOUT_ON="-d mlx5_ib5 ")
+    assert not own.named(sections.DOCTOR_SKIP)
+    assert "mlx5_ib5" in {s["hca"] for s in own.report()["suspects"]}  # 60 s for one HCA is its failure
+
+
+def test_a_spent_budget_on_two_nodes_skips_the_hcas_too_and_keeps_the_exit_status(tmp_path, env2):
+    """Two nodes: the all-nodes run is the slow pair, but the node checks that list its HCAs were
+    skipped: nothing to measure, and the launcher still exits with mpirun's status."""
+    r = run(tmp_path, env2, 2, STUB_SLOW_HOSTS=host(1), DOCTOR_SECONDS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    assert [s.attrs["step"] for s in r.named(sections.DOCTOR_SKIP)] == ["node-checks", "hca-bw"]
+    assert r.named(sections.DOCTOR_END)
