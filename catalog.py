@@ -67,6 +67,9 @@ class LinkExpectation:
     threshold_gbits: float  # below this: FAIL (when measured with `gate_tool`)
     source: str
     gate_tool: str = "ib_write_bw"  # what the threshold was measured with (Azure's health checks)
+    # the memory the gate's ib_write_bw moved: "cuda" (GPU memory, --use_cuda: GPUDirect RDMA,
+    # check_ib_bw_gdr) or "host" (check_ib_bw_non_gdr)
+    gate_memory: str = "host"
     # Another tool (osu_bw: MPI over UCX) between this and the threshold reads WARN, not FAIL: the
     # gate was set for raw verbs. None: no band, the threshold is the line for every tool.
     other_tool_warn_from_gbits: float | None = None
@@ -74,6 +77,8 @@ class LinkExpectation:
     def __post_init__(self) -> None:
         if not 0 < self.threshold_gbits <= self.baseline_gbits:
             raise ValueError(f"threshold {self.threshold_gbits} must be in (0, baseline {self.baseline_gbits}]")
+        if self.gate_memory not in ("cuda", "host"):
+            raise ValueError(f"gate_memory {self.gate_memory!r} must be 'cuda' or 'host'")
         if self.other_tool_warn_from_gbits is not None and not 0 < self.other_tool_warn_from_gbits <= (
                 self.threshold_gbits):
             raise ValueError(f"WARN band from {self.other_tool_warn_from_gbits} must be in (0, threshold "
@@ -256,10 +261,11 @@ _H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_
 # at 97.5 % of the line rate, osu_bw gets a WARN band below the gate down to 95 % of the line rate
 # (the fraction HBv3's own gate allows, 190 of 200): derived, not measured (no published osu_bw
 # figure for HBv4/HX).
-_A100_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=180.0, source=f"HDR line rate; {SRC_GDR_A100}")
-_H100_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H100_GDR_GATE_GBITS,
+_A100_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=180.0, gate_memory="cuda",
+                             source=f"HDR line rate; {SRC_GDR_A100}")
+_H100_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H100_GDR_GATE_GBITS, gate_memory="cuda",
                              source=f"NDR line rate; {SRC_GDR_H100}")
-_H200_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H200_GDR_GATE_GBITS,
+_H200_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H200_GDR_GATE_GBITS, gate_memory="cuda",
                              source=f"NDR line rate; {SRC_GDR_H200}")
 _HBV3_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=190.0, source=f"HDR line rate; {SRC_NON_GDR_HBV3}")
 _NDR_HOST_LINK = LinkExpectation(

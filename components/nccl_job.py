@@ -118,6 +118,8 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",
         "DOCTOR_PAIR_SLOW_BELOW_GBPS": _gbps(pair_slow),
         "DOCTOR_HCA_PAIRS": str(DOCTOR_HCA_PAIRS),
+        # per-HCA ib_write_bw from the memory the size's gate was measured from (GPU memory on ND sizes)
+        "PERFTEST_MEMORY": sku.p2p.gate_memory if sku.p2p else ("cuda" if sku.expects_gpudirect_rdma else "host"),
     }
 
 

@@ -59,7 +59,9 @@
 #   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw (default 2)
 #   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time (default 16): each is an
 #                          mpirun in this pod, which requests one core
-#   PERFTEST_ARGS          ib_write_bw arguments (default "-s 8388608 -F --report_gbits")
+#   PERFTEST_MEMORY        cuda | host (default host): the memory ib_write_bw moves, that of the size's
+#                          gate (catalog LinkExpectation.gate_memory): cuda adds --use_cuda=<the HCA's index>
+#   PERFTEST_ARGS          ib_write_bw arguments; default Azure's health check's for that memory (below)
 #   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client (default 2)
 #   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take (default 60)
 # Every NCCL_*, UCX_* and SHARP_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
@@ -374,10 +376,33 @@ pair_rounds() {
 
 # ib_write_bw between two nodes over each of the first node's InfiniBand HCAs (the same device
 # name on the other node): server on the second node, client on the first; one HCA at a time, each
-# bounded (on the worker too, so that a server whose client never came does not linger).
+# bounded (on the worker too, so that a server whose client never came does not linger). As Azure's
+# health checks measure the gates it is judged by (Azure/azurehpc-health-checks@0e0a1ac):
+# - cuda, customTests/azure_ib_write_bw_gdr.nhc: `-s 8388608 -x 0 -F --report_gbits --perform_warm_up
+#   --use_cuda=$dev_idx`, dev_idx the HCA's index among the node's InfiniBand HCAs in name order (ibstat -l);
+# - host, customTests/azure_ib_write_bw_non_gdr.nhc: `-s $MSG_SIZE -D 10 -x 0 -F --report_gbits
+#   --perform_warm_up -q 2`, MSG_SIZE 1048576 unless the conf says otherwise;
+# both under `numactl` on the HCA's NUMA node (/sys/class/infiniband/$dev/device/numa_node: `-N $n -m
+# $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where
+# the image has no numactl, `taskset -c` on that node's CPUs (/sys/devices/system/node/node$n/cpulist);
+# unbound when the node is unknown (-1) or the pod's cpuset refuses the binding. The worker prints the
+# binding it used.
+# shellcheck disable=SC2016  # expanded on the worker
+numa_bind='n=$(cat "/sys/class/infiniband/$dev/device/numa_node" 2>/dev/null || echo -1); bind=;
+  if [ "${n:--1}" -ge 0 ] 2>/dev/null; then
+    if command -v numactl >/dev/null 2>&1 && numactl -N "$n" -m "$n" true 2>/dev/null; then bind="numactl -N $n -m $n";
+    elif cpus=$(cat "/sys/devices/system/node/node$n/cpulist" 2>/dev/null) && taskset -c "$cpus" true 2>/dev/null; then
+      bind="taskset -c $cpus"; fi
+  fi
+  echo "# launcher: ib_write_bw over $dev on $(hostname): NUMA node $n, binding: ${bind:-none}"'
 hca_bandwidth() {
-  local a=$1 b=$2 dev port=18515 server cap status
-  local args="${PERFTEST_ARGS:--s 8388608 -F --report_gbits}"
+  local a=$1 b=$2 dev port=18515 server cap status k=0 gpu
+  local memory="${PERFTEST_MEMORY:-host}" args
+  if [ "$memory" = cuda ]; then
+    args="${PERFTEST_ARGS:--s 8388608 -x 0 -F --report_gbits --perform_warm_up}"
+  else
+    args="${PERFTEST_ARGS:--s 1048576 -D 10 -x 0 -F --report_gbits --perform_warm_up -q 2}"
+  fi
   local devs=""
   # none when the node checks were skipped or cut short (the budget): then there is nothing to measure
   if [ -r "$work/node.$a.hca" ] && ! timed_out "$work/node.$a.hca"; then
@@ -391,12 +416,13 @@ hca_bandwidth() {
   for dev in $devs; do
     have_time "hca-bw-$dev" || return 0
     cap=$(bound "${PERFTEST_SECONDS:-60}")
-    timeout "$cap" ssh -o BatchMode=yes "${hosts[b]}" "timeout $cap ib_write_bw -d $dev -p $port $args" \
-      >"$work/bw.server" 2>&1 &
+    gpu=""
+    if [ "$memory" = cuda ]; then gpu="--use_cuda=$k"; fi
+    local run="dev=$dev; $numa_bind; CUDA_DEVICE_ORDER=PCI_BUS_ID exec timeout $cap \$bind ib_write_bw -d $dev -p $port $args $gpu"
+    timeout "$cap" ssh -o BatchMode=yes "${hosts[b]}" "$run" >"$work/bw.server" 2>&1 &
     server=$!
     sleep "${PERFTEST_START_SECONDS:-2}"
-    step "$work/bw.client" timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" \
-      "timeout $cap ib_write_bw -d $dev -p $port $args ${hosts[b]}"
+    step "$work/bw.client" timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" "$run ${hosts[b]}"
     status=$(cat "$work/bw.client.status")
     if [ "$status" -ne 0 ]; then
       echo "# launcher: ib_write_bw client exited with status $status (124: timed out)" >>"$work/bw.client"
@@ -404,9 +430,9 @@ hca_bandwidth() {
     # 124 at the HCA's own limit (PERFTEST_SECONDS) is the HCA's result, a failure; only at what was
     # left of the budget is it a skip
     if [ "$status" = 124 ] && [ "$cap" -ge "${PERFTEST_SECONDS:-60}" ]; then echo 1 >"$work/bw.client.status"; fi
-    section "$work/bw.client" hca-bw "hosts=${hosts[a]},${hosts[b]}" "hca=$dev"
+    section "$work/bw.client" hca-bw "hosts=${hosts[a]},${hosts[b]}" "hca=$dev" "memory=$memory"
     wait "$server" || true
-    port=$((port + 1))
+    port=$((port + 1)) k=$((k + 1))
   done
 }
 

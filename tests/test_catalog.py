@@ -169,3 +169,11 @@ def test_cores_per_vm_are_sourced_and_split_evenly_across_gpus(sku):
 def test_link_expectation_rejects_a_warn_band_above_its_threshold():
     with pytest.raises(ValueError, match="WARN band"):
         catalog.LinkExpectation(baseline_gbits=400, threshold_gbits=390, source="x", other_tool_warn_from_gbits=395)
+
+
+@pytest.mark.parametrize("sku", [s for s in catalog.SKUS.values() if s.p2p], ids=lambda s: s.vm_size)
+def test_each_point_to_point_gate_names_the_memory_it_was_measured_from(sku):
+    """check_ib_bw_gdr moves GPU memory (ib_write_bw --use_cuda), check_ib_bw_non_gdr host memory: the
+    doctor measures an HCA the way its gate was measured."""
+    assert ("check_ib_bw_gdr" in sku.p2p.source) == (sku.p2p.gate_memory == "cuda")
+    assert ("check_ib_bw_non_gdr" in sku.p2p.source) == (sku.p2p.gate_memory == "host")

@@ -228,6 +228,17 @@ def write_bw(hosts_: tuple[str, str], slow: dict[str, float]) -> list[HcaBandwid
     return [HcaBandwidth(hosts_, f"mlx5_ib{i}", slow.get(f"mlx5_ib{i}", 392.0)) for i in range(8)]
 
 
+@pytest.mark.parametrize("memory, verdict", [("cuda", Verdict.FAIL), (None, Verdict.FAIL), ("host", Verdict.WARN)])
+def test_an_hca_below_the_gdr_gate_fails_only_when_measured_from_gpu_memory(memory, verdict):
+    """ND H100 v5's gate is check_ib_bw_gdr (GPU memory); Azure publishes no host-memory gate for it."""
+    names = hosts(4)
+    bws = [HcaBandwidth((names[0], names[1]), f"mlx5_ib{i}", 196.0 if i == 6 else 392.0, memory=memory)
+           for i in range(8)]
+    found = [s for s in doctor.diagnose([], run_plan(4, {1}), bws, Expectations.for_sku(H100)).suspects if s.hca]
+    assert [(s.host, s.hca, s.verdict) for s in found] == [(names[1], "mlx5_ib6", verdict)]
+    assert Expectations.for_sku(H100).hca_gate_memory == "cuda"
+
+
 def test_a_slow_hca_on_a_slow_pair_is_put_on_the_node_the_pairs_blame():
     names = hosts(4)
     runs = run_plan(4, {1})

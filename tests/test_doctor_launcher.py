@@ -363,3 +363,46 @@ def test_a_spent_budget_on_two_nodes_skips_the_hcas_too_and_keeps_the_exit_statu
     assert r.done.returncode == 0, r.done.stderr
     assert [s.attrs["step"] for s in r.named(sections.DOCTOR_SKIP)] == ["node-checks", "hca-bw"]
     assert r.named(sections.DOCTOR_END)
+
+
+# --- per-HCA ib_write_bw as Azure's health checks measure their gates -------------------------------
+def bw_calls(r: Run) -> list[tuple[str, list[str]]]:
+    lines = (r.root / "ib_write_bw.calls").read_text().splitlines()
+    return [(line.split("\t")[0], line.split("\t")[1].split()) for line in lines]
+
+
+def test_ib_write_bw_from_gpu_memory_on_the_hcas_numa_node_with_azures_flags(tmp_path, env2):
+    """ND H100 v5's gate (check_ib_bw_gdr 380) is GPU memory: azure_ib_write_bw_gdr.nhc's flags and
+    --use_cuda=<the HCA's index>, bound to the HCA's NUMA node; a slow HCA is a FAIL suspect."""
+    assert env2["PERFTEST_MEMORY"] == SKU.p2p.gate_memory == "cuda"
+    setup = {i: {"numa_node": 0, **({"slow_hca": ("mlx5_ib2",)} if i == 1 else {})} for i in range(2)}
+    r = run(tmp_path, env2, 2, setup=setup, STUB_SLOW_HOSTS=host(1))
+    calls = bw_calls(r)
+    assert len(calls) == 16  # a server and a client per HCA
+    for _, argv in calls:
+        dev = argv[argv.index("-d") + 1]
+        assert argv[argv.index("-s") + 1] == "8388608"
+        assert {"-x", "-F", "--report_gbits", "--perform_warm_up"} <= set(argv) and "-q" not in argv
+        assert f"--use_cuda={int(dev.removeprefix('mlx5_ib'))}" in argv  # mlx5_ib0..7 in name order
+    sections_bw = r.named(sections.HCA_BW)
+    assert {s.attrs["memory"] for s in sections_bw} == {"cuda"}
+    cpus = Path("/sys/devices/system/node/node0/cpulist")
+    if cpus.exists():  # the worker bound ib_write_bw to the HCA's NUMA node, and said how
+        bound = {"numactl -N 0 -m 0", f"taskset -c {cpus.read_text().strip()}"}
+        assert all(any(f"NUMA node 0, binding: {b}" in s.text for b in bound) for s in sections_bw)
+    slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]  # on both ends: two nodes
+    assert slow and all(s["verdict"] == "FAIL" and s["evidence"]["memory"] == s["evidence"]["gate_memory"] == "cuda"
+                        for s in slow)
+
+
+def test_ib_write_bw_from_host_memory_is_judged_against_the_gdr_gate_as_a_warning(tmp_path, env2):
+    """Host memory (PERFTEST_MEMORY=host): azure_ib_write_bw_non_gdr.nhc's flags; Azure publishes no
+    host-memory gate for ND sizes, so below the GDR gate is a WARN suspect, not a FAIL."""
+    r = run(tmp_path, env2, 2, setup={1: {"slow_hca": ("mlx5_ib2",)}}, STUB_SLOW_HOSTS=host(1),
+            PERFTEST_MEMORY="host")
+    for _, argv in bw_calls(r):
+        assert argv[argv.index("-s") + 1] == "1048576" and argv[argv.index("-D") + 1] == "10"
+        assert argv[argv.index("-q") + 1] == "2" and "--perform_warm_up" in argv
+        assert not any(a.startswith("--use_cuda") for a in argv)
+    slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]
+    assert slow and all(s["verdict"] == "WARN" and "none is published from host memory" in s["reason"] for s in slow)

@@ -22,7 +22,8 @@ and carries the figures behind it:
   below `NODE_ALLREDUCE_FAIL_FRACTION` of it), or failed (FAIL);
 - the node common to the slow pairs (confirmed: a partner of it was fast with someone else);
 - an HCA whose ib_write_bw between the two nodes of a slow pair is below the link's gate while the
-  node's other HCAs are not;
+  node's other HCAs are not (FAIL; WARN when measured from other memory than the gate was: a GPU
+  size's gate is GPUDirect RDMA's, and Azure publishes no host-memory gate for it);
 - a node whose ranks used TCP sockets, or (on sizes built for it) an RDMA connection without
   GPUDirect RDMA, in its pair runs, as NCCL's INFO lines in those runs say (verify.transport; the
   same rules as the all-nodes verdict's). When every node checked shows it, it is a note instead:
@@ -122,6 +123,7 @@ class HcaBandwidth:
     device: str  # the same device name on both ends
     bw_gbits: float | None  # ib_write_bw BW average at the largest size
     failure: str | None = None
+    memory: str | None = None  # "cuda" (--use_cuda: GPU memory) | "host"; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class Expectations:
     pair_pass_gbps: float | None = None
     hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
     hca_source: str | None = None
+    hca_gate_memory: str | None = None  # the memory that gate was measured from (catalog LinkExpectation)
     expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
 
     @classmethod
@@ -164,6 +167,7 @@ class Expectations:
             pair_pass_gbps=pass_line_gbps(pair, pair_threshold_gbps),
             hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
             hca_source=sku.p2p.source if sku.p2p else None,
+            hca_gate_memory=sku.p2p.gate_memory if sku.p2p else None,
             expects_gdr=sku.expects_gpudirect_rdma,
         )
 
@@ -200,6 +204,9 @@ class Diagnosis:
 
 
 # --- judging --------------------------------------------------------------------------------------
+_MEMORY = {"cuda": "GPU memory (GPUDirect RDMA)", "host": "host memory"}
+
+
 def _round2(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
@@ -349,20 +356,30 @@ def _hca_suspects(bws: Sequence[HcaBandwidth], exp: Expectations, blamed: set[st
             ends = [h for h in hosts if r.device in degraded.get(h, set())]
             if not ends:
                 ends = [h for h in hosts if h in blamed] or [h for h in hosts if h not in cleared] or list(hosts)
+            # a figure from other memory than the gate's has no published gate (Azure's ND confs have
+            # check_ib_bw_gdr only): below it is a suspect, not proof
+            other_memory = (r.memory is not None and exp.hca_gate_memory is not None
+                            and r.memory != exp.hca_gate_memory)
+            verdict = Verdict.FAIL
             if r.failure or r.bw_gbits is None:
                 figure = f"failed ({r.failure or 'no result'})"
             else:
                 figure = f"{r.bw_gbits:.1f} Gb/s, below {exp.hca_gbits:g}" + (
                     f" while the other HCAs reach {median:.1f}" if len(values) >= MIN_HCAS_TO_COMPARE else "")
+                if other_memory:
+                    verdict = Verdict.WARN
+                    figure += (f" (from {_MEMORY[r.memory]}; that gate was measured from "
+                               f"{_MEMORY[exp.hca_gate_memory]}, and none is published from {_MEMORY[r.memory]})")
             evidence = {"hosts": list(hosts), "device": r.device, "bw_gbits": _round2(r.bw_gbits),
                         "threshold_gbits": exp.hca_gbits, "source": exp.hca_source,
-                        "median_of_hcas_gbits": _round2(median)}
+                        "median_of_hcas_gbits": _round2(median), "memory": r.memory,
+                        "gate_memory": exp.hca_gate_memory}
             if r.failure:
                 evidence["failure"] = r.failure
             which = "" if len(ends) == 1 else f" (one of {', '.join(ends)}: both ends are equally suspect)"
             for host in ends:
                 suspects.append(Suspect(host, r.device, f"ib_write_bw over {r.device} between {hosts[0]} and "
-                                                        f"{hosts[1]}: {figure}{which}", evidence))
+                                                        f"{hosts[1]}: {figure}{which}", evidence, verdict))
         all_slow = exp.hca_gbits is not None and len(values) >= MIN_HCAS_TO_COMPARE and all(
             v < exp.hca_gbits for v in values)
         if all_slow and median is not None and min(values) >= RELATIVE_SLOW_FRACTION * median:
