@@ -272,6 +272,8 @@ section() {
 # (FAIL: TCP sockets; an RDMA connection without GPUDirect RDMA where it is expected; WARN: a host
 # that opened fewer InfiniBand HCAs): the reason code, or nothing. Reads the condensed lines, which
 # keep all of these; a log without NCCL INFO lines says nothing here, as it says nothing to verify.
+# Not checked: the verdict's WARNs about an incomplete collected log (a silent host, a host without
+# 'NET/IB : Using', another rank count), which this complete copy cannot show (docs/fabric-doctor.md).
 transport_problem() {
   awk -v gdr="${DOCTOR_EXPECT_GDRDMA:-0}" -v hcas="${DOCTOR_HCAS_PER_NODE:-}" '
     !/ NCCL INFO / { next }
