@@ -34,7 +34,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
 
-from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind
+from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind, number_arg
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
 PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
@@ -88,10 +88,6 @@ def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR
         return path.as_posix()
 
 
-def _number(n: float) -> str:
-    return str(int(n)) if float(n).is_integer() else repr(float(n))
-
-
 def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
     job = args.job
@@ -109,7 +105,7 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         "--timeout-minutes", str(args.collect_timeout_minutes),
     ]
     if args.threshold is not None:
-        argv += [job.kind.threshold_flag, _number(args.threshold)]
+        argv += [job.kind.threshold_flag, number_arg(args.threshold)]
     if args.fail_on_low_bandwidth:
         argv.append("--fail-on-low-bandwidth")
     if job.sharp:  # which transport the run measured, recorded in the result

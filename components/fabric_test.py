@@ -65,6 +65,15 @@ def kind_for(sku: Sku) -> Kind:
     return ALL_REDUCE if sku.has_gpus else POINT_TO_POINT
 
 
+def number_arg(value: float | None) -> str:
+    """A number as the job's env or the collector's command line carries it: exact (Python's shortest
+    form that reads back as the same float, so the launcher and the collector compare against the very
+    line the verdict uses), whole numbers without ".0"; "" for None (the launcher reads it as unknown)."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def threshold_problems(kind: Kind, thresholds: Mapping[str, float | None]) -> dict[str, str]:
     """{threshold key: why not} for each threshold set that is not `kind`'s: the other unit's value
     would be silently ignored (or, converted, mean something else)."""

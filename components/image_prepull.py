@@ -10,10 +10,16 @@ What it is:
 - one pod per IB node (the pool's node selector, its taint tolerated), in its own namespace that
   enforces the `restricted` Pod Security level;
 - an init container of the fabric test image that runs `true` and exits: the kubelet pulls the image
-  to start it. `NVIDIA_VISIBLE_DEVICES=void` keeps the NVIDIA runtime out of it (the CUDA images set
-  `all`, and the GPU driver is not there yet while it runs): NVIDIA container toolkit user guide, GPU
-  enumeration: "`void` or empty or unset: nvidia-container-runtime will have the same behavior as
-  runc";
+  to start it. It runs under runc, without GPUs, while the GPU driver may not be there yet: the pod
+  names no runtime class, and with CDI on (the chart's default, kept here) the GPU Operator's toolkit
+  adds the NVIDIA runtime to containerd without making it the default (it sets
+  NVIDIA_RUNTIME_SET_AS_DEFAULT=false: NVIDIA/gpu-operator@10ee5b3 (v26.7.0)
+  controllers/object_controls.go transformToolkitCtrForCDI). `NVIDIA_VISIBLE_DEVICES=void` is belt and
+  braces, harmless under runc: should a node's default runtime be the NVIDIA one after all (AKS makes
+  `nvidia-container-runtime` containerd's default on GPU nodes whose driver it installs:
+  Azure/AgentBaker@06836ee pkg/agent/baker.go, the containerd templates), it still injects no GPU and
+  needs no driver (the CUDA images set `all`; NVIDIA container toolkit user guide, GPU enumeration:
+  "`void` or empty or unset: nvidia-container-runtime will have the same behavior as runc");
 - then a `pause` container that only holds the pod (a few MiB), non-root, read-only, no
   capabilities, no GPU, no RDMA device, no service account token, no network traffic (a deny-all
   NetworkPolicy: the kubelet pulls the image, not the pod);

@@ -21,6 +21,7 @@ import pins
 from catalog import Sku
 from components import mpi_job, nccl_sizing
 from components.fabric_test import ALL_REDUCE, Kind
+from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
@@ -88,10 +89,6 @@ class NcclJobArgs:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
         if self.doctor != "never" and self.doctor_minutes < 1:
             raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
-
-
-def _gbps(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def doctor_env(args: NcclJobArgs) -> dict[str, str]:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import fabric
+import stack_config
 from components import image_prepull
-from tests.schema_checks import as_api, core_errors
+from tests.schema_checks import as_api, chart_values, core_errors
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 POOL = "azure-native:containerservice:AgentPool"
@@ -56,7 +57,7 @@ def test_it_pulls_exactly_the_image_the_job_runs(request, which):
                   for c in t["template"]["spec"]["containers"]}
     assert {pull["image"]} == job_images
     assert pull["command"] == ["true"] and pull["imagePullPolicy"] == "IfNotPresent"
-    # the CUDA image sets NVIDIA_VISIBLE_DEVICES=all; void keeps the NVIDIA runtime (and its driver) out
+    # the CUDA image sets NVIDIA_VISIBLE_DEVICES=all; void: no GPU injected even under an NVIDIA default runtime
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in pull["env"]
     (hold,) = pod(stack)["containers"]
     assert hold["image"] == image_prepull.PAUSE_IMAGE and "@sha256:" in hold["image"]
@@ -117,3 +118,13 @@ def test_no_test_no_prepull(render):
 def test_args_refuse_an_empty_image():
     with pytest.raises(ValueError, match="image: got ''"):
         image_prepull.ImagePrepullArgs(image="")
+
+
+def test_it_runs_under_runc_on_gpu_nodes(dev, reference):
+    """Why the pre-pull runs without the NVIDIA runtime while the GPU driver installs: the pod names no
+    runtime class, and with CDI on (the pinned chart's default, not overridden) the GPU Operator does
+    not make the NVIDIA runtime containerd's default (it sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false)."""
+    assert "runtimeClassName" not in pod(dev)
+    values = dev.one("kubernetes:helm.sh/v3:Release", "gpu-operator-release").inputs["values"]
+    defaults = chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"]).defaults
+    assert defaults["cdi"]["enabled"] is True and values.get("cdi", {}).get("enabled", True) is True

@@ -373,6 +373,20 @@ def doctor_args(vm_size: str, nodes: int = 4, **kw) -> nccl_job.NcclJobArgs:
                                 timeout_minutes=30, **{"doctor": "auto", "doctor_minutes": 10, **kw})
 
 
+@pytest.mark.parametrize("vm_size", [s for s in catalog.supported_sizes() if catalog.lookup(s).has_gpus])
+def test_the_doctors_lines_are_the_verdicts_exactly(vm_size):
+    """The launcher decides the doctor's runs on the same pass line as the verdict, and calls a pair
+    slow below the 2-node one: the numbers are written exactly, whole numbers without a trailing .0."""
+    from verify.verdict import pass_line_gbps
+
+    sku = catalog.lookup(vm_size)
+    env = nccl_job.doctor_env(doctor_args(vm_size, all_reduce_args="-b 8 -e 4G"))
+    line, pair = pass_line_gbps(sku.allreduce_expectation(2)), sku.allreduce_expectation(2)
+    assert env["DOCTOR_PASS_BUSBW_GBPS"] == ("" if line is None else repr(line).removesuffix(".0"))
+    slow = pass_line_gbps(pair)
+    assert env["DOCTOR_PAIR_SLOW_BELOW_GBPS"] == ("" if slow is None else repr(slow).removesuffix(".0"))
+
+
 def test_the_doctors_inputs_come_from_the_catalog_and_verify():
     env = nccl_job.doctor_env(doctor_args(A100))
     assert env["DOCTOR_NODE_ARGS"] == "-b 8G -e 8G -f 2 -g 1"  # Azure's gate size on ND96asr_v4

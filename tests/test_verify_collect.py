@@ -646,8 +646,10 @@ def stack_job(dev) -> dict:
     return as_api(dev.one(JOB_KIND, "fabric-test-job").inputs)
 
 
-def ib_node(i: int, t: float, *, ready_at: float, gpu_from: float | None = 0, rdma_from: float | None = 0) -> dict:
-    """An IB-pool node (label and taint as the pool sets them): NotReady until `ready_at`, then Ready
+def ib_node(i: int, t: float, *, ready_at: float, gpu_from: float | None = 0, rdma_from: float | None = 0,
+            not_ready_since: float = -5 * MIN) -> dict:
+    """An IB-pool node (label and taint as the pool sets them): NotReady from `not_ready_since` (by
+    default a node that registered 5 min before the collector started) until `ready_at`, then Ready
     since then; it advertises GPUs / the RDMA resource from the given times (None: never)."""
     ready = t >= ready_at
     allocatable = {"cpu": "94", "memory": "1800Gi", "pods": "110"}
@@ -658,7 +660,7 @@ def ib_node(i: int, t: float, *, ready_at: float, gpu_from: float | None = 0, rd
     condition = ({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting "
                   "ready status", "lastTransitionTime": at(ready_at)} if ready else
                  {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime "
-                  "network not ready", "lastTransitionTime": at(-60 * MIN)})
+                  "network not ready", "lastTransitionTime": at(not_ready_since)})
     return {"metadata": {"name": f"aks-ib-12345678-vmss00000{i}", "labels": fabric.pool_node_selector()},
             "spec": {"taints": [{"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE,
                                  "effect": fabric.IB_TAINT_EFFECT}]},
@@ -699,8 +701,8 @@ def job_pods(phase: str, *, image: str = IMAGE_OF_TEST, unschedulable: str | Non
 
 
 def event(kind: str, obj: str, reason: str, message: str, *, first: float, last: float, count: int = 1,
-          type_: str = "Warning", container: str | None = None) -> dict:
-    involved = {"kind": kind, "name": obj, "namespace": NS}
+          type_: str = "Warning", container: str | None = None, uid: str | None = None) -> dict:
+    involved = {"kind": kind, "name": obj, "namespace": NS, **({"uid": uid} if uid else {})}
     if container:
         involved["fieldPath"] = f"spec.containers{{{container}}}"
     return {"metadata": {"name": f"{obj}.{reason}.{int(first)}"}, "involvedObject": involved, "type": type_,
@@ -950,14 +952,57 @@ def test_nodes_ready_late_the_allowance_does_not_fire_early(stack_job, azure_row
     assert out["gave_up"] is None
     assert 58 <= waited < 59, f"waited {waited:.2f} min"
     assert not gave_up_lines(err)
-    # what it said while it waited: the nodes NotReady, the allowance not started, then running
+    # what it said while it waited: the nodes NotReady, the allowance from their NotReady (5 min before
+    # the start), then from their Ready, then running
     lines = progress_lines(err)
     assert any("NodeNotReady" in p and "aks-ib-12345678-vmss000000" in p for p in lines)
-    assert any("node-setup allowance not started" in p for p in lines)
+    assert any(f"node-setup allowance of 45 min from {at(-5 * MIN)} (node aks-ib-12345678-vmss00000" in p
+               and "NotReady) ends" in p for p in lines)
     assert any(f"node-setup allowance of 45 min from {at(ready_at)}" in p for p in lines)
     # the rows as they arrived, each once
     streamed = [line.removeprefix("[launcher] ") for line in err.splitlines() if line.startswith("[launcher]")]
     assert streamed == azure_rows
+
+
+@pytest.mark.parametrize("not_ready_minutes_before_start, condition", [(50, True), (10, True), (50, False)])
+def test_nodes_that_stay_not_ready_end_the_wait(stack_job, monkeypatch, capsys, not_ready_minutes_before_start,
+                                                condition):
+    """Every GPU node goes NotReady (containerd refuses the toolkit's drop-in and exits; the kubelet
+    goes down with it, or reports the runtime down) and stays so. The node-setup allowance runs from
+    when they went NotReady (the Ready condition's lastTransitionTime), or from the node's creation
+    when it has no Ready condition: at once (within a minute) when that was 50 min before the collector
+    started, 35 min in when 10 min before. The give-up names each node and its Ready condition."""
+    since = -not_ready_minutes_before_start * MIN
+    why = {0: ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."),
+           1: ("False", "KubeletNotReady", "container runtime is down")}
+
+    def not_ready(i: int) -> dict:
+        node = ib_node(i, 0, ready_at=float("inf"))
+        node["metadata"]["creationTimestamp"] = at(since)
+        status, reason, message = why[i]
+        node["status"]["conditions"] = [{"type": "Ready", "status": status, "reason": reason, "message": message,
+                                         "lastTransitionTime": at(since)}] if condition else []
+        return node
+
+    def scenario(t: float) -> Cluster:
+        return Cluster(phase="Pending", pod_group=pod_group("Pending"),
+                       nodes=[system_node(), not_ready(0), not_ready(1)],
+                       **healthy_operators(cluster_policies=[cluster_policy(False)]))
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 2
+    expected = max(0.0, (since + ALLOWANCE) / MIN)
+    assert expected <= waited < expected + 1, f"waited {waited:.2f} min"
+    (line,) = gave_up_lines(err)
+    assert out["verdict"] == "FAIL" and out["gave_up"] in line
+    assert "0 of 2 IB-pool nodes are Ready, the job needs 2" in line
+    for i in (0, 1):
+        name_ = f"aks-ib-12345678-vmss00000{i}"
+        text = f"Ready={why[i][0]} {why[i][1]}: {why[i][2]}" if condition else "Ready=not reported"
+        assert f"{name_} NotReady since {at(since)} ({text})" in line, line
+        assert {"what": "NodeNotReady", "where": f"node {name_}", "message": text} in out["diagnosis"]
+    assert "node-setup allowance" in line and "containerd" in line and "kubelet" in line
+    assert "GPU Operator's container toolkit" in line  # the job wants GPUs: the known cause on them is named
 
 
 def test_slow_image_pull_that_succeeds(stack_job, azure_rows, monkeypatch, capsys):
@@ -991,6 +1036,62 @@ def test_slow_image_pull_that_succeeds(stack_job, azure_rows, monkeypatch, capsy
     assert 4 <= len(heartbeats) <= 5
     assert all(f"waiting for: Pulling (pod {NS}/{JOB}-mpimaster-0 container mpimaster)" in p for p in heartbeats)
     assert len(lines) < 25
+
+
+@pytest.mark.parametrize("old_events_name_the_uid", [True, False])
+def test_a_rerun_is_not_judged_by_the_old_pods_events(stack_job, azure_rows, monkeypatch, capsys,
+                                                      old_events_name_the_uid):
+    """A re-run: Volcano names the new pods as it named the old ones (<job>-mpiworker-0), and the old
+    pods' events live on for about an hour. The old run's pull failed 35 to 31 min ago (3 attempts,
+    then a FailedMount); the new pods start pulling 10 s in, one attempt fails at 30 s (a registry
+    hiccup), the retry succeeds and the job passes. Only the new pods' events count: matched on
+    involvedObject.uid, or, for an event that names no uid, not older than the pod's creation."""
+    image, start = IMAGE_OF_TEST, 3 * MIN
+    old_since = -35 * MIN
+
+    def scenario(t: float) -> Cluster:
+        node_list = nodes(t, ready_at=-60 * MIN)
+        if t >= start:
+            phase, pods, log = completing(t, start)
+            return Cluster(phase=phase, pod_group=pod_group("Running"), pods=pods, log=log, nodes=node_list,
+                           **healthy_operators())
+        hiccup = 30 <= t < 2 * MIN
+        pods = job_pods("Pending", waiting=("ErrImagePull", "rpc error: code = Unknown desc = i/o timeout")
+                        if hiccup else ("ContainerCreating", ""))
+        events = []
+        for pod in pods:
+            name_, new_uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+            task = pod["metadata"]["labels"]["volcano.sh/task-spec"]
+            old_uid = f"old-{new_uid}" if old_events_name_the_uid else None
+            events += [
+                event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=old_since, last=-31 * MIN,
+                      count=3, type_="Normal", container=task, uid=old_uid),
+                event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = NotFound desc = '
+                      "not found", first=old_since, last=-31 * MIN, count=3, container=task, uid=old_uid),
+                event("Pod", name_, "FailedMount", 'MountVolume.SetUp failed for volume "ssh" : secret '
+                      f'"{JOB}-ssh" not found', first=-32 * MIN, last=-31 * MIN, uid=old_uid)]
+            if t >= 10:
+                events.append(event("Pod", name_, "Pulling", f'Pulling image "{image}"', first=10,
+                                    last=10 if t < 2 * MIN else 2 * MIN, count=1 if t < 2 * MIN else 2,
+                                    type_="Normal", container=task, uid=new_uid))
+            if t >= 30:
+                events.append(event("Pod", name_, "Failed", f'Failed to pull image "{image}": rpc error: code = '
+                                    "Unknown desc = i/o timeout", first=30, last=30, container=task, uid=new_uid))
+        return Cluster(phase="Pending", pod_group=pod_group("Inqueue"), pods=pods, events=events, nodes=node_list,
+                       **healthy_operators())
+
+    code, out, err, waited, _ = run_scenario(scenario, stack_job, monkeypatch, capsys)
+    assert code == 0, err
+    assert out["verdict"] == "PASS" and out["gave_up"] is None, out["reasons"]
+    assert not gave_up_lines(err)
+    lines = progress_lines(err)
+    # the new pods' own failure, from its own time; nothing of the old run
+    assert any(f"ErrImagePull (pod {NS}/{JOB}-mpiworker-0 container mpiworker): image {image} fails to pull since "
+               f"{at(30)}: " in p and "i/o timeout" in p for p in lines), lines
+    old_times = (at(old_since), at(-32 * MIN), at(-31 * MIN))
+    assert not [p for p in lines if any(t in p for t in old_times) or "FailedMount" in p or "NotFound" in p]
+    assert any(f"Pulling (pod {NS}/{JOB}-mpiworker-1 container mpiworker): image {image}, pulling since {at(2 * MIN)}"
+               in p for p in lines)
 
 
 def test_the_stack_step_reports_an_incomplete_run_in_its_outputs(dev, stack_job, tmp_path, monkeypatch, capsys):
@@ -1065,6 +1166,30 @@ def test_an_unreadable_object_is_a_finding_not_the_end(stack_job, monkeypatch, c
                for line in progress_lines(err))
 
 
+@pytest.mark.parametrize("ready, not_ready_minutes_ago, gives_up", [
+    (0, (50, 10), True),  # both are needed: one is past its allowance, so waiting cannot help
+    (1, (50, 10), False),  # one more is needed: the one NotReady for 10 min may still come up
+    (1, (60, 50), True),  # one more is needed, and both are past their allowance
+])
+def test_the_not_ready_allowance_waits_while_enough_nodes_may_still_come_up(stack_job, ready, not_ready_minutes_ago,
+                                                                             gives_up):
+    """The job needs 2 nodes. With fewer Ready, each NotReady node has the allowance from when it went
+    NotReady; the wait ends once fewer of them are within it than nodes are missing."""
+    from verify.diagnose import Diagnoser, Snapshot
+
+    now = T0
+    node_list = [ib_node(i, 0, ready_at=-60 * MIN) for i in range(ready)]
+    for i, minutes in enumerate(not_ready_minutes_ago, start=ready):
+        node_list.append(ib_node(i, 0, ready_at=float("inf"), not_ready_since=-minutes * MIN))
+    snap = Snapshot(namespace=NS, job=stack_job, nodes=node_list)
+    verdict = Diagnoser(NS, JOB, setup_allowance_seconds=ALLOWANCE).assess(snap, now)
+    assert (verdict.give_up is not None) == gives_up, verdict.give_up
+    if gives_up:
+        assert verdict.give_up.startswith(f"{ready} of {ready + 2} IB-pool nodes are Ready, the job needs 2")
+    else:
+        assert f"from {at(-10 * MIN)} (node aks-ib-12345678-vmss00000{ready + 1} NotReady) ends" in verdict.allowance
+
+
 # --- the facts the diagnosis reads, against the upstream schemas and rules ------------------------------
 def _crd(reference: Path, name: str) -> dict:
     text = (reference / "crds" / name).read_text()
@@ -1136,3 +1261,9 @@ def test_api_timestamps_order_exactly():
     assert a < b < c and c - b == 20_000_000
     assert kube.epoch("2026-03-01T12:00:00Z") == T0 == kube.epoch("2026-03-01T13:00:00+01:00")
     assert kube.iso(T0) == "2026-03-01T12:00:00Z" and kube.time_ns("yesterday") is None
+
+
+def test_durations_read_as_whole_minutes_or_seconds():
+    """One helper for the collector's and the diagnosis' messages: under a minute in seconds."""
+    assert [kube.duration(s) for s in (0, 45, 59.4, 60, 89, 91, 45 * MIN)] == \
+        ["0s", "45s", "59s", "1 min", "1 min", "2 min", "45 min"]

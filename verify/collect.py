@@ -387,14 +387,14 @@ def wait_for_job(
         if phase in DONE_PHASES or phase in FAILED_PHASES:
             if stream.pod:
                 stream.poll()  # the lines written since the last read
-            progress.say(f"job {namespace}/{job}: {phase} ({counts}) after {_minutes(elapsed)}")
+            progress.say(f"job {namespace}/{job}: {phase} ({counts}) after {kube.duration(elapsed)}")
             message = " ".join(str(x) for x in (state.get("reason"), state.get("message")) if x) or None
             return Waited(phase=phase, message=message, job=obj)
         if phase in RUNNING_PHASES:
-            progress.changed(phase, f"job {namespace}/{job}: {phase} ({counts}) after {_minutes(elapsed)}; "
+            progress.changed(phase, f"job {namespace}/{job}: {phase} ({counts}) after {kube.duration(elapsed)}; "
                                     f"streaming the launcher's log")
             stream.poll()
-            progress.heartbeat(f"still running after {_minutes(elapsed)}: job {phase} ({counts}), "
+            progress.heartbeat(f"still running after {kube.duration(elapsed)}: job {phase} ({counts}), "
                                f"{stream.shown} launcher lines so far")
         elif phase != looked_in or now - looked_at >= DIAGNOSE_SECONDS:
             snap = read_snapshot(client, namespace, obj, request_timeout=REQUEST_TIMEOUT_SECONDS)
@@ -402,14 +402,14 @@ def wait_for_job(
             looked_in, looked_at, findings = phase, now, verdict.findings
             pods = _pods_text(snap.pods)
             progress.changed(f"{phase} {pods}", f"job {namespace}/{job}: {phase}, pods: {pods} "
-                                                f"({_minutes(elapsed)} waited)")
+                                                f"({kube.duration(elapsed)} waited)")
             progress.findings(findings)
             if verdict.give_up:
-                raise Incomplete(f"gave up after {_minutes(elapsed)} waiting for Volcano job {namespace}/{job} "
+                raise Incomplete(f"gave up after {kube.duration(elapsed)} waiting for Volcano job {namespace}/{job} "
                                  f"(phase {phase}): {verdict.give_up}", phase=phase, diagnosis=findings,
                                  waited_seconds=elapsed)
             missing = f"{findings[0].what} ({findings[0].where})" if findings else "the job's pods to start"
-            progress.heartbeat(f"still waiting after {_minutes(elapsed)}: job {phase}, pods: {pods}; "
+            progress.heartbeat(f"still waiting after {kube.duration(elapsed)}: job {phase}, pods: {pods}; "
                                f"{verdict.allowance}; waiting for: {missing}")
         if elapsed + poll_seconds > timeout_seconds:
             if phase in RUNNING_PHASES:
@@ -420,10 +420,6 @@ def wait_for_job(
                 f"raise --timeout-minutes or look at: kubectl -n {namespace} describe jobs.batch.volcano.sh {job}",
                 phase=phase, diagnosis=findings, waited_seconds=elapsed)
         clock.sleep(poll_seconds)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f}s"
 
 
 def failed_job_diagnosis(client, namespace: str, job: dict, now: float) -> tuple[Finding, ...]:

@@ -6,11 +6,14 @@ turned by `Diagnoser.assess` into one `Finding` per cause and, when success has 
 the one-line reason to stop waiting:
 
 - an image of a job pod that has failed to pull for IMAGE_PULL_GIVE_UP_MINUTES, by the API's own
-  record (the first pull-failure event), so a collector started late decides at once;
+  record (the first pull-failure event of that pod: its uid, so a re-run's pods, named as the old
+  ones were, are not judged by the old pods' events), so a collector started late decides at once;
 - once the node-setup allowance has passed, counted from when the IB pool's nodes became Ready (their
   Ready condition's lastTransitionTime): a GPU or RDMA resource the job requests that too few of the
   pool's Ready nodes advertise, or a taint on them that the job's pods do not tolerate. Before that,
-  drivers may still be building and the device plugins not yet registered: keep waiting.
+  drivers may still be building and the device plugins not yet registered: keep waiting;
+- too few of the pool's nodes Ready for the job, once the allowance has passed counted from when the
+  NotReady ones became NotReady (the same lastTransitionTime; the node's creation when it has none).
 
 What the job needs (its device resources, tolerations, replicas) is read from the Job's own pod
 templates, and the pool's nodes by the label the node pool sets (fabric.IB_POOL_ROLE_LABEL), so no
@@ -206,6 +209,7 @@ class Event:
 
     kind: str
     name: str
+    uid: str  # the involved object's uid ("" when the event names none)
     field_path: str
     type: str
     reason: str
@@ -221,9 +225,22 @@ class Event:
                 or first)
         involved = raw.get("involvedObject") or {}
         return cls(kind=str(involved.get("kind") or ""), name=str(involved.get("name") or ""),
-                   field_path=str(involved.get("fieldPath") or ""), type=str(raw.get("type") or ""),
+                   uid=str(involved.get("uid") or ""), field_path=str(involved.get("fieldPath") or ""),
+                   type=str(raw.get("type") or ""),
                    reason=str(raw.get("reason") or ""), message=" ".join(str(raw.get("message") or "").split()),
                    count=int(raw.get("count") or get(raw, "series", "count") or 1), first=first, last=last)
+
+    def about_pod(self, pod: dict) -> bool:
+        """Volcano names a re-run's pods as it named the old ones (`<job>-mpiworker-0`) and events live
+        on for about an hour (the API server's --event-ttl), so the name alone would count the old pod's
+        events: an event is this pod's when it names the pod's uid, or, naming no uid, the pod's name
+        and has happened since the pod was created."""
+        if self.kind != "Pod" or self.name != name(pod):
+            return False
+        if self.uid:
+            return self.uid == str(get(pod, "metadata", "uid") or "")
+        created = kube.epoch(get(pod, "metadata", "creationTimestamp"))
+        return created is None or self.last is None or self.last >= created
 
     def about_container(self, container: str) -> bool:
         """Container events name it in fieldPath (`spec.containers{name}`); one without names all of them."""
@@ -253,10 +270,6 @@ def _statuses(pod: dict) -> list[dict]:
     return out
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min"
-
-
 def _tolerates(toleration: dict, taint: dict) -> bool:
     """Kubernetes' rule (core/v1 Toleration.ToleratesTaint): same effect or none given; same key, or no
     key with operator Exists; then Exists matches any value and Equal (the default) the same value."""
@@ -280,7 +293,10 @@ class PoolNode:
     name: str
     ready: bool
     ready_since: float | None  # the Ready condition's lastTransitionTime, when Ready is True
-    not_ready: str  # why not, from the Ready condition ("" when Ready)
+    # when Ready is not True: since when (the Ready condition's lastTransitionTime, or the node's creation
+    # when the kubelet never reported one), and why, from the condition
+    not_ready_since: float | None
+    not_ready: str  # "" when Ready
     allocatable: dict[str, int]
     taints: tuple[dict, ...]
 
@@ -293,8 +309,11 @@ class PoolNode:
                                    + (f": {ready['message']}" if ready.get("message") else ""))
         hard = tuple(t for t in get(node, "spec", "taints") or [] if t.get("effect") in HARD_TAINT_EFFECTS
                      and not str(t.get("key") or "").startswith(LIFECYCLE_TAINT_PREFIX))
-        return cls(name=name(node), ready=is_ready,
-                   ready_since=kube.epoch(ready.get("lastTransitionTime")) if is_ready else None, not_ready=why,
+        changed = kube.epoch(ready.get("lastTransitionTime"))
+        created = kube.epoch(get(node, "metadata", "creationTimestamp"))
+        return cls(name=name(node), ready=is_ready, ready_since=changed if is_ready else None,
+                   not_ready_since=None if is_ready else changed or created,
+                   not_ready=why,
                    allocatable={r: _count(q) for r, q in (get(node, "status", "allocatable") or {}).items()},
                    taints=hard)
 
@@ -305,6 +324,66 @@ def _device_hint(resource: str) -> str:
     if resource == fabric.GPU_RESOURCE:
         return "the GPU Operator's device plugin advertises it, after its driver container has loaded the driver"
     return "a device plugin advertises it"
+
+
+@dataclass(frozen=True)
+class AllowanceStart:
+    """When the node-setup allowance started, and what it is counted from (for the messages)."""
+
+    at: float
+    counted_from: str  # e.g. "the IB nodes' Ready"
+    since: str  # e.g. "the IB pool's nodes have been Ready since <time>"
+    not_ready: bool  # counted from NotReady nodes: too few Ready nodes is then the cause to report
+
+
+def _allowance_start(ready: list[PoolNode], not_ready: list[PoolNode], needed: int) -> AllowanceStart | None:
+    """From when as many nodes as the job needs were Ready. With too few Ready, each NotReady node gets the
+    allowance from when it went NotReady: waiting helps while as many of them as are missing are still
+    within theirs, so it is counted from the one, most recent first, that completes the number."""
+    ready_times = sorted(n.ready_since for n in ready if n.ready_since is not None)
+    if len(ready_times) >= needed:
+        at = ready_times[needed - 1]
+        return AllowanceStart(at=at, counted_from="the IB nodes' Ready",
+                              since=f"the IB pool's nodes have been Ready since {kube.iso(at)}", not_ready=False)
+    missing = needed - len(ready)
+    recent_first = sorted((n for n in not_ready if n.not_ready_since is not None),
+                          key=lambda n: n.not_ready_since or 0.0, reverse=True)
+    if missing <= 0 or len(recent_first) < missing:
+        return None
+    node = recent_first[missing - 1]
+    at = node.not_ready_since or 0.0
+    return AllowanceStart(at=at, counted_from=f"node {node.name} NotReady",
+                          since=f"node {node.name} has been NotReady since {kube.iso(at)}", not_ready=True)
+
+
+def _not_ready_text(nodes: list[PoolNode], not_ready: list[PoolNode], needed: int) -> str:
+    each = "; ".join(f"{n.name} NotReady since {kube.iso(n.not_ready_since) if n.not_ready_since else '?'} "
+                     f"({n.not_ready})" for n in not_ready)
+    return f"{len(nodes) - len(not_ready)} of {len(nodes)} IB-pool nodes are Ready, the job needs {needed}: {each}"
+
+
+def _not_ready_hint(gpus: bool) -> str:
+    """Where to look for a NotReady node (kubelet node status, and the node lifecycle controller's
+    Unknown when the kubelet stops posting)."""
+    gpu_cause = (" On GPU nodes one known cause: containerd refuses a config drop-in and exits, as with the one the "
+                 "GPU Operator's container toolkit writes on containerd 2.x without RUNTIME_CONFIG_SOURCE=file "
+                 "(docs/kubernetes-layer.md)." if gpus else "")
+    return ("Ready=Unknown: the kubelet stopped posting the node's status (it, or the VM, is down); Ready=False: the "
+            f"kubelet runs and reports what is not ready, often the container runtime (containerd).{gpu_cause} Look "
+            "at `kubectl describe node` and at `journalctl -u kubelet -u containerd` on the node (through `az vmss "
+            "run-command invoke` when no pod can start there)")
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the IB pool's nodes say: problems, a summary line, the allowance, and the causes that end
+    the wait once it has passed (the most telling first)."""
+
+    findings: list[Finding]
+    summary: Finding | None = None
+    allowance: AllowanceStart | None = None
+    blockers: list[str] = field(default_factory=list)
+    hint: str = ""  # where to look, after the give-up line
 
 
 @dataclass(frozen=True)
@@ -331,8 +410,8 @@ class Diagnoser:
         findings: list[Finding] = []
         pulls: list[PullFailure] = []
         for pod in sorted(snap.pods or [], key=name):
-            pod_name, where = name(pod), f"pod {snap.namespace}/{name(pod)}"
-            mine = [e for e in events if e.kind == "Pod" and e.name == pod_name]
+            where = f"pod {snap.namespace}/{name(pod)}"
+            mine = [e for e in events if e.about_pod(pod)]
             scheduled = kube.condition(pod, "PodScheduled") or {}
             if scheduled.get("status") == "False":
                 findings.append(Finding(scheduled.get("reason") or "Unschedulable", where,
@@ -412,27 +491,26 @@ class Diagnoser:
         return _unique(findings)
 
     # --- the IB pool ----------------------------------------------------------------------------
-    def pool(self, snap: Snapshot, tasks: list[Task]) -> tuple[list[Finding], Finding | None, float | None,
-                                                                list[str]]:
-        """(problems, a summary line, when the allowance started or None, the causes that end the wait
-        once it has passed)."""
+    def pool(self, snap: Snapshot, tasks: list[Task]) -> PoolView:
         if snap.nodes is None:
-            return [], None, None, []
+            return PoolView(findings=[])
         where_pool = f"nodes with label {pool_selector()}"
         if not snap.nodes:
-            return [Finding("no IB pool node", where_pool, "no node carries the IB pool's label: is the pool "
-                                                           "scaled to zero, or still being created?")], None, None, []
+            return PoolView(findings=[Finding("no IB pool node", where_pool, "no node carries the IB pool's label: "
+                                              "is the pool scaled to zero, or still being created?")])
         nodes = [PoolNode.of(n) for n in snap.nodes]
         ready = [n for n in nodes if n.ready]
-        findings = [Finding("NodeNotReady", f"node {n.name}", n.not_ready) for n in nodes if not n.ready]
+        not_ready = [n for n in nodes if not n.ready]
+        findings = [Finding("NodeNotReady", f"node {n.name}", n.not_ready) for n in not_ready]
 
-        # The allowance starts when as many nodes as the job spreads its pods over were Ready (the
-        # workers that hold devices go one per node).
+        # the job spreads its device-holding pods one per node
         needed = max((t.replicas for t in tasks if t.devices), default=1)
-        ready_times = sorted(n.ready_since for n in ready if n.ready_since is not None)
-        started = ready_times[needed - 1] if len(ready_times) >= needed else None
-
+        allowance = _allowance_start(ready, not_ready, needed)
         blockers: list[str] = []
+        hint = ""
+        if allowance and allowance.not_ready:
+            blockers.append(_not_ready_text(nodes, not_ready, needed))
+            hint = _not_ready_hint(wants_gpu(tasks))
         needs: dict[str, tuple[int, int, list[str]]] = {}
         for task in tasks:
             for resource, units in task.devices.items():
@@ -463,10 +541,11 @@ class Diagnoser:
                 blockers.append(f"the job's {task.name} pods do not tolerate the IB pool's taint: {message}")
 
         counts = "; ".join(_advertised(resource, ready) for resource in sorted(needs))
-        since = f", the {needed} needed since {kube.iso(started)}" if started is not None else ""
+        since = (f", the {needed} needed since {kube.iso(allowance.at)}" if allowance and not allowance.not_ready
+                 else "")
         summary = Finding("IB pool", where_pool, f"{len(ready)} of {len(nodes)} Ready{since}"
                           + (f"; {counts}" if counts else ""))
-        return findings, summary, started, blockers
+        return PoolView(findings=findings, summary=summary, allowance=allowance, blockers=blockers, hint=hint)
 
     # --- the operators --------------------------------------------------------------------------
     @staticmethod
@@ -529,11 +608,11 @@ class Diagnoser:
     def assess(self, snap: Snapshot, now: float) -> Assessment:
         tasks = tasks_of(snap.job)
         pod_findings, pulls = self.job_pods(snap, now)
-        pool_problems, pool_summary, started, blockers = self.pool(snap, tasks)
+        pool = self.pool(snap, tasks)
         problems, progress = self.operators(snap)
         # the most telling first: what the pods and the nodes say, then the operators, then Volcano's view
-        findings = [*pod_findings, *pool_problems, *problems, *self.pod_group(snap), *snap.unreadable,
-                    *([pool_summary] if pool_summary else []), *progress]
+        findings = [*pod_findings, *pool.findings, *problems, *self.pod_group(snap), *snap.unreadable,
+                    *([pool.summary] if pool.summary else []), *progress]
         if len(findings) > MAX_FINDINGS:
             hidden = len(findings) - MAX_FINDINGS + 1
             findings = [*findings[:MAX_FINDINGS - 1], Finding("more", "", f"{hidden} more findings not shown")]
@@ -543,22 +622,24 @@ class Diagnoser:
             if now - pull.since >= self.image_pull_give_up_seconds:
                 give_up = (f"image {pull.image} of pod {snap.namespace}/{pull.pod} (container {pull.container}) "
                            f"cannot be pulled: {pull.reason} since {kube.iso(pull.since)} "
-                           f"({_minutes(now - pull.since)}, {pull.attempts} failed attempt(s))"
+                           f"({kube.duration(now - pull.since)}, {pull.attempts} failed attempt(s))"
                            + (f"; last error: {pull.message}" if pull.message else ""))
                 break
-        allowance_minutes = _minutes(self.setup_allowance_seconds)
+        allowance_minutes = kube.duration(self.setup_allowance_seconds)
         if snap.nodes is None:
             allowance = "node-setup allowance unknown (the IB pool's nodes could not be read)"
-        elif started is None:
-            allowance = "node-setup allowance not started (the IB pool's nodes are not Ready yet)"
+        elif pool.allowance is None:
+            allowance = "node-setup allowance not started (too few IB-pool nodes to count it from)"
         else:
+            started = pool.allowance.at
             ends = started + self.setup_allowance_seconds
-            allowance = (f"node-setup allowance of {allowance_minutes} from {kube.iso(started)} (the IB nodes' "
-                         f"Ready) " + (f"ends {kube.iso(ends)}, {_minutes(ends - now)} left" if now < ends
-                                       else f"passed at {kube.iso(ends)}"))
-            if give_up is None and now >= ends and blockers:
-                give_up = (f"{blockers[0]}; the IB pool's nodes have been Ready since {kube.iso(started)} "
-                           f"({_minutes(now - started)}, past the {allowance_minutes} node-setup allowance)")
+            where_it_stands = (f"ends {kube.iso(ends)}, {kube.duration(ends - now)} left" if now < ends
+                               else f"passed at {kube.iso(ends)}")
+            allowance = (f"node-setup allowance of {allowance_minutes} from {kube.iso(started)} "
+                         f"({pool.allowance.counted_from}) {where_it_stands}")
+            if give_up is None and now >= ends and pool.blockers:
+                give_up = (f"{pool.blockers[0]}; {pool.allowance.since} ({kube.duration(now - started)}, past the "
+                           f"{allowance_minutes} node-setup allowance)" + (f". {pool.hint}" if pool.hint else ""))
         return Assessment(findings=tuple(findings), give_up=give_up, allowance=allowance)
 
 

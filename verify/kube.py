@@ -125,6 +125,11 @@ def iso(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def duration(seconds: float) -> str:
+    """How long, as the collector's messages write it: whole minutes from one minute on, else seconds."""
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f}s"
+
+
 def get(obj: Any, *path: str) -> Any:
     """obj[path[0]][path[1]]..., or None where a level is missing (API objects omit empty fields)."""
     for key in path:

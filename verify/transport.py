@@ -138,12 +138,6 @@ class Transport:
             if any(p.split("/")[1] != SOCKET and not p.endswith("/GDRDMA") for p in paths)
         )
 
-    @property
-    def hcas_per_host(self) -> int | None:
-        """The HCA count when every host opened the same number; None otherwise or when not logged."""
-        counts = {len(v) for v in self.hcas_by_host.values()}
-        return counts.pop() if len(counts) == 1 else None
-
     def summary(self, nodes: int | None = None) -> str:
         """One line for people (the stack's `fabricTransport`): "NET/IB GDRDMA, 8 HCAs per node"."""
         if not self.seen:
