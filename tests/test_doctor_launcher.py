@@ -386,6 +386,7 @@ def test_ib_write_bw_from_gpu_memory_on_the_hcas_numa_node_with_azures_flags(tmp
         assert f"--use_cuda={int(dev.removeprefix('mlx5_ib'))}" in argv  # mlx5_ib0..7 in name order
     sections_bw = r.named(sections.HCA_BW)
     assert {s.attrs["memory"] for s in sections_bw} == {"cuda"}
+    assert {b["memory"] for b in r.report()["doctor"]["hca_bw"]} == {"cuda"}
     cpus = Path("/sys/devices/system/node/node0/cpulist")
     if cpus.exists():  # the worker bound ib_write_bw to the HCA's NUMA node, and said how
         bound = {"numactl -N 0 -m 0", f"taskset -c {cpus.read_text().strip()}"}
