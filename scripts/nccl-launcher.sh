@@ -327,7 +327,7 @@ batch() {
 }
 
 node_checks() {
-  local i h
+  local i h check
   have_time node-checks || return 0
   for i in "${!hosts[@]}"; do
     batch "$i"
