@@ -67,6 +67,9 @@ class LinkExpectation:
     threshold_gbits: float  # below this: FAIL (when measured with `gate_tool`)
     source: str
     gate_tool: str = "ib_write_bw"  # what the threshold was measured with (Azure's health checks)
+    # the memory the gate's ib_write_bw moved: "cuda" (GPU memory, --use_cuda: GPUDirect RDMA,
+    # check_ib_bw_gdr) or "host" (check_ib_bw_non_gdr)
+    gate_memory: str = "host"
     # Another tool (osu_bw: MPI over UCX) between this and the threshold reads WARN, not FAIL: the
     # gate was set for raw verbs. None: no band, the threshold is the line for every tool.
     other_tool_warn_from_gbits: float | None = None
@@ -74,6 +77,8 @@ class LinkExpectation:
     def __post_init__(self) -> None:
         if not 0 < self.threshold_gbits <= self.baseline_gbits:
             raise ValueError(f"threshold {self.threshold_gbits} must be in (0, baseline {self.baseline_gbits}]")
+        if self.gate_memory not in ("cuda", "host"):
+            raise ValueError(f"gate_memory {self.gate_memory!r} must be 'cuda' or 'host'")
         if self.other_tool_warn_from_gbits is not None and not 0 < self.other_tool_warn_from_gbits <= (
                 self.threshold_gbits):
             raise ValueError(f"WARN band from {self.other_tool_warn_from_gbits} must be in (0, threshold "
@@ -172,9 +177,21 @@ SRC_CORES_GB200 = ("microsoft/aspire@5bd693a src/Aspire.Hosting.Azure.Kubernetes
                    "'Standard_ND128isr_NDR_GB200_v6 -- 128 vCPUs' (aznhc has no GB200 conf)")
 SRC_AICR_H100_AKS = (
     "NVIDIA/aicr#1699 (2026-07-09): 157.11 GB/s busbw on 2 x Standard_ND96isr_H100_v5 on AKS, gate >= 150; "
-    "#1840: 157.5 GB/s on the same pair (issue 13 reads it as untuned, NCCL_NET_PLUGIN=none, shared HCA pool)"
+    "#1840: 157.5 GB/s on the same pair (its NCCL settings NOT FOUND in the sources read, docs/sku-sources.md "
+    "Q7; issue 13 reads it as untuned, NCCL_NET_PLUGIN=none, shared HCA pool)"
 )
 SRC_AZNHC_NCCL = "Azure/azurehpc-health-checks@0e0a1ac conf/{conf}.conf check_nccl_allreduce {gbps} 1 {size}"
+# NCCL's maintainers' figure for what one NIC carries at best in an all-reduce (busbw), per 200 Gb/s of
+# line rate: 24 GB/s, i.e. 48 GB/s for a 400 Gb/s NDR HCA.
+NCCL_PEAK_GBPS_PER_200G = 24.0
+SRC_NCCL_PEAK = ("NVIDIA/nccl-tests#119 (sjeaugey, 2022-11-17): 'We usually consider 24GB/s is the peak "
+                 "performance per 200G NIC (12 GB/s for 100G NICs)'")
+
+
+def nccl_peak_gbps(hcas: int, link_gbits: float) -> float:
+    """The all-reduce busbw NCCL's maintainers call the peak of `hcas` NICs of `link_gbits` each
+    (SRC_NCCL_PEAK): 8 x HDR 200 -> 192 GB/s, 8 x NDR 400 -> 384 GB/s."""
+    return hcas * NCCL_PEAK_GBPS_PER_200G * link_gbits / 200
 
 
 def _node_gate(conf: str, gbps: float, size: str) -> NodeAllReduceGate:
@@ -182,36 +199,61 @@ def _node_gate(conf: str, gbps: float, size: str) -> NodeAllReduceGate:
     return NodeAllReduceGate(threshold_gbps=gbps, size=size, source=source)
 
 
-def _derived_nd_allreduce(gdr_gate_gbits: float, hcas: int, gate_source: str) -> Expectation:
-    """The 2-node all-reduce expectation of an ND size that Azure publishes no multi-node figure for,
-    from that size's own GPUDirect RDMA gate. DERIVED, not measured, so a run below it is WARN.
+# The one published pair, as fractions of its NICs' NCCL peak (8 x HDR 200: 192 GB/s): baseline 187 is
+# 97.4 %, the fail line 180 is 93.75 %.
+_A100_PEAK_GBPS = nccl_peak_gbps(8, 200)
+AICR_H100_AKS_BUSBW_GBPS = 157.11  # SRC_AICR_H100_AKS
 
-    - threshold: the sum of what Azure's health check demands of each HCA alone (HCAs x gate, Gb/s
-      -> GB/s). The one published pair fits this rule exactly: ND A100 v4's fail line, 180 GB/s
-      busbw (SRC_AZURE_EXPECTED), is 8 x its 180 Gb/s GDR gate / 8.
-    - baseline: the threshold times the A100 pair's margin, 187 / 180 (its measured busbw over its
-      fail line).
-    Weighed against SRC_AICR_H100_AKS (157 GB/s on 2 x H100 on AKS): that run is 41 % of the H100
-    threshold and not a baseline (no Azure tuning, a liveness gate of 150); it is why these stay
-    derived (WARN, never FAIL, until a tuned AKS measurement exists)."""
-    threshold = hcas * gdr_gate_gbits / 8
+
+def _weighed(threshold_gbps: float) -> str:
+    return (f"Weighed against {SRC_AICR_H100_AKS}: {AICR_H100_AKS_BUSBW_GBPS / threshold_gbps:.0%} of this "
+            "threshold, not used as a baseline (its settings are unknown; its gate of 150 is a liveness check); "
+            "it is why these stay derived (WARN, never FAIL, until a measurement on AKS with Azure's settings "
+            "exists). Azure's only H100 multi-node figure is 8 nodes with SHARP "
+            "(Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline: ~450 GB/s, warn < 400)")
+
+
+def _derived_from_nccl_peak(hcas: int, link_gbits: int) -> Expectation:
+    """The 2-node all-reduce expectation of an ND size that Azure publishes no multi-node figure for,
+    placed where the one published pair sits relative to its NICs' NCCL peak. DERIVED, not measured,
+    so a run below it is WARN (and no WARN band applies above it: verify.verdict)."""
+    peak = nccl_peak_gbps(hcas, link_gbits)
+    baseline_fraction = _A100.baseline_gbps / _A100_PEAK_GBPS
+    threshold_fraction = _A100.threshold_gbps / _A100_PEAK_GBPS
+    threshold = round(peak * threshold_fraction, 1)
     return Expectation(
-        baseline_gbps=round(threshold * _A100.baseline_gbps / _A100.threshold_gbps, 1),
+        baseline_gbps=round(peak * baseline_fraction, 1),
         threshold_gbps=threshold,
         source=(
-            f"DERIVED, not measured: threshold = {hcas} HCAs x the {gdr_gate_gbits:g} Gb/s GDR gate / 8 "
-            f"({gate_source}), the rule that gives ND A100 v4's published fail line (8 x 180 / 8 = 180, "
-            f"{SRC_AZURE_EXPECTED}); baseline = threshold x 187/180, that pair's margin. Weighed against "
-            f"{SRC_AICR_H100_AKS}; Azure's only H100 multi-node figure is 8 nodes with SHARP "
-            "(Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline: ~450 GB/s, "
-            "warn < 400)"
+            f"DERIVED, not measured: {hcas} x {link_gbits} Gb/s HCAs peak at {peak:g} GB/s busbw in NCCL "
+            f"({hcas} x {NCCL_PEAK_GBPS_PER_200G * link_gbits / 200:g}; {SRC_NCCL_PEAK}); baseline and "
+            f"threshold sit where ND A100 v4's published pair sits against its own peak of "
+            f"{_A100_PEAK_GBPS:g} (8 x 24): baseline 187 = {baseline_fraction:.1%}, fail line 180 = "
+            f"{threshold_fraction:.2%} ({SRC_AZURE_EXPECTED}). {_weighed(threshold)}"
+        ),
+    )
+
+
+def _scaled_by_gdr_gate(of: Expectation, of_name: str, of_gate_gbits: float, gate_gbits: float,
+                        gate_source: str) -> Expectation:
+    """`of` scaled by the ratio of two sizes' GPUDirect RDMA gates (Azure's per-HCA health check): a
+    size whose HCAs Azure gates lower gets a lower line, from its own figure rather than a copy."""
+    scale = gate_gbits / of_gate_gbits
+    return Expectation(
+        baseline_gbps=round(of.baseline_gbps * scale, 1),
+        threshold_gbps=round(of.threshold_gbps * scale, 1),
+        source=(
+            f"DERIVED, not measured: {of_name}'s derived {of.baseline_gbps:g} / {of.threshold_gbps:g} GB/s x "
+            f"{gate_gbits:g}/{of_gate_gbits:g}, the ratio of Azure's GPUDirect RDMA gates per HCA ({gate_source}; "
+            f"{of_name}'s {of_gate_gbits:g}); {of_name}'s figures: {of.source}"
         ),
     )
 
 
 _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS = 380.0, 360.0
-_H100_DERIVED = _derived_nd_allreduce(_H100_GDR_GATE_GBITS, 8, SRC_GDR_H100)
-_H200_DERIVED = _derived_nd_allreduce(_H200_GDR_GATE_GBITS, 8, SRC_GDR_H200)
+_H100_DERIVED = _derived_from_nccl_peak(8, 400)
+_H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS,
+                                    SRC_GDR_H200)
 
 # Point to point over one HCA. GPU sizes: the line rate and the size's own GPUDirect RDMA gate (what
 # a GPU-memory ib_write_bw must reach). CPU-only sizes: the host-memory gate. Azure measures every
@@ -219,10 +261,11 @@ _H200_DERIVED = _derived_nd_allreduce(_H200_GDR_GATE_GBITS, 8, SRC_GDR_H200)
 # at 97.5 % of the line rate, osu_bw gets a WARN band below the gate down to 95 % of the line rate
 # (the fraction HBv3's own gate allows, 190 of 200): derived, not measured (no published osu_bw
 # figure for HBv4/HX).
-_A100_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=180.0, source=f"HDR line rate; {SRC_GDR_A100}")
-_H100_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H100_GDR_GATE_GBITS,
+_A100_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=180.0, gate_memory="cuda",
+                             source=f"HDR line rate; {SRC_GDR_A100}")
+_H100_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H100_GDR_GATE_GBITS, gate_memory="cuda",
                              source=f"NDR line rate; {SRC_GDR_H100}")
-_H200_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H200_GDR_GATE_GBITS,
+_H200_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H200_GDR_GATE_GBITS, gate_memory="cuda",
                              source=f"NDR line rate; {SRC_GDR_H200}")
 _HBV3_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=190.0, source=f"HDR line rate; {SRC_NON_GDR_HBV3}")
 _NDR_HOST_LINK = LinkExpectation(

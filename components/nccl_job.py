@@ -99,8 +99,8 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     sku = args.sku
     largest = nccl_sizing.max_size_arg(args.all_reduce_args)
     node_size = sku.allreduce_1_node.size if sku.allreduce_1_node else largest
-    pair = sku.allreduce_expectation(2)
-    pair_slow = args.threshold_gbps if args.threshold_gbps is not None else (pair.threshold_gbps if pair else None)
+    # a pair is slow where a 2-node verdict would not PASS: the same rule as the pass line
+    pair_slow = doctor.Expectations.for_sku(sku, args.threshold_gbps).pair_slow_below_gbps
     pass_line = pass_line_gbps(sku.allreduce_expectation(args.node_count), args.threshold_gbps)
     return {
         "DOCTOR": args.doctor,
@@ -115,6 +115,8 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",
         "DOCTOR_PAIR_SLOW_BELOW_GBPS": _gbps(pair_slow),
         "DOCTOR_HCA_PAIRS": str(DOCTOR_HCA_PAIRS),
+        # per-HCA ib_write_bw from the memory the size's gate was measured from (GPU memory on ND sizes)
+        "PERFTEST_MEMORY": sku.p2p.gate_memory if sku.p2p else ("cuda" if sku.expects_gpudirect_rdma else "host"),
     }
 
 

@@ -422,9 +422,13 @@ def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     else:
         rows.append(("FAIL below", f"no catalog figure for {args.nodes} × {sku.vm_size}: UNKNOWN unless "
                                    "`fabricTest.thresholdGbps` is set"))
-    if expect:
-        rows.append(("WARN below", f"{expect.baseline_gbps * verdict.WARN_FRACTION_OF_BASELINE:.1f} GB/s "
-                                   f"({verdict.WARN_FRACTION_OF_BASELINE:.0%} of the baseline)"))
+    warn_below = verdict.warn_below_gbps(expect, args.threshold_gbps)
+    if warn_below is not None:
+        rows.append(("WARN below", f"{warn_below:.1f} GB/s ({verdict.WARN_FRACTION_OF_BASELINE:.0%} of the baseline)"))
+    elif expect:
+        why = ("`fabricTest.thresholdGbps` replaces the catalog's threshold" if args.threshold_gbps is not None
+               else "the baseline is derived, not a measurement")
+        rows.append(("WARN below", f"no band above the FAIL line: {why}"))
     rows.append(("on FAIL", on_fail))
     return FabricTestPlan("NCCL all-reduce", rows, expect.source if expect else None, "verify/verdict.py")
 

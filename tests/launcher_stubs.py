@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (the stubs print tool output lines verbatim, wider than the code style)
-"""A fake cluster for running scripts/nccl-launcher.sh here: stub `ssh`, `mpirun`, `nvidia-smi` and
-`ib_write_bw` on PATH, and a fake /sys/class/infiniband per worker.
+"""A fake cluster for running scripts/nccl-launcher.sh here: stub `ssh`, `mpirun`, `nvidia-smi`,
+`ib_write_bw` and `timeout` on PATH, and a fake /sys/class/infiniband per worker.
 
 - `ssh HOST true` answers after SSH_FAILS attempts per host (the launcher's sshd wait); any other
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
@@ -15,7 +15,10 @@
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
-- `ib_write_bw` as a server prints nothing; as a client it prints a perftest table at 392 Gb/s, or
+- `timeout` exits 124 at once for a command that holds one of STUB_TIMEOUT_ON's '|'-separated
+  patterns (the budget ran out); otherwise it is the real one.
+- `ib_write_bw` records its argv (ib_write_bw.calls: host, tab, arguments); as a server it prints
+  nothing; as a client it prints a perftest table at 392 Gb/s, or
   196 when either end lists the device in STUB_DIR/hosts/HOST/slow_hca.
 """
 
@@ -139,6 +142,7 @@ for ((i = 0; i < n; i++)); do printf 'GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-%
 '''
 
 _IB_WRITE_BW = r'''#!/usr/bin/env bash
+printf '%s\t%s\n' "$STUB_HOST" "$*" >>"$STUB_DIR/ib_write_bw.calls"
 dev=""; args=("$@"); server=""
 for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = -d ] && dev=${args[i + 1]}; done
 case "${args[-1]}" in *mpiworker*) server=${args[-1]} ;; *) exit 0 ;; esac  # a server: its client prints
@@ -156,6 +160,17 @@ echo " 8388608    5000             $bw             $bw             0.005850"
 echo "$rule"
 '''
 
+# `timeout SECONDS COMMAND...` that, for a command line holding one of STUB_TIMEOUT_ON's '|'-separated
+# patterns, prints a line and exits 124 at once, as coreutils' timeout does when the limit runs out
+# (no waiting); any other command runs under the real timeout (the next one on PATH).
+_TIMEOUT = r'''#!/usr/bin/env bash
+IFS='|' read -r -a patterns <<<"${STUB_TIMEOUT_ON:-}"
+for p in "${patterns[@]}"; do
+  if [ -n "$p" ] && [[ " ${*:2} " == *"$p"* ]]; then echo "partial output, then killed"; exit 124; fi
+done
+exec "$(PATH=${PATH#*:} command -v timeout)" "$@"
+'''
+
 
 def calls(root: Path) -> list[list[str]]:
     """Every mpirun call's arguments, in order."""
@@ -167,7 +182,7 @@ def install(root: Path) -> Path:
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     scripts = {"mpirun": f"#!{sys.executable} -S\n{_MPIRUN}",  # -S: no site import, a faster start
-               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW}
+               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW, "timeout": _TIMEOUT}
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(body)
@@ -177,9 +192,10 @@ def install(root: Path) -> Path:
 
 def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4X NDR)",
              degraded: dict[str, str] | None = None, down: tuple[str, ...] = (), gpus: int | None = None,
-             slow_hca: tuple[str, ...] = (), ethernet_an0: bool = False) -> None:
+             slow_hca: tuple[str, ...] = (), ethernet_an0: bool = False, numa_node: int | None = None) -> None:
     """A worker's /sys/class/infiniband: `hcas` IB ports at `rate`, `degraded` ones at their own
-    rate, `down` ones DOWN/Polling; an Ethernet mlx5_an0 as on ND H200 v5 when asked."""
+    rate, `down` ones DOWN/Polling; an Ethernet mlx5_an0 as on ND H200 v5 when asked; each device's
+    device/numa_node when `numa_node` is given."""
     base = root / "hosts" / host
     ports = {f"mlx5_ib{i}": ("4: ACTIVE", "5: LinkUp", (degraded or {}).get(f"mlx5_ib{i}", rate), "InfiniBand")
              for i in range(hcas)}
@@ -192,6 +208,9 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
         d.mkdir(parents=True, exist_ok=True)
         for name, value in (("state", state), ("phys_state", phys), ("rate", rate_text), ("link_layer", layer)):
             (d / name).write_text(value + "\n")
+        if numa_node is not None:
+            (d.parent.parent / "device").mkdir(exist_ok=True)
+            (d.parent.parent / "device" / "numa_node").write_text(f"{numa_node}\n")
     if gpus is not None:
         (base / "gpus").write_text(str(gpus))
     if slow_hca:

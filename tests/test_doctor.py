@@ -88,6 +88,26 @@ def test_below_a_published_pair_threshold_the_suspect_fails():
     assert s.evidence["pair_threshold_gbps"] == 180.0
 
 
+def test_a_pair_is_slow_where_a_two_node_verdict_would_not_pass():
+    """The slow-pair line follows verify.verdict's pass line: on ND A100 v4 (published) a pair in the
+    WARN band is slow and its node a WARN suspect; on ND H100 v5 (derived: no WARN band) a pair just
+    above the threshold is not slow."""
+    a100 = A100.allreduce_expectation(2)
+    in_band = (a100.threshold_gbps + a100.baseline_gbps * 0.97) / 2
+    found = doctor.diagnose([], run_plan(8, {5}, healthy=a100.baseline_gbps, slow=in_band), [],
+                            Expectations.for_sku(A100))
+    (s,) = found.suspects
+    assert s.host == hosts(8)[5] and s.verdict is Verdict.WARN
+    h100 = H100.allreduce_expectation(2)
+    just_above = h100.threshold_gbps + 0.5
+    assert just_above < h100.baseline_gbps * 0.97  # where the WARN band would have been
+    slow, fast, _ = doctor.classify_pairs(run_plan(4, set(), healthy=just_above), Expectations.for_sku(H100))
+    assert slow == [] and len(fast) == 6
+    # the user's threshold replaces the catalog's, WARN band and all
+    over = Expectations.for_sku(A100, pair_threshold_gbps=a100.threshold_gbps - 5)
+    assert over.pair_slow_below_gbps == a100.threshold_gbps - 5
+
+
 def test_one_bad_node_among_two_is_named_by_its_own_checks():
     """Two nodes: the one pair is slow, pairwise runs cannot choose; the HCA listing can."""
     a, b = hosts(2)
@@ -184,12 +204,39 @@ def test_missing_gpus_and_a_slow_nvlink_run_are_named():
     assert exp.node_allreduce_gbps == 460.0 and "check_nccl_allreduce" in exp.node_allreduce_source
     found = doctor.diagnose([NodeCheck("w3", ndv5_ports(), 7, 300.0)], [], [], exp).suspects
     assert [s.reason.split(" ")[0] for s in found] == ["7", "single-node"]
-    assert found[1].evidence == {"busbw_gbps": 300.0, "threshold_gbps": 460.0, "source": exp.node_allreduce_source}
+    assert found[1].evidence == {"busbw_gbps": 300.0, "threshold_gbps": 460.0, "fail_below_gbps": 230.0,
+                                 "source": exp.node_allreduce_source}
+
+
+@pytest.mark.parametrize("busbw, failure, verdict", [
+    (430.0, None, Verdict.WARN),  # below Azure's gate (460): a suspect, not proof (a setting can do it)
+    (231.0, None, Verdict.WARN),
+    (229.0, None, Verdict.FAIL),  # below half the gate: NVLink is not working
+    (30.0, None, Verdict.FAIL),  # a GPU over PCIe
+    (None, "no result rows", Verdict.FAIL),
+    (470.0, None, None),
+])
+def test_the_single_node_all_reduce_is_a_warn_suspect_below_the_gate_and_fails_far_below(busbw, failure, verdict):
+    exp = Expectations.for_sku(H100)
+    assert exp.node_allreduce_gbps * doctor.NODE_ALLREDUCE_FAIL_FRACTION == 230.0
+    found = doctor.diagnose([NodeCheck("w3", ndv5_ports(), 8, busbw, failure)], [], [], exp).suspects
+    assert [s.verdict for s in found] == ([verdict] if verdict else [])
 
 
 # --- per-HCA ib_write_bw ------------------------------------------------------------------------
 def write_bw(hosts_: tuple[str, str], slow: dict[str, float]) -> list[HcaBandwidth]:
     return [HcaBandwidth(hosts_, f"mlx5_ib{i}", slow.get(f"mlx5_ib{i}", 392.0)) for i in range(8)]
+
+
+@pytest.mark.parametrize("memory, verdict", [("cuda", Verdict.FAIL), (None, Verdict.FAIL), ("host", Verdict.WARN)])
+def test_an_hca_below_the_gdr_gate_fails_only_when_measured_from_gpu_memory(memory, verdict):
+    """ND H100 v5's gate is check_ib_bw_gdr (GPU memory); Azure publishes no host-memory gate for it."""
+    names = hosts(4)
+    bws = [HcaBandwidth((names[0], names[1]), f"mlx5_ib{i}", 196.0 if i == 6 else 392.0, memory=memory)
+           for i in range(8)]
+    found = [s for s in doctor.diagnose([], run_plan(4, {1}), bws, Expectations.for_sku(H100)).suspects if s.hca]
+    assert [(s.host, s.hca, s.verdict) for s in found] == [(names[1], "mlx5_ib6", verdict)]
+    assert Expectations.for_sku(H100).hca_gate_memory == "cuda"
 
 
 def test_a_slow_hca_on_a_slow_pair_is_put_on_the_node_the_pairs_blame():

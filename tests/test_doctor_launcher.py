@@ -97,11 +97,11 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     assert env4["DOCTOR"] == "auto" and env4["DOCTOR_SECONDS"] == str(15 * 60)
     assert env4["DOCTOR_PAIR_ROUNDS"] == "0-3 1-2;0-2 1-3;0-1 2-3"  # verify.doctor.plan_pairs(4)
     assert env2["DOCTOR_PAIR_ROUNDS"] == ""  # two nodes: the all-nodes run is the pair
-    # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node FAIL line
+    # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node one
     line = pass_line_gbps(SKU.allreduce_expectation(4))
     assert float(env4["DOCTOR_PASS_BUSBW_GBPS"]) == pytest.approx(line, abs=0.005)
-    assert line > SKU.allreduce_expectation(4).threshold_gbps  # the WARN line: above it the verdict is PASS
-    assert float(env4["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == SKU.allreduce_expectation(2).threshold_gbps
+    assert line == SKU.allreduce_expectation(4).threshold_gbps  # derived: no WARN band above it
+    assert float(env4["DOCTOR_PAIR_SLOW_BELOW_GBPS"]) == pass_line_gbps(SKU.allreduce_expectation(2))
     # Azure's single-node gate size for H100 (check_nccl_allreduce 460.0 1 16G); pairs at the run's -e
     assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
@@ -143,12 +143,19 @@ def test_one_slow_node_among_four_is_named(slow_node_2):
     node_runs = [c for c in r.calls[1:] if c[c.index("--host") + 1].count(",") == 0]
     assert sorted(c[c.index("--host") + 1] for c in node_runs) == sorted(f"{host(i)}:8" for i in range(4))
     assert all(c[c.index("-np") + 1] == "8" for c in node_runs)
-    # every doctor run as the all-nodes run: tagged, the size's map/bind, the job's environment
+    # every pair run as the all-nodes run: tagged, the size's map/bind, the job's environment
     # (NCCL_DEBUG=INFO: each run's transport is evidence too)
     all_nodes = r.calls[0]
-    for c in r.calls[1:]:
+    assert "NCCL_TOPO_FILE" in forwarded(all_nodes)  # the job mounts ND v5's topology file
+    pair_runs = [c for c in r.calls[1:] if c not in node_runs]
+    for c in pair_runs:
         assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
         assert flag(c, "--map-by") == flag(all_nodes, "--map-by") and flag(c, "--bind-to") == "core"
+    # a node's run as Azure's health check runs it (azure_nccl_allreduce.nhc): NUMA binding and
+    # NCCL_TOPO_FILE empty (its fix for spurious H100/H200 failures, azurehpc-health-checks#142/#143)
+    for c in node_runs:
+        assert "--tag-output" in c and (flag(c, "--map-by"), flag(c, "--bind-to")) == ("ppr:8:node", "numa")
+        assert forwarded(c) == [v for v in forwarded(all_nodes) if v != "NCCL_TOPO_FILE"] + ["NCCL_TOPO_FILE="]
     # pairs: the planned rounds, N/2 disjoint pairs each, 16 ranks each
     rounds: dict[str, list[tuple[str, ...]]] = {}
     for s in r.named(sections.PAIR):
@@ -308,3 +315,101 @@ def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
 def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
     r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"
+
+
+def test_the_decision_reads_a_largest_row_split_by_a_glued_nccl_line(tmp_path, env2):
+    """NCCL (lazy connection, 2.22+) logs between the largest row's first five columns and the rest:
+    the launcher's filter splits them, and the auto decision still reads that row's busbw."""
+    slow = float(env2["DOCTOR_PASS_BUSBW_GBPS"]) / 2
+    size = 64 << 30  # above the stub's own rows: the largest
+    glued = tmp_path / "glued.out"
+    glued.write_text(
+        f"[1,0]<stdout>: {size:>12d}  {size // 4:>12d}     float     sum      -1{host(0).split('.')[0]}:1000:1001 [0] "
+        "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        f"[1,0]<stdout>:  100000.0  {slow:6.2f}  {slow:6.2f}      0  100000.0  {slow:6.2f}  {slow:6.2f}      0\n")
+    r = run(tmp_path, env2, 2, MPIRUN_OUTPUT=str(glued), DOCTOR_SECONDS="0")  # the decision only
+    assert r.done.returncode == 0, r.done.stderr
+    (decision,) = r.named(sections.DOCTOR)
+    assert (decision.attrs["reason"], float(decision.attrs["busbw_gbps"])) == ("allreduce-below-pass-line", slow)
+
+
+# --- a step cut short by the time budget is skipped, not blamed ------------------------------------
+def test_steps_killed_by_the_budget_are_skipped_steps_not_suspects(tmp_path, env4):
+    """`timeout` ends a node's all-reduce, its HCA listing and a pair with status 124: the report
+    records skipped steps and names only the slow node (before: "no result rows", a FAIL suspect,
+    and a slow pair)."""
+    cut = [f"--host {host(1)}:8 -x", f"{host(3)} for p in", f"--host {host(0)}:8,{host(3)}:8 "]
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2), STUB_TIMEOUT_ON="|".join(cut), DOCTOR_HCA_PAIRS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    skipped = {(s.attrs["step"], s.attrs.get("host") or s.attrs.get("hosts"), s.attrs.get("check"))
+               for s in r.named(sections.DOCTOR_SKIP)}
+    assert skipped == {("node", host(1), "allreduce"), ("node", host(3), "hca"),
+                       ("pair", f"{host(0)},{host(3)}", None)}
+    assert all(s.attrs["reason"] == "time-budget" for s in r.named(sections.DOCTOR_SKIP))
+    report = r.report()
+    assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(2), None)]
+    assert len(report["doctor"]["skipped"]) == 3 and not report["doctor"]["notes"]
+
+
+def test_an_hca_cut_short_by_the_budget_is_skipped_one_at_its_own_limit_fails(tmp_path, env2):
+    bad = {1: {"slow_hca": ("mlx5_ib2",)}}
+    budget = run(tmp_path / "budget", env2, 2, setup=bad, STUB_SLOW_HOSTS=host(1), STUB_TIMEOUT_ON="-d mlx5_ib5 ",
+                 PERFTEST_SECONDS="100000")  # every limit is then what is left of the budget
+    assert [(s.attrs["step"], s.attrs["hca"]) for s in budget.named(sections.DOCTOR_SKIP)] == [("hca-bw", "mlx5_ib5")]
+    assert ("mlx5_ib5" not in {s["hca"] for s in budget.report()["suspects"]})
+    own = run(tmp_path / "own", env2, 2, setup=bad, STUB_SLOW_HOSTS=host(1), STUB_TIMEOUT_ON="-d mlx5_ib5 ")
+    assert not own.named(sections.DOCTOR_SKIP)
+    assert "mlx5_ib5" in {s["hca"] for s in own.report()["suspects"]}  # 60 s for one HCA is its failure
+
+
+def test_a_spent_budget_on_two_nodes_skips_the_hcas_too_and_keeps_the_exit_status(tmp_path, env2):
+    """Two nodes: the all-nodes run is the slow pair, but the node checks that list its HCAs were
+    skipped: nothing to measure, and the launcher still exits with mpirun's status."""
+    r = run(tmp_path, env2, 2, STUB_SLOW_HOSTS=host(1), DOCTOR_SECONDS="0")
+    assert r.done.returncode == 0, r.done.stderr
+    assert [s.attrs["step"] for s in r.named(sections.DOCTOR_SKIP)] == ["node-checks", "hca-bw"]
+    assert r.named(sections.DOCTOR_END)
+
+
+# --- per-HCA ib_write_bw as Azure's health checks measure their gates -------------------------------
+def bw_calls(r: Run) -> list[tuple[str, list[str]]]:
+    lines = (r.root / "ib_write_bw.calls").read_text().splitlines()
+    return [(line.split("\t")[0], line.split("\t")[1].split()) for line in lines]
+
+
+def test_ib_write_bw_from_gpu_memory_on_the_hcas_numa_node_with_azures_flags(tmp_path, env2):
+    """ND H100 v5's gate (check_ib_bw_gdr 380) is GPU memory: azure_ib_write_bw_gdr.nhc's flags and
+    --use_cuda=<the HCA's index>, bound to the HCA's NUMA node; a slow HCA is a FAIL suspect."""
+    assert env2["PERFTEST_MEMORY"] == SKU.p2p.gate_memory == "cuda"
+    setup = {i: {"numa_node": 0, **({"slow_hca": ("mlx5_ib2",)} if i == 1 else {})} for i in range(2)}
+    r = run(tmp_path, env2, 2, setup=setup, STUB_SLOW_HOSTS=host(1))
+    calls = bw_calls(r)
+    assert len(calls) == 16  # a server and a client per HCA
+    for _, argv in calls:
+        dev = argv[argv.index("-d") + 1]
+        assert argv[argv.index("-s") + 1] == "8388608"
+        assert {"-x", "-F", "--report_gbits", "--perform_warm_up"} <= set(argv) and "-q" not in argv
+        assert f"--use_cuda={int(dev.removeprefix('mlx5_ib'))}" in argv  # mlx5_ib0..7 in name order
+    sections_bw = r.named(sections.HCA_BW)
+    assert {s.attrs["memory"] for s in sections_bw} == {"cuda"}
+    assert {b["memory"] for b in r.report()["doctor"]["hca_bw"]} == {"cuda"}
+    cpus = Path("/sys/devices/system/node/node0/cpulist")
+    if cpus.exists():  # the worker bound ib_write_bw to the HCA's NUMA node, and said how
+        bound = {"numactl -N 0 -m 0", f"taskset -c {cpus.read_text().strip()}"}
+        assert all(any(f"NUMA node 0, binding: {b}" in s.text for b in bound) for s in sections_bw)
+    slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]  # on both ends: two nodes
+    assert slow and all(s["verdict"] == "FAIL" and s["evidence"]["memory"] == s["evidence"]["gate_memory"] == "cuda"
+                        for s in slow)
+
+
+def test_ib_write_bw_from_host_memory_is_judged_against_the_gdr_gate_as_a_warning(tmp_path, env2):
+    """Host memory (PERFTEST_MEMORY=host): azure_ib_write_bw_non_gdr.nhc's flags; Azure publishes no
+    host-memory gate for ND sizes, so below the GDR gate is a WARN suspect, not a FAIL."""
+    r = run(tmp_path, env2, 2, setup={1: {"slow_hca": ("mlx5_ib2",)}}, STUB_SLOW_HOSTS=host(1),
+            PERFTEST_MEMORY="host")
+    for _, argv in bw_calls(r):
+        assert argv[argv.index("-s") + 1] == "1048576" and argv[argv.index("-D") + 1] == "10"
+        assert argv[argv.index("-q") + 1] == "2" and "--perform_warm_up" in argv
+        assert not any(a.startswith("--use_cuda") for a in argv)
+    slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]
+    assert slow and all(s["verdict"] == "WARN" and "none is published from host memory" in s["reason"] for s in slow)

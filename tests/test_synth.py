@@ -274,6 +274,8 @@ def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, b
     plan = files["plan.md"].decode()
     assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
     assert f"| FAIL below | **{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN" in plan
+    # no WARN band above a derived line, nor above the user's (verify.verdict.warn_below_gbps)
+    assert "| WARN below | no band above the FAIL line: the baseline is derived, not a measurement |" in plan
     assert "## Time to the first NCCL all-reduce result (estimate)" in plan
     assert "estimated time to the first NCCL all-reduce result" in synth.summary(files)
     overridden = synth.synthesize(render(fabricTest={"thresholdGbps": 300, "failOnLowBandwidth": True}),
@@ -281,6 +283,7 @@ def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, b
     assert f"| FAIL below | **300 GB/s** (`fabricTest.thresholdGbps`; the catalog's is {expect.threshold_gbps:g}) |" \
         in overridden
     assert "| on FAIL | `pulumi up` fails (`fabricTest.failOnLowBandwidth`) |" in overridden
+    assert "| WARN below | no band above the FAIL line: `fabricTest.thresholdGbps` replaces the catalog's" in overridden
 
 
 def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:

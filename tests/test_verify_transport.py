@@ -12,7 +12,7 @@ import pytest
 import catalog
 from tests.nccl_logs import launcher_log, worker_hosts
 from verify import nccl, transport
-from verify.loglines import nccl_line, untag
+from verify.loglines import ROW_COLUMNS, nccl_line, untag
 from verify.verdict import Verdict, judge
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -201,3 +201,52 @@ def test_a_log_that_lost_its_head_says_the_transport_was_not_seen_everywhere():
     j = judge(nccl.parse(tail), sku=H100, nodes=8)
     assert j.verdict is Verdict.WARN
     assert any("the log is incomplete" in r and "not checked" in r for r in j.reasons), j.reasons
+
+
+# --- an NCCL line glued onto a row's first columns (NCCL connects lazily since 2.22) ------------------
+GLUED = {  # one the launcher's filter keeps (a connection), one it drops (intra-node)
+    "kept": "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA",
+    "dropped": "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+}
+
+
+def glued_onto_the_largest_row(log: str, host: str, message: str) -> str:
+    """`log` with NCCL's `message` from `host` printed between the largest row's first five columns
+    and the rest, as rank 0 prints it: "...  sum  -1HOST:PID:TID [0] NCCL INFO ...", the rest on
+    the next line."""
+    lines = log.splitlines()
+    i = max(k for k, line in enumerate(lines) if ROW_COLUMNS.match(untag(line)))
+    row = lines[i]
+    cut = len(row) - len(untag(row)) + ROW_COLUMNS.match(untag(row)).end()
+    lines[i:i + 1] = [f"{row[:cut]}{host}:1000:1001 [0] NCCL INFO {message}", f"[1,0]<stdout>:{row[cut:]}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("kind", GLUED)
+def test_a_row_with_an_nccl_line_glued_on_keeps_its_figure_and_the_verdict(kind):
+    """Through the real filter (bash scripts/nccl-launcher.sh --condense-nccl-log) and without it:
+    the row survives (the 8 GiB figure is judged), the glued line's host is the pod's (not
+    '-1nccl-allreduce-mpiworker-0'), and the verdict is that of the same log without the glue."""
+    hosts = worker_hosts(2)
+    plain = launcher_log(hosts, 8, busbw_gbps=catalog.lookup(H100).allreduce_expectation(2).baseline_gbps)
+    log = glued_onto_the_largest_row(plain, hosts[0], GLUED[kind])
+    expected = nccl.parse(plain)
+    verdict = judge(expected, sku=H100, nodes=2)
+    assert verdict.verdict is Verdict.PASS, verdict.reasons
+    condensed = condense(log)
+    assert "[1,0]<stdout>:  8589934592    2147483648     float     sum      -1" in condensed.splitlines()
+    for text in (log, condensed):
+        result = nccl.parse(text)
+        assert result.rows == expected.rows
+        assert result.transport.hosts == tuple(hosts)
+        j = judge(result, sku=H100, nodes=2)
+        assert (j.verdict, j.reasons) == (verdict.verdict, verdict.reasons)
+    assert (GLUED[kind] in condensed) is (kind == "kept")
+
+
+def test_a_glued_nccl_line_is_read_after_the_rows_columns():
+    line = "  8589934592  2147483648  float  sum  -1nccl-allreduce-mpiworker-0:64:64 [0] NCCL INFO Using network IB"
+    parsed = nccl_line(line)
+    assert (parsed.host, parsed.message) == ("nccl-allreduce-mpiworker-0", "Using network IB")
+    # a host whose name starts with digits stays whole after all_reduce_perf's -1
+    assert nccl_line(line.replace("-1nccl-allreduce-mpiworker-0", "-110-0-0-4")).host == "10-0-0-4"

@@ -18,10 +18,12 @@ the all-nodes run is the one pair, and the per-node checks and the per-HCA ib_wr
 and carries the figures behind it:
 - an HCA port missing, down, or at a lower rate than the catalog's (NDR 400, HDR 200 Gb/s);
 - fewer GPUs than the catalog's;
-- a single-node all-reduce (NVLink, no fabric) below Azure's published per-size gate, or failed;
+- a single-node all-reduce (NVLink, no fabric) below Azure's published per-size gate (WARN; FAIL
+  below `NODE_ALLREDUCE_FAIL_FRACTION` of it), or failed (FAIL);
 - the node common to the slow pairs (confirmed: a partner of it was fast with someone else);
 - an HCA whose ib_write_bw between the two nodes of a slow pair is below the link's gate while the
-  node's other HCAs are not;
+  node's other HCAs are not (FAIL; WARN when measured from other memory than the gate was: a GPU
+  size's gate is GPUDirect RDMA's, and Azure publishes no host-memory gate for it);
 - a node whose ranks used TCP sockets, or (on sizes built for it) an RDMA connection without
   GPUDirect RDMA, in its pair runs, as NCCL's INFO lines in those runs say (verify.transport; the
   same rules as the all-nodes verdict's). When every node checked shows it, it is a note instead:
@@ -37,7 +39,7 @@ from typing import Any
 
 import catalog
 from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
-from verify.verdict import Verdict
+from verify.verdict import Verdict, pass_line_gbps
 
 # When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
 DOCTOR_MODES = ("auto", "always", "never")
@@ -48,6 +50,14 @@ PAIR_PARTNERS = 3
 # has no 2-node figure, or where every pair clears a (derived) threshold but one is far behind.
 # A healthy fabric's pairs sit within a few percent of each other; 80 % is well outside that.
 RELATIVE_SLOW_FRACTION = 0.8
+# The single-node all-reduce (NVLink, no fabric) is run as Azure's health check runs it, but in a pod,
+# with the job's NCCL and settings, not in Azure's health-check image: below Azure's gate the node is
+# a WARN suspect, and a FAIL one only below this fraction of the gate (or when the run failed). Half
+# the gate is a judgement, not a measurement: Azure's own check read spuriously low on healthy H100/H200
+# nodes until it cleared NCCL_TOPO_FILE (azurehpc-health-checks#142, no figures published), so a
+# shortfall of a setting's size is not proof; a GPU that lost NVLink and falls back to PCIe (64 GB/s
+# per direction on Gen5 x16, against gates of 228-460 GB/s busbw) is far below half.
+NODE_ALLREDUCE_FAIL_FRACTION = 0.5
 # An HCA's ib_write_bw is singled out only when it is also this far below the median of the HCAs
 # measured between the same two nodes (with at least `MIN_HCAS_TO_COMPARE` of them): a host-memory
 # test that is slow on every HCA points at the host, not at one HCA.
@@ -113,6 +123,7 @@ class HcaBandwidth:
     device: str  # the same device name on both ends
     bw_gbits: float | None  # ib_write_bw BW average at the largest size
     failure: str | None = None
+    memory: str | None = None  # "cuda" (--use_cuda: GPU memory) | "host"; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -129,8 +140,12 @@ class Expectations:
     pair_threshold_gbps: float | None = None  # 2-node all-reduce FAIL line
     pair_threshold_source: str | None = None
     pair_threshold_derived: bool = False  # below a derived line is WARN, not FAIL (verify.verdict)
+    # where a 2-node verdict starts to PASS (verify.verdict.pass_line_gbps: the FAIL line, or the WARN
+    # line above a published one); None: the FAIL line. A pair below it is slow.
+    pair_pass_gbps: float | None = None
     hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
     hca_source: str | None = None
+    hca_gate_memory: str | None = None  # the memory that gate was measured from (catalog LinkExpectation)
     expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
 
     @classmethod
@@ -149,10 +164,18 @@ class Expectations:
             pair_threshold_source="threshold override" if pair_threshold_gbps is not None else (
                 pair.source if pair else None),
             pair_threshold_derived=pair_threshold_gbps is None and bool(pair and pair.derived),
+            pair_pass_gbps=pass_line_gbps(pair, pair_threshold_gbps),
             hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
             hca_source=sku.p2p.source if sku.p2p else None,
+            hca_gate_memory=sku.p2p.gate_memory if sku.p2p else None,
             expects_gdr=sku.expects_gpudirect_rdma,
         )
+
+
+    @property
+    def pair_slow_below_gbps(self) -> float | None:
+        """A 2-node all-reduce below this is a slow pair (the launcher's DOCTOR_PAIR_SLOW_BELOW_GBPS)."""
+        return self.pair_pass_gbps if self.pair_pass_gbps is not None else self.pair_threshold_gbps
 
 
 @dataclass(frozen=True)
@@ -181,6 +204,9 @@ class Diagnosis:
 
 
 # --- judging --------------------------------------------------------------------------------------
+_MEMORY = {"cuda": "GPU memory (GPUDirect RDMA)", "host": "host memory"}
+
+
 def _round2(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
@@ -220,24 +246,31 @@ def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
                              {"failure": node.allreduce_failure}))
     elif (node.allreduce_busbw_gbps is not None and exp.node_allreduce_gbps is not None
           and node.allreduce_busbw_gbps < exp.node_allreduce_gbps):
+        fail_below = exp.node_allreduce_gbps * NODE_ALLREDUCE_FAIL_FRACTION
+        far = node.allreduce_busbw_gbps < fail_below
+        why = (f"below half of it ({fail_below:g}): a GPU or NVLink problem on this node, not the fabric" if far else
+               "Azure's gate for its health check's own run; a GPU or NVLink problem on this node, or a setting "
+               f"(FAIL below {fail_below:g})")
         found.append(Suspect(
             node.host, None,
-            f"single-node all-reduce {node.allreduce_busbw_gbps:.2f} GB/s is below {exp.node_allreduce_gbps:g} GB/s: "
-            f"a GPU or NVLink problem on this node, not the fabric",
+            f"single-node all-reduce {node.allreduce_busbw_gbps:.2f} GB/s is below {exp.node_allreduce_gbps:g} GB/s, "
+            f"{why}",
             {"busbw_gbps": _round2(node.allreduce_busbw_gbps), "threshold_gbps": exp.node_allreduce_gbps,
-             "source": exp.node_allreduce_source}))
+             "fail_below_gbps": fail_below, "source": exp.node_allreduce_source},
+            Verdict.FAIL if far else Verdict.WARN))
     return found
 
 
 def classify_pairs(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[PairRun], list[PairRun], float | None]:
-    """(slow, fast, median busbw). Slow: failed, below the 2-node threshold, or below
-    RELATIVE_SLOW_FRACTION of the median pair."""
+    """(slow, fast, median busbw). Slow: failed, below where a 2-node verdict would PASS
+    (`Expectations.pair_slow_below_gbps`), or below RELATIVE_SLOW_FRACTION of the median pair."""
     measured = [p.busbw_gbps for p in pairs if p.busbw_gbps is not None and not p.failure]
     median = statistics.median(measured) if measured else None
+    line = exp.pair_slow_below_gbps
     slow, fast = [], []
     for p in pairs:
         bad = (p.failure is not None or p.busbw_gbps is None
-               or (exp.pair_threshold_gbps is not None and p.busbw_gbps < exp.pair_threshold_gbps)
+               or (line is not None and p.busbw_gbps < line)
                or (median is not None and len(measured) >= 3 and p.busbw_gbps < RELATIVE_SLOW_FRACTION * median))
         (slow if bad else fast).append(p)
     return slow, fast, median
@@ -278,6 +311,7 @@ def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Su
             "partners_fast_elsewhere": [_pair_dict(p) for p in fast if set(p.hosts) & set(vouched)],
             "pair_threshold_gbps": exp.pair_threshold_gbps,
             "pair_threshold_source": exp.pair_threshold_source,
+            "pair_slow_below_gbps": _round2(exp.pair_slow_below_gbps),
             "median_pair_busbw_gbps": _round2(median),
         }
         figures = ", ".join(f"{'+'.join(p.hosts)} {p.busbw_gbps:.2f}" if p.busbw_gbps is not None and not p.failure
@@ -322,20 +356,30 @@ def _hca_suspects(bws: Sequence[HcaBandwidth], exp: Expectations, blamed: set[st
             ends = [h for h in hosts if r.device in degraded.get(h, set())]
             if not ends:
                 ends = [h for h in hosts if h in blamed] or [h for h in hosts if h not in cleared] or list(hosts)
+            # a figure from other memory than the gate's has no published gate (Azure's ND confs have
+            # check_ib_bw_gdr only): below it is a suspect, not proof
+            other_memory = (r.memory is not None and exp.hca_gate_memory is not None
+                            and r.memory != exp.hca_gate_memory)
+            verdict = Verdict.FAIL
             if r.failure or r.bw_gbits is None:
                 figure = f"failed ({r.failure or 'no result'})"
             else:
                 figure = f"{r.bw_gbits:.1f} Gb/s, below {exp.hca_gbits:g}" + (
                     f" while the other HCAs reach {median:.1f}" if len(values) >= MIN_HCAS_TO_COMPARE else "")
+                if other_memory:
+                    verdict = Verdict.WARN
+                    figure += (f" (from {_MEMORY[r.memory]}; that gate was measured from "
+                               f"{_MEMORY[exp.hca_gate_memory]}, and none is published from {_MEMORY[r.memory]})")
             evidence = {"hosts": list(hosts), "device": r.device, "bw_gbits": _round2(r.bw_gbits),
                         "threshold_gbits": exp.hca_gbits, "source": exp.hca_source,
-                        "median_of_hcas_gbits": _round2(median)}
+                        "median_of_hcas_gbits": _round2(median), "memory": r.memory,
+                        "gate_memory": exp.hca_gate_memory}
             if r.failure:
                 evidence["failure"] = r.failure
             which = "" if len(ends) == 1 else f" (one of {', '.join(ends)}: both ends are equally suspect)"
             for host in ends:
                 suspects.append(Suspect(host, r.device, f"ib_write_bw over {r.device} between {hosts[0]} and "
-                                                        f"{hosts[1]}: {figure}{which}", evidence))
+                                                        f"{hosts[1]}: {figure}{which}", evidence, verdict))
         all_slow = exp.hca_gbits is not None and len(values) >= MIN_HCAS_TO_COMPARE and all(
             v < exp.hca_gbits for v in values)
         if all_slow and median is not None and min(values) >= RELATIVE_SLOW_FRACTION * median:

@@ -48,8 +48,8 @@ class DoctorAssessment:
             "nodes_checked": [n.host for n in run.nodes],
             "pairs": [_pair(p) for p in run.pairs],
             "slow_pairs": [_pair(p) for p in self.diagnosis.slow_pairs],
-            "hca_bw": [{"hosts": list(b.hosts), "hca": b.device, "bw_gbits": b.bw_gbits, "failure": b.failure}
-                       for b in run.hca_bws],
+            "hca_bw": [{"hosts": list(b.hosts), "hca": b.device, "bw_gbits": b.bw_gbits, "failure": b.failure,
+                        "memory": b.memory} for b in run.hca_bws],
             "skipped": [dict(s) for s in run.skipped],
             "notes": list(self.diagnosis.notes),
         }

@@ -7,6 +7,11 @@
   HOST with '-'). HOST is gethostname() cut at the first '.', so a Volcano worker appears as its
   pod name. With NCCL_DEBUG_TIMESTAMP_FORMAT a timestamp comes first; `nccl_line` skips anything
   before HOST. Old releases start a WARN with a newline, so it arrives after an empty line.
+- nccl-tests prints a row's first five columns (size, count, type, redop, root), measures, then the
+  rest; NCCL connects lazily (2.22+) and logs in between, into the same stdout, so an NCCL line can
+  follow those columns with no space: "  8589934592  2147483648  float  sum  -1HOST:PID:TID [0] NCCL
+  INFO ...". `ROW_COLUMNS` matches them (root read as -1 first: all_reduce_perf's); only the text after
+  them is the NCCL line. The launcher's filter (scripts/nccl-launcher.sh) splits them the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import re
 from dataclasses import dataclass
 
 _TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
+# An nccl-tests row's first five columns: size, count, type, redop, root.
+ROW_COLUMNS = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s+(-1|\d+)")
 _NCCL = re.compile(
     r"(?:^|\s)(?P<host>[^\s:\[\]<>]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
     r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) ?(?P<message>.*)$"
@@ -37,9 +44,12 @@ class NcclLine:
 
 
 def nccl_line(line: str) -> NcclLine | None:
-    """The parts of one of NCCL's INFO/WARN lines (already untagged), or None for any other line."""
+    """The parts of one of NCCL's INFO/WARN lines (already untagged), or None for any other line. After
+    an nccl-tests row's first columns (`ROW_COLUMNS`), the line is what follows them."""
     if "NCCL " not in line:
         return None
+    if row := ROW_COLUMNS.match(line):
+        line = line[row.end():]
     m = _NCCL.search(line)
     if not m:
         return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify import transport as transport_mod
-from verify.loglines import untag
+from verify.loglines import ROW_COLUMNS, untag
 from verify.transport import Transport
 
 
@@ -169,9 +169,9 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 _FAILURE = re.compile(
     r"Test (?:CUDA |NCCL )?failure|: Test timeout \(|^#\s*error:|Invalid number of GPUs"
 )
-# A row's first five columns: size, count, type, redop, root. What follows is either the rest of
-# the row or, when NCCL logged in between, the start of a log line.
-_PREAMBLE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)\s+([A-Za-z_][\w]*)\s+(-?\d+)")
+# A row's first five columns (verify.loglines). What follows is either the rest of the row or, when
+# NCCL logged in between, the start of a log line.
+_PREAMBLE = ROW_COLUMNS
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 _NUM = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-nan|N/A)"
 _BODY = re.compile(rf"^\s*{_NUM}(?:\s+{_NUM})+\s*$", re.IGNORECASE)

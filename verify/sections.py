@@ -195,7 +195,7 @@ def read_doctor(sections: Sequence[Section]) -> DoctorRun:
         elif s.name == HCA_BW and len(s.hosts()) == 2 and s.attrs.get("hca"):
             bw, failure = _write_bw(s.text)
             a, b = s.hosts()
-            bws.append(HcaBandwidth((a, b), s.attrs["hca"], bw, failure))
+            bws.append(HcaBandwidth((a, b), s.attrs["hca"], bw, failure, s.attrs.get("memory")))
     if decision is None:
         return DoctorRun()
     known = {"mode", "run", "reason"}

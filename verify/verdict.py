@@ -21,8 +21,9 @@ The rules, in one place (docs/fabric-test.md shows them as a table):
   at that node count (the catalog says so rather than guess), a single node (the fabric was never
   crossed), a largest message below `MIN_JUDGED_SIZE_BYTES` (bandwidth is still climbing there), or a
   log cut off before the footer.
-- WARN: judged, above the threshold but below `WARN_FRACTION_OF_BASELINE` x baseline; or the rank
-  count differs from nodes x GPUs per VM.
+- WARN: judged, above the threshold but below `WARN_FRACTION_OF_BASELINE` x baseline, where that
+  threshold is the catalog's published one (`warn_below_gbps`: no band above a derived threshold or
+  the user's); or the rank count differs from nodes x GPUs per VM.
 - PASS: none of the above.
 
 When several apply the worst wins, in the order FAIL > UNKNOWN > WARN > PASS. A threshold override
@@ -39,17 +40,19 @@ import catalog
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
-# Below this fraction of the baseline (and above the threshold) a run is WARN. The catalog's fail lines
-# sit at ~96 % of their baselines (Azure's 180 of 187 GB/s), so the WARN band is the narrow stretch
-# where a run is below what a healthy fabric gives but above the line that says it is broken.
+# Below this fraction of the baseline (and above the threshold) a run is WARN. Azure's published fail
+# line sits at 96 % of its baseline (180 of 187 GB/s), so the WARN band is the narrow stretch where a
+# run is below what a healthy fabric measured but above the line that says it is broken. Only where
+# both are published (`warn_below_gbps`).
 WARN_FRACTION_OF_BASELINE = 0.97
 # Below this fraction of the baseline a run is FAIL even where the threshold is derived: no fabric that
 # works gets there. The floor sits below the slowest InfiniBand run on record for these sizes on AKS,
-# NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5, untuned, gated there at >= 150 GB/s
-# (catalog.SRC_AICR_H100_AKS), i.e. 40 % / 38 % of the derived 394.8 GB/s baseline. A run that slow
+# NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5 (its settings unknown), gated there at >= 150 GB/s
+# (catalog.SRC_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
 # is suspicious (WARN), not proven broken. Below 35 % every known cause is a defect: NCCL on TCP
 # sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight rails (12.5-25 %), GPUDirect RDMA
-# lost together with half the rails. 35 % of the derived ND H100 v5 baseline is 138 GB/s.
+# lost together with half the rails. 35 % of the derived baselines:
+# ND H100 v5 130.9 GB/s, ND H200 v5 124.0 GB/s (tests/test_verify_verdict.py checks them against the catalog).
 FLOOR_FRACTION_OF_BASELINE = 0.35
 # A run whose largest message is smaller than this has not reached the bandwidth plateau.
 MIN_JUDGED_SIZE_BYTES = 1 << 30
@@ -98,15 +101,26 @@ def headline(verdict: Verdict, sku: str | None, figure: str | None, size_bytes: 
     return f"VERDICT: {verdict.value} — {', '.join(parts)}"
 
 
+def warn_below_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
+    """The WARN line below the baseline (`WARN_FRACTION_OF_BASELINE` x baseline), or None where there
+    is no WARN band: it applies only when the threshold judged is the catalog's PUBLISHED one - not
+    when the expectation is derived (a derived baseline is not a measurement to fall short of), and
+    not when the user's threshold (`threshold_gbps`) replaces the catalog's."""
+    if expectation is None or expectation.derived or threshold_gbps is not None:
+        return None
+    return expectation.baseline_gbps * WARN_FRACTION_OF_BASELINE
+
+
 def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
     """The busbw at the largest size at and above which judge()'s bandwidth rules give PASS: the
-    threshold (the override, else the expectation's) and the WARN line below the baseline, whichever
+    threshold (the override, else the expectation's) and the WARN line (`warn_below_gbps`), whichever
     is higher. None when there is no threshold (the verdict cannot be PASS). The fabric test's
-    launcher compares the all-nodes run against it to decide whether the doctor runs (`auto`)."""
+    launcher compares the all-nodes run against it to decide whether the doctor runs (`auto`), and a
+    doctor's pair against the 2-node one to call it slow (verify.doctor.Expectations)."""
     threshold = threshold_gbps if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
     if threshold is None:
         return None
-    warn_below = expectation.baseline_gbps * WARN_FRACTION_OF_BASELINE if expectation else None
+    warn_below = warn_below_gbps(expectation, threshold_gbps)
     return max(threshold, warn_below) if warn_below is not None else float(threshold)
 
 
@@ -210,7 +224,7 @@ def judge(
     threshold = expectation.threshold_gbps if expectation else None
     if threshold_gbps is not None:
         threshold = float(threshold_gbps)
-    warn_below = baseline * WARN_FRACTION_OF_BASELINE if baseline is not None else None
+    warn_below = warn_below_gbps(expectation, threshold_gbps)
     floor = baseline * FLOOR_FRACTION_OF_BASELINE if baseline is not None else None
     judged = result.busbw_at_max_size_gbps
 
