@@ -15,8 +15,9 @@
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
-- `timeout` exits 124 at once for a command that holds one of STUB_TIMEOUT_ON's '|'-separated
-  patterns (the budget ran out); otherwise it is the real one.
+- `timeout` (installed when asked: `install(root, fake_timeout=True)`) exits 124 at once for a command
+  that holds one of STUB_TIMEOUT_ON's '|'-separated patterns (the budget ran out); otherwise it is the
+  real one.
 - `ib_write_bw` records its argv (ib_write_bw.calls: host, tab, arguments); as a server it prints
   nothing; as a client it prints a perftest table at 392 Gb/s, or
   196 when either end lists the device in STUB_DIR/hosts/HOST/slow_hca.
@@ -177,12 +178,16 @@ def calls(root: Path) -> list[list[str]]:
     return [line.split("\0") for line in (root / "mpirun.calls").read_text().splitlines()]
 
 
-def install(root: Path) -> Path:
-    """Write the stubs under root/bin; return root (the STUB_DIR)."""
+def install(root: Path, *, fake_timeout: bool = False) -> Path:
+    """Write the stubs under root/bin; return root (the STUB_DIR). The `timeout` stub only with
+    `fake_timeout` (for STUB_TIMEOUT_ON): otherwise the launcher's few hundred timeouts run the real
+    one directly, as the stub would, without a bash in front of each."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     scripts = {"mpirun": f"#!{sys.executable} -S\n{_MPIRUN}",  # -S: no site import, a faster start
-               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW, "timeout": _TIMEOUT}
+               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW}
+    if fake_timeout:
+        scripts["timeout"] = _TIMEOUT
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(body)

@@ -82,7 +82,7 @@ class Run:
 
 
 def run(tmp_path: Path, env: dict[str, str], nodes: int, setup=None, **extra: str) -> Run:
-    root = launcher_stubs.install(tmp_path)
+    root = launcher_stubs.install(tmp_path, fake_timeout="STUB_TIMEOUT_ON" in extra)
     for i in range(nodes):
         launcher_stubs.add_node(root, host(i), **((setup or {}).get(i, {})))
     hostfile = root / "mpiworker.host"
