@@ -12,11 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import dev_config, rendered
 
 import catalog
-from offline import engine
 from tests import launcher_stubs
-from tests.conftest import dev_config
 from verify import sections
 from verify.__main__ import main as verify_main
 from verify.verdict import pass_line_gbps
@@ -32,7 +31,7 @@ JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
 
 def launcher_env(nodes: int) -> dict[str, str]:
-    stack = engine.render("dev", config=dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}))
+    stack = rendered("dev", dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}))
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
     return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
