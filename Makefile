@@ -62,7 +62,8 @@ reference: venv helm ## download the upstream reference material the fidelity te
 
 # The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
 # on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
-# tests/test_checkov.py). In file order: the heavy files are spread through it, none at the very end.
+# tests/test_checkov.py). In file order: xdist's default, most tests first, would leave heavy files with
+# few tests (checkov's, the idempotency checks) to the end, where one worker runs them while the other waits.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: otherwise
 # each worker and each Python the tests start compiles the project's modules and tests again (~3 s CPU).
 TEST_WORKERS ?= auto
