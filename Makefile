@@ -60,8 +60,15 @@ reference: venv helm ## download the upstream reference material the fidelity te
 	$(BIN)/python -m offline.reference fetch --out $(REFERENCE)
 	$(BIN)/python -m offline pull-charts --out $(REFERENCE)/charts
 
-test: venv tools scan-venv helm ## the whole test suite, offline
-	$(BIN)/python -m pytest -q
+# The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
+# on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
+# tests/test_checkov.py). In file order: xdist's default, most tests first, would leave heavy files with
+# few tests (checkov's, the idempotency checks) to the end, where one worker runs them while the other waits.
+# Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: otherwise
+# each worker and each Python the tests start compiles the project's modules and tests again (~3 s CPU).
+TEST_WORKERS ?= auto
+test: venv tools scan-venv helm ## the whole test suite, offline, on every core
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
 synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]

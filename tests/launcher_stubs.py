@@ -6,7 +6,7 @@
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
   STUB_DIR/hosts/HOST (so the launcher's own sysfs listing code runs for real).
 - `mpirun` records its argv (mpirun.args: the all-nodes run's, the last one; mpirun.calls: every
-  call, one JSON list a line), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
+  call, a line each, its arguments separated by NUL: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
   INFO lines when NCCL_DEBUG is INFO (the job's, unless an `-x NCCL_DEBUG=...` overrides it): each
   host's network (IB with 8 HCAs; Socket for hosts in STUB_SOCKET_HOSTS), four inter-node channels
   per ring edge (without GDRDMA for hosts in STUB_NO_GDR_HOSTS) and intra-node P2P noise, in the
@@ -15,8 +15,9 @@
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
-- `timeout` exits 124 at once for a command that holds one of STUB_TIMEOUT_ON's '|'-separated
-  patterns (the budget ran out); otherwise it is the real one.
+- `timeout` (installed when asked: `install(root, fake_timeout=True)`) exits 124 at once for a command
+  that holds one of STUB_TIMEOUT_ON's '|'-separated patterns (the budget ran out); otherwise it is the
+  real one.
 - `ib_write_bw` records its argv (ib_write_bw.calls: host, tab, arguments); as a server it prints
   nothing; as a client it prints a perftest table at 392 Gb/s, or
   196 when either end lists the device in STUB_DIR/hosts/HOST/slow_hca.
@@ -28,20 +29,25 @@ import os
 import sys
 from pathlib import Path
 
+# Only os and sys (no json, pathlib, shutil: their imports were most of each call's 25 ms of CPU, and the
+# doctor's tests call it about a hundred times).
 _MPIRUN = r'''
-import json, os, shutil, sys
-from pathlib import Path
-stub = Path(os.environ["STUB_DIR"])
+import os, sys
+stub = os.environ["STUB_DIR"]
 argv = sys.argv[1:]
-with open(stub / "mpirun.calls", "a") as f:
-    f.write(json.dumps(argv) + "\n")
+with open(os.path.join(stub, "mpirun.calls"), "a") as f:
+    f.write("\0".join(argv) + "\n")
 if "--hostfile" in argv:  # the all-nodes run (the doctor's runs name --host)
-    (stub / "mpirun.args").write_text("\n".join(argv) + "\n")
+    with open(os.path.join(stub, "mpirun.args"), "w") as f:
+        f.write("\n".join(argv) + "\n")
 def flag(name):
     return argv[argv.index(name) + 1] if name in argv else None
 if flag("--hostfile"):
-    shutil.copy(flag("--hostfile"), stub / "hostfile")
-    hosts = [line.split()[0] for line in open(flag("--hostfile")) if line.strip()]
+    with open(flag("--hostfile")) as f:
+        hostfile = f.read()
+    with open(os.path.join(stub, "hostfile"), "w") as f:
+        f.write(hostfile)
+    hosts = [line.split()[0] for line in hostfile.splitlines() if line.strip()]
 else:
     hosts = [h.split(":")[0] for h in flag("--host").split(",")]
 code = int(os.environ.get("MPIRUN_EXIT", "0"))
@@ -167,12 +173,21 @@ exec "$(PATH=${PATH#*:} command -v timeout)" "$@"
 '''
 
 
-def install(root: Path) -> Path:
-    """Write the stubs under root/bin; return root (the STUB_DIR)."""
+def calls(root: Path) -> list[list[str]]:
+    """Every mpirun call's arguments, in order."""
+    return [line.split("\0") for line in (root / "mpirun.calls").read_text().splitlines()]
+
+
+def install(root: Path, *, fake_timeout: bool = False) -> Path:
+    """Write the stubs under root/bin; return root (the STUB_DIR). The `timeout` stub only with
+    `fake_timeout` (for STUB_TIMEOUT_ON): otherwise the launcher's few hundred timeouts run the real
+    one directly, as the stub would, without a bash in front of each."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     scripts = {"mpirun": f"#!{sys.executable} -S\n{_MPIRUN}",  # -S: no site import, a faster start
-               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW, "timeout": _TIMEOUT}
+               "ssh": _SSH, "nvidia-smi": _NVIDIA_SMI, "ib_write_bw": _IB_WRITE_BW}
+    if fake_timeout:
+        scripts["timeout"] = _TIMEOUT
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(body)

@@ -10,7 +10,9 @@ The vendors' charts as the stack renders them (build/charts/, offline/charts.py)
 against their own list of accepted findings, .checkov-charts.yaml: checkov skips a check everywhere or
 nowhere, and what the charts may do the fabric test's pods may not.
 
-checkov lives in its own virtualenv (.venv-scan, `make scan-venv`; see requirements-scan.txt).
+checkov lives in its own virtualenv (.venv-scan, `make scan-venv`; see requirements-scan.txt). Its start-up
+is most of its cost, so the three scans run in one checkov process (tools/checkov_runs.py: one fork per
+scan, each exactly the command line a user runs).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -47,6 +50,15 @@ def checkov_binary() -> str:
     pytest.skip(message)
 
 
+def checkov_python() -> list[str]:
+    """The interpreter that runs checkov (its script's #! line): it runs tools/checkov_runs.py."""
+    script = checkov_binary()
+    first_line = Path(script).read_bytes()[:1024].split(b"\n", 1)[0].decode(errors="replace")
+    if not first_line.startswith("#!"):
+        pytest.fail(f"{script} is not a Python script (no #! line): set CHECKOV to the checkov a pip install made")
+    return shlex.split(first_line[2:])
+
+
 def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
     pods = []
@@ -62,14 +74,12 @@ def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
     return pods
 
 
-@pytest.fixture(scope="module")
-def scan_dir(tmp_path_factory, dev) -> Path:
+def write_manifests(out: Path, renderings: dict[str, engine.Rendering]) -> None:
     """The manifests of the dev stack (GPU: the NCCL job) and of the hb stack (CPU-only: the MPI
     point-to-point job with its OSU build initContainer), each file prefixed with its stack."""
-    out = tmp_path_factory.mktemp("checkov") / "manifests"
     out.mkdir()
     jobs = 0
-    for stack, rendering in (("dev", dev), ("hb", engine.render("hb"))):
+    for stack, rendering in renderings.items():
         files = synth.synthesize(rendering, images=False)
         manifests = {name: content for name, content in files.items() if name.startswith("manifests/")}
         assert manifests, f"the offline render of {stack} has no manifests"
@@ -84,22 +94,51 @@ def scan_dir(tmp_path_factory, dev) -> Path:
                 data = content if isinstance(content, bytes) else content.encode()
                 (out / f"{stack}.{Path(name).name}").write_bytes(data)
     assert jobs >= 2, "a Volcano Job is missing from the renders: its pods would go unscanned"
-    return out
 
 
-def run_checkov(directory: Path, *extra: str) -> dict[str, Any]:
+CHECKOV_ARGS = ["--framework", "kubernetes", "-o", "json", "--compact", "--skip-download"]
+
+
+@pytest.fixture(scope="module")
+def reports(request, tmp_path_factory, dev, hb) -> dict[str, dict[str, Any] | str]:
+    """checkov's report of each scan, by name, from one process: "manifests" (the render, nothing
+    skipped), "manifests with .checkov.yaml" (what a user runs) and "charts" (the dev stack's
+    rendered charts, what build/charts/ holds; instead the reason when they cannot be rendered here).
+    checkov runs in the scans' parent directory, not the project's: it would pick up .checkov.yaml
+    there by itself."""
+    root = tmp_path_factory.mktemp("checkov")
+    write_manifests(root / "manifests", {"dev": dev, "hb": hb})
+    runs = {"manifests": ["-d", "manifests", *CHECKOV_ARGS],
+            "manifests with .checkov.yaml": ["-d", "manifests", "--config-file", str(CONFIG), *CHECKOV_ARGS]}
+    charts_unavailable = None
+    try:
+        dev_charts = request.getfixturevalue("dev_charts")
+    except pytest.skip.Exception as skipped:
+        charts_unavailable = skipped.msg
+    else:
+        (root / "charts").mkdir()
+        for name, rendered in dev_charts.items():
+            (root / "charts" / f"{name}.yaml").write_text(rendered.text)
+        runs["charts"] = ["-d", "charts", *CHECKOV_ARGS]
+    python = checkov_python()
     done = subprocess.run(
-        [checkov_binary(), "-d", str(directory), "--framework", "kubernetes", "-o", "json", "--compact",
-         "--skip-download", *extra],
-        # not from the project directory: checkov would pick up .checkov.yaml there by itself
-        capture_output=True, text=True, timeout=600, cwd=directory.parent,
+        [*python, str(ROOT / "tools" / "checkov_runs.py")], input=json.dumps(runs),
+        capture_output=True, text=True, timeout=600, cwd=root,
         env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"},
     )
-    assert done.returncode in (0, 1), f"checkov failed to run ({done.returncode}): {done.stderr[-2000:]}"
-    report = json.loads(done.stdout)
-    if isinstance(report, list):  # one report per framework
-        report = next(r for r in report if r.get("check_type") == "kubernetes")
-    return report
+    assert done.returncode == 0, f"tools/checkov_runs.py failed ({done.returncode}): {done.stderr[-2000:]}"
+    results = {name: report(name, result) for name, result in json.loads(done.stdout).items()}
+    if charts_unavailable is not None:
+        results["charts"] = charts_unavailable
+    return results
+
+
+def report(name: str, run: dict[str, Any]) -> dict[str, Any]:
+    assert run["returncode"] in (0, 1), f"checkov ({name}) failed to run ({run['returncode']}): {run['stderr'][-2000:]}"
+    parsed = json.loads(run["stdout"])
+    if isinstance(parsed, list):  # one report per framework
+        parsed = next(r for r in parsed if r.get("check_type") == "kubernetes")
+    return parsed
 
 
 def findings(report: dict[str, Any]) -> set[tuple[str, str]]:
@@ -116,8 +155,8 @@ def accepted(config: Path = CONFIG) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def unfiltered(scan_dir) -> dict[str, Any]:
-    return run_checkov(scan_dir)
+def unfiltered(reports) -> dict[str, Any]:
+    return reports["manifests"]
 
 
 def test_the_scan_covers_the_job_pods(unfiltered):
@@ -141,9 +180,9 @@ def test_no_stale_exceptions(unfiltered):
     assert stale == [], f"these checks pass now: remove them from .checkov.yaml: {stale}"
 
 
-def test_the_config_file_runs_clean(scan_dir):
+def test_the_config_file_runs_clean(reports):
     """What a user runs: checkov with .checkov.yaml on the render reports nothing."""
-    report = run_checkov(scan_dir, "--config-file", str(CONFIG))
+    report = reports["manifests with .checkov.yaml"]
     assert report["summary"]["failed"] == 0, sorted(findings(report))
     assert report["summary"]["passed"] > 0
 
@@ -157,13 +196,11 @@ def test_privileged_and_host_access_are_not_excepted():
 
 # --- the vendors' charts, as the stack renders them --------------------------------------------------
 @pytest.fixture(scope="module")
-def charts_report(tmp_path_factory, dev_charts) -> dict[str, Any]:
-    """One checkov run over the dev stack's rendered charts (what build/charts/ holds)."""
-    out = tmp_path_factory.mktemp("checkov-charts") / "charts"
-    out.mkdir()
-    for name, rendered in dev_charts.items():
-        (out / f"{name}.yaml").write_text(rendered.text)
-    return run_checkov(out)
+def charts_report(reports) -> dict[str, Any]:
+    """checkov's report on the dev stack's rendered charts (what build/charts/ holds)."""
+    if isinstance(reports["charts"], str):
+        pytest.skip(reports["charts"])
+    return reports["charts"]
 
 
 def test_the_chart_scan_covers_the_vendors_workloads(charts_report):

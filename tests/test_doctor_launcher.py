@@ -12,11 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import dev_config, rendered
 
 import catalog
-from offline import engine
 from tests import launcher_stubs
-from tests.conftest import dev_config
 from verify import sections
 from verify.__main__ import main as verify_main
 from verify.verdict import pass_line_gbps
@@ -32,7 +31,7 @@ JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
 
 def launcher_env(nodes: int) -> dict[str, str]:
-    stack = engine.render("dev", config=dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}))
+    stack = rendered("dev", dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}))
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
     return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
@@ -67,7 +66,7 @@ class Run:
 
     @property
     def calls(self) -> list[list[str]]:
-        return [json.loads(line) for line in (self.root / "mpirun.calls").read_text().splitlines()]
+        return launcher_stubs.calls(self.root)
 
     def named(self, name: str) -> list[sections.Section]:
         return [s for s in self.sections if s.name == name]
@@ -82,7 +81,7 @@ class Run:
 
 
 def run(tmp_path: Path, env: dict[str, str], nodes: int, setup=None, **extra: str) -> Run:
-    root = launcher_stubs.install(tmp_path)
+    root = launcher_stubs.install(tmp_path, fake_timeout="STUB_TIMEOUT_ON" in extra)
     for i in range(nodes):
         launcher_stubs.add_node(root, host(i), **((setup or {}).get(i, {})))
     hostfile = root / "mpiworker.host"
@@ -126,8 +125,14 @@ def test_healthy_cluster_under_auto_runs_no_doctor_and_names_no_one(tmp_path, en
 
 
 # --- done when: a log whose pairs show one slow node names that node --------------------------------
-def test_one_slow_node_among_four_is_named(tmp_path, env4):
-    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+@pytest.fixture(scope="module")
+def slow_node_2(tmp_path_factory, env4) -> Run:
+    """Four nodes, host 2's fabric slow: one launcher run that two tests read (it is the longest here)."""
+    return run(tmp_path_factory.mktemp("slow-node-2"), env4, 4, STUB_SLOW_HOSTS=host(2))
+
+
+def test_one_slow_node_among_four_is_named(slow_node_2):
+    r = slow_node_2
     assert r.done.returncode == 0, r.done.stderr
     (decision,) = r.named(sections.DOCTOR)
     assert (decision.attrs["run"], decision.attrs["reason"]) == ("yes", "allreduce-below-pass-line")
@@ -258,8 +263,8 @@ def nccl_info_lines(section: sections.Section) -> list[str]:
     return [line for line in section.text.splitlines() if " NCCL INFO " in line and not line.startswith("[nccl-")]
 
 
-def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(tmp_path, env4):
-    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(2))
+def test_the_doctors_runs_keep_one_line_per_host_and_transport_path(slow_node_2):
+    r = slow_node_2
     (allreduce,) = r.named(sections.ALLREDUCE)
     pairs = r.named(sections.PAIR)
     assert all(line.startswith("[1,") for line in nccl_info_lines(allreduce))  # --tag-output, untouched

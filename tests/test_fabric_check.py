@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +16,7 @@ import stack_config
 from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, parse_result
 from offline import engine, mocks
+from tests.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 from verify.collect import AksCluster
 
 COMMAND = "command:local:Command"
@@ -241,10 +241,7 @@ def test_missing_or_odd_numbers_stay_unknown():
 def test_parse_what_the_verify_cli_prints(reference):
     """The contract with `verify/`: its --json output, on Azure's published 2-node A100 run."""
     log = reference / "nccl-tests" / "sample-output_azure-aks-rdma-infiniband_expected-output.txt"
-    done = subprocess.run(
-        [sys.executable, "-m", "verify", "report", str(log), "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
+    done = verify_cli("report", str(log), "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--json")
     assert done.returncode == 0, done.stderr
     r = parse_result(done.stdout)
     assert r.busbw_at_max_size_gbps == pytest.approx(187.22)
@@ -254,8 +251,7 @@ def test_parse_what_the_verify_cli_prints(reference):
 
 def test_verify_cli_accepts_every_flag_the_step_passes(render):
     stack = render(fabricTest={"failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True})
-    done = subprocess.run([sys.executable, "-m", "verify", "collect", "--help"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = verify_cli("collect", "--help")
     assert done.returncode == 0, done.stderr
     for flag in (a for a in argv(stack) if a.startswith("--")):
         assert flag in done.stdout, f"verify collect has no {flag}"
@@ -285,10 +281,7 @@ def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
     """The contract with `verify/` for the CPU-only kind: its --json output on a published HBv3 run."""
     from tests.test_osu_perftest import HBV3_BW, raw_rows
 
-    done = subprocess.run(
-        [sys.executable, "-m", "verify", "report", str(HBV3_BW), "--sku", "Standard_HB120rs_v3", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
+    done = verify_cli("report", str(HBV3_BW), "--sku", "Standard_HB120rs_v3", "--json")
     assert done.returncode == 0, done.stderr
     r = parse_result(done.stdout)
     rows = raw_rows(HBV3_BW)

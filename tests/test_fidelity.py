@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import schema_checks as sc
 import yaml
-from conftest import dev_config
+from conftest import dev_config, rendered
 
 import stack_config
 from components import volcano as volcano_component
@@ -38,7 +38,7 @@ STACKS = [(size, mode) for size in SIZES for mode in ("shared", "sriov")]
 @pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
 def stack(request) -> engine.Rendering:
     size, mode = request.param
-    return engine.render("dev", config=dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]}))
+    return rendered("dev", dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]}))
 
 
 @pytest.fixture(scope="module")

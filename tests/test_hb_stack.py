@@ -27,11 +27,6 @@ JOB_TYPE = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 HB = "Standard_HB176rs_v4"
 
 
-@pytest.fixture(scope="module")
-def hb() -> engine.Rendering:
-    return engine.render("hb")
-
-
 def _job(r: engine.Rendering) -> dict:
     (job,) = r.of_type(JOB_TYPE)
     return job

@@ -35,9 +35,8 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
 
 @pytest.fixture(scope="module")
 def hb():
-    from offline import engine
-    from tests.conftest import dev_config
-    return engine.render("dev", config=dev_config(ibPool={"vmSize": HB}))
+    from conftest import dev_config, rendered
+    return rendered("dev", dev_config(ibPool={"vmSize": HB}))
 
 
 @pytest.mark.parametrize("which", ["dev", "hb"])

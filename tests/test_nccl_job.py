@@ -305,9 +305,9 @@ def test_crd_check_catches_a_misplaced_field(reference):
 
 
 def job_from_dev() -> dict[str, Any]:
-    from offline import engine
+    from conftest import rendered
 
-    return job(engine.render("dev"))
+    return job(rendered("dev"))
 
 
 def test_pod_templates_pass_kubernetes_schemas(dev):
@@ -482,7 +482,8 @@ def test_launcher_waits_for_a_slow_sshd(fake_cluster, dev):
 
 
 def test_launcher_gives_up_on_a_dead_worker(fake_cluster, dev):
-    done = run_launcher(fake_cluster, dev, hosts=2, SSH_FAILS="1000000", SSH_WAIT_SECONDS="1")
+    # a few attempts in the second it waits, not a busy loop of ssh calls (SSH_POLL_SECONDS=0)
+    done = run_launcher(fake_cluster, dev, hosts=2, SSH_FAILS="1000000", SSH_WAIT_SECONDS="1", SSH_POLL_SECONDS="0.25")
     assert done.returncode == 4
     assert "did not answer within 1s" in done.stderr
     assert not (fake_cluster / "mpirun.args").exists()

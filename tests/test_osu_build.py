@@ -226,11 +226,6 @@ def test_the_pins_live_in_the_component_not_the_script():
 
 
 # --- the render: Pulumi.hb.yaml ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def hb() -> engine.Rendering:
-    return engine.render("hb")
-
-
 def _pod(r: engine.Rendering, task: str) -> dict:
     (job,) = r.of_type(JOB_TYPE)
     (t,) = [t for t in job.inputs["spec"]["tasks"] if t["name"] == task]

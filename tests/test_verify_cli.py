@@ -1,7 +1,11 @@
-"""`python -m verify report` as a user runs it: a subprocess, its stdout, stderr and exit code."""
+"""`python -m verify report` as a user runs it: its stdout, stderr and exit code. Through the module's
+own main() in this process (`run`: a fresh interpreter per call cost more than the reports), and as a
+real subprocess where the process is the point (`run_subprocess`: test_report_json_azure, the plots)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import subprocess
@@ -24,14 +28,32 @@ REQUIRED_KEYS = {
 }
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def run_subprocess(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "verify", *args], cwd=ROOT, capture_output=True, text=True, input=stdin, timeout=120
     )
 
 
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """What `python -m verify ARGS` gives (exit code, stdout, stderr), from the main() the module runs."""
+    from verify import __main__ as cli
+
+    out, err, saved_stdin = io.StringIO(), io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse exits itself
+                code = exc.code
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(["python", "-m", "verify", *args], code, out.getvalue(), err.getvalue())
+
+
 def test_report_json_azure(reference):
-    p = run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2", "--json")
+    p = run_subprocess("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2",
+                       "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)  # ONE JSON object, nothing else on stdout
     assert REQUIRED_KEYS <= set(out)
@@ -95,20 +117,31 @@ def test_bad_arguments_exit_2(reference):
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
+def plot_twice(tmp_path: Path, *args: str) -> list[bytes]:
+    """`report ... --plot FILE --json` run twice: as a user runs it (a fresh interpreter) and in this
+    process (the same main(); matplotlib is imported once per session, not once per run). Each run
+    says where it wrote its plot; returns the two PNGs."""
+    from verify import __main__ as cli
+
+    first, second = tmp_path / "a.png", tmp_path / "b.png"
+    p = run_subprocess(*args, "--plot", str(first), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["plot"] == str(first)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main([*args, "--plot", str(second), "--json"]) == 0
+    assert json.loads(out.getvalue())["plot"] == str(second)
+    return [first.read_bytes(), second.read_bytes()]
+
+
 def test_plot_is_a_deterministic_png(reference, tmp_path):
-    paths = []
-    for name in ("a.png", "b.png"):
-        out = tmp_path / name
-        p = run("report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2",
-                "--plot", str(out), "--json")
-        assert p.returncode == 0, p.stderr
-        assert json.loads(p.stdout)["plot"] == str(out)
-        paths.append(out)
-    data = paths[0].read_bytes()
+    pytest.importorskip("matplotlib")
+    pngs = plot_twice(tmp_path, "report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4",
+                      "--nodes", "2")
+    data = pngs[0]
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000
     assert b"Software" not in data  # no matplotlib version stamped into the file
-    assert data == paths[1].read_bytes()
+    assert data == pngs[1]
 
 
 # --- point-to-point logs (CPU-only HB / HX): OSU and perftest, auto-detected ------------------------
@@ -269,13 +302,7 @@ def test_nccl_json_says_its_kind(reference):
 
 def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
     pytest.importorskip("matplotlib")
-    pngs = []
-    for name in ("a.png", "b.png"):
-        out = tmp_path / name
-        p = run("report", str(hbv3_log), "--sku", HBV3, "--plot", str(out), "--json")
-        assert p.returncode == 0, p.stderr
-        assert json.loads(p.stdout)["plot"] == str(out)
-        pngs.append(out.read_bytes())
+    pngs = plot_twice(tmp_path, "report", str(hbv3_log), "--sku", HBV3)
     assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
     assert b"Software" not in pngs[0] and pngs[0] == pngs[1]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -101,6 +101,11 @@ class FakeKube:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 as the API server speaks it: the client keeps its connection open between requests
+            # (no connect and no new server thread per request); no Nagle delay between headers and body
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
@@ -217,6 +222,14 @@ def azure_log(reference) -> str:
 def argv(*extra: str) -> list[str]:
     return ["collect", "--namespace", NS, "--job", JOB, "--sku", "Standard_ND96asr_v4", "--nodes", "2",
             "--poll-seconds", "0.05", "--json", *extra]
+
+
+def only_environment(monkeypatch, **env: str) -> None:
+    """This process's environment becomes exactly `env`, as a subprocess started with env=... would see it."""
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
 
 
 def test_waits_through_pending_running_then_reads_the_launcher(azure_log, monkeypatch, capsys):
@@ -358,15 +371,17 @@ def test_unreachable_api_and_bad_kubeconfig_are_exit_2(monkeypatch, capsys):
     assert "kubeconfig" in capsys.readouterr().err
 
 
-def test_subprocess_reads_kubeconfig_from_the_environment_only(azure_log):
-    """As the Pulumi step runs it: the kubeconfig in KUBECONFIG_CONTENT, nothing secret on the command line."""
+def test_reads_kubeconfig_from_the_environment_only(azure_log, monkeypatch, capsys):
+    """The kubeconfig in KUBECONFIG_CONTENT and nowhere else: an environment of only that, PATH and a
+    HOME that does not exist (no ~/.kube/config, no KUBECONFIG), nothing secret on the command line.
+    In this process, on an environment of only those three (see only_environment)."""
     with FakeKube(["Running", "Completed"], azure_log) as kube:
-        env = {"KUBECONFIG_CONTENT": kube.kubeconfig(), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-        p = subprocess.run([sys.executable, "-m", "verify", *argv()], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert "Traceback" not in p.stderr
-    assert json.loads(p.stdout)["verdict"] == "PASS"
+        only_environment(monkeypatch, KUBECONFIG_CONTENT=kube.kubeconfig(), PATH="/usr/bin:/bin", HOME="/nonexistent")
+        code = cli.main(argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    assert json.loads(captured.out)["verdict"] == "PASS"
 
 
 def test_terminal_phases_match_the_volcano_crd(reference):
@@ -507,23 +522,25 @@ def aks_argv(*extra: str) -> list[str]:
     return argv("--aks-resource-group", RG, "--aks-cluster", CLUSTER, "--subscription", SUB, *extra)
 
 
-def test_subprocess_fetches_credentials_with_az_as_the_stack_step_runs_it(azure_log, tmp_path):
-    """End to end as the Pulumi step runs it: no kubeconfig anywhere in its environment or on its
-    command line, a (fake) logged-in az on PATH that prints the kubeconfig of the (fake) cluster."""
+def test_fetches_credentials_with_az_as_the_stack_step_runs_it(azure_log, tmp_path, monkeypatch, capsys):
+    """As the Pulumi step runs it: no kubeconfig anywhere in its environment or on its command line, a
+    (fake) logged-in az on PATH that prints the kubeconfig of the (fake) cluster. In this process, on an
+    environment of only PATH and HOME; tests/test_hb_stack.py runs the command line the stack renders
+    as a fresh process, end to end."""
     home = tmp_path / "home"
     home.mkdir()
     with FakeKube(["Running", "Completed"], azure_log) as kube:
         bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
-        env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(home)}
-        p = subprocess.run([sys.executable, "-m", "verify", *aks_argv()], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["verdict"] == "PASS"
+        only_environment(monkeypatch, PATH=f"{bindir}:/usr/bin:/bin", HOME=str(home))
+        code = cli.main(aks_argv())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["verdict"] == "PASS"
     assert az_calls(calls) == [AZ_ARGV]  # once, for that cluster, to stdout (--file -)
     # the API was called with the credentials az printed
     assert kube.requests and {auth for _, _, auth in kube.requests} == {f"Bearer {TOKEN}"}
     assert list(home.iterdir()) == [], "the kubeconfig was written under HOME"
-    assert TOKEN not in p.stderr
+    assert TOKEN not in captured.err
 
 
 def test_az_credentials_come_before_kubeconfig_content(azure_log, tmp_path, monkeypatch, capsys):
@@ -607,9 +624,9 @@ def test_az_printing_no_kubeconfig_is_exit_2_and_never_echoed(tmp_path, monkeypa
 def test_a_hung_az_is_exit_2(tmp_path, monkeypatch, capsys):
     bindir, _ = fake_az(tmp_path, stdout="", sleep=30)
     monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
-    monkeypatch.setattr(collect, "AZ_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(collect, "AZ_TIMEOUT_SECONDS", 0.1)
     assert cli.main(aks_argv()) == 2
-    assert "did not answer within 0.5s" in _one_error_line(capsys.readouterr().err)
+    assert "did not answer within 0.1s" in _one_error_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("flags, message", [

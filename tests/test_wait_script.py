@@ -194,10 +194,22 @@ def test_a_failing_provider_registration_is_retried_then_reported(run, tmp_path)
     assert result.stdout == ""
 
 
+# A fake clock for the script: `date +%s` answers 1000, 1010, 1020, ... (ten seconds per call).
+FAKE_DATE = """#!/usr/bin/env bash
+n=$(cat "$STATE_DIR/clock" 2>/dev/null || echo 1000); echo $((n + 10)) > "$STATE_DIR/clock"; echo "$n"
+"""
+
+
 def test_the_wait_is_bounded(run, tmp_path):
-    result = run(HEALTHY, timeout_s=1, states=["Registering"])
+    """Still Registering after the limit: exit 4. On a fake clock (no real waiting), each poll reads the
+    clock once: 10, 20, then 30 s after the start, and there it stops."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "date").write_text(FAKE_DATE)
+    (tmp_path / "bin" / "date").chmod(0o755)
+    result = run(HEALTHY, timeout_s=30, states=["Registering"])
     assert result.returncode == 4
-    assert "still 'Registering' after 1s" in result.stderr
+    assert "still 'Registering' after 30s" in result.stderr
+    assert commands(tmp_path).count("feature show") == 3
     assert result.stdout == ""
     assert "provider register" not in commands(tmp_path)
 
