@@ -149,12 +149,12 @@ def fake_nodes():
     api.server.shutdown()
 
 
-def test_the_node_step_patches_its_own_node_with_every_fact(tmp_path, monkeypatch, fake_nodes, capsys):
+def test_the_two_steps_label_the_node_with_every_fact(tmp_path, monkeypatch, fake_nodes, capsys):
     sysfs = tmp_path / "sys"
     hca(sysfs, "mlx5_0", "0xa11", ["0x800b"])
     hca(sysfs, "mlx5_1", "0xa12", ["0x800b"])
     (tmp_path / "kvp").write_bytes(kvp_pool(PhysicalHostName="MWH01"))
-    sharp = tmp_path / "sharp_cmd"  # stands in for SHARP: writes the topology file it is asked for
+    sharp = tmp_path / "sharp_cmd"  # stands in for SHARP: writes the topology file it is asked for, once asked
     sharp.write_text('#!/bin/sh\n'
                      'while [ $# -gt 0 ]; do\n  [ "$1" = --topology_file ] && cp "$TOPO" "$2"\n  shift\ndone\n')
     sharp.chmod(0o755)
@@ -163,15 +163,18 @@ def test_the_node_step_patches_its_own_node_with_every_fact(tmp_path, monkeypatc
     monkeypatch.setenv("NODE_NAME", "aks-ib-0")
     for fact, name in NAMES.items():
         monkeypatch.setenv(f"TOPOLOGY_{fact.upper()}", name)
+    shared = tmp_path / "work" / "topology.txt"
+    shared.parent.mkdir()
+    # the privileged step: no API client at all
+    assert topology.write_sharp_topology(sysfs, str(sharp), "mlx5_0:1", shared) == 0
+    assert shared.read_text() == TOPOLOGY
     api = topology.InCluster(base=fake_nodes.url, token="t0ken", context=None)
-    assert topology.label_this_node(api, sysfs, tmp_path / "kvp", {"placementGroupId": "pg-1"}, str(sharp),
-                                    "mlx5_0:1") == 0
+    assert topology.label_this_node(api, sysfs, tmp_path / "kvp", {"placementGroupId": "pg-1"}, shared) == 0
     (name, content_type, auth, _), = fake_nodes.patches
     assert (name, content_type, auth) == ("aks-ib-0", "application/merge-patch+json", "Bearer t0ken")
     meta = fake_nodes.nodes["aks-ib-0"]["metadata"]
     assert meta["labels"] == {"kubernetes.io/hostname": "aks-ib-0", "ib/pkey": "0x800b",
-                              "hyperv/PhysicalHostName": "MWH01",
-                              fabric.PLACEMENT_GROUP_LABEL: "pg-1",
+                              "hyperv/PhysicalHostName": "MWH01", fabric.PLACEMENT_GROUP_LABEL: "pg-1",
                               "ib/torset": topology.torsets(POOL_GUIDS, TOPOLOGY)["node-a1"]}
     assert meta["annotations"] == {"ib/hca-guids": "0x00000000000a11,0x00000000000a12"}  # Azure's spelling
     assert "aks-ib-0: ib/torset=torset-" in capsys.readouterr().out
@@ -182,9 +185,13 @@ def test_without_sharp_the_node_gets_every_other_label_and_a_reason(tmp_path, mo
     monkeypatch.setenv("NODE_NAME", "aks-ib-0")
     for fact, name in NAMES.items():
         monkeypatch.setenv(f"TOPOLOGY_{fact.upper()}", name)
+    out = tmp_path / "topology.txt"
+    assert topology.write_sharp_topology(tmp_path / "sys", str(tmp_path / "no-sharp"), "mlx5_0:1", out) == 0
+    assert not out.exists()
     api = topology.InCluster(base=fake_nodes.url, token="t", context=None)
-    topology.label_this_node(api, tmp_path / "sys", tmp_path / "no-kvp", None, str(tmp_path / "no-sharp"), "mlx5_0:1")
+    topology.label_this_node(api, tmp_path / "sys", tmp_path / "no-kvp", None, out)
     assert "ib/torset" not in fake_nodes.nodes["aks-ib-0"]["metadata"]["labels"]
+    assert fake_nodes.nodes["aks-ib-0"]["metadata"]["labels"]["ib/pkey"] == "0x800b"
     assert "ib/torset not set: SHARP's topology discovery gave no switch" in capsys.readouterr().out
 
 
@@ -203,10 +210,23 @@ def test_the_labeler_runs_on_every_ib_node_before_it_is_certified(dev):
     assert {"key": fabric.FABRIC_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
 
 
+def test_only_the_sharp_step_is_privileged_and_it_holds_no_api_token(dev):
+    spec = labeler_pod(dev)
+    sharp, label = spec["initContainers"]
+    assert sharp["securityContext"] == {"privileged": True} and "env" not in sharp
+    assert spec["automountServiceAccountToken"] is False
+    assert not any("serviceaccount" in m["mountPath"] for m in sharp["volumeMounts"])
+    assert any(m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount" for m in label["volumeMounts"])
+    for unprivileged in (label, spec["containers"][0]):
+        ctx = unprivileged["securityContext"]
+        assert ctx["runAsNonRoot"] and not ctx["privileged"] and ctx["capabilities"] == {"drop": ["ALL"]}
+
+
 def test_the_labeler_runs_the_shipped_script_with_the_label_names_from_one_place(dev):
     spec = labeler_pod(dev)
-    (init,) = spec["initContainers"]
-    assert init["command"] == ["python3", "/opt/aks-infiniband/topology.py", "node"]
+    sharp, init = spec["initContainers"]
+    assert (sharp["command"], init["command"]) == (["python3", "/opt/aks-infiniband/topology.py", "sharp"],
+                                                   ["python3", "/opt/aks-infiniband/topology.py", "node"])
     env = {e["name"]: e.get("value") for e in init["env"]}
     assert {k.removeprefix("TOPOLOGY_").lower(): v for k, v in env.items() if k.startswith("TOPOLOGY_")} == NAMES
     script = dev.one("kubernetes:core/v1:ConfigMap", "fabric-topology-script").inputs["data"]["topology.py"]

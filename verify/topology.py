@@ -1,7 +1,9 @@
 """The InfiniBand fabric's shape, as Azure's own labelers write it onto the nodes.
 
 Standard library only, no import from this project: the file itself is shipped (a ConfigMap) into the
-labeler pods, which run it as `python3 topology.py node` (a DaemonSet pod per IB node). The label
+labeler pods (a DaemonSet pod per IB node), which run it twice: `python3 topology.py sharp`, privileged
+and without API credentials, asks SHARP for the node's topology; `python3 topology.py node`, unprivileged,
+reads every fact and labels the node. The label
 names come in as environment variables computed by the stack (components/topology_labeler.py), so
 they are written once, in fabric.py.
 
@@ -216,17 +218,26 @@ def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
         return topology_file.read_text() if done.returncode == 0 and topology_file.is_file() else None
 
 
-def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | None,
-                    sharp_cmd: str, sharp_device: str) -> int:
+def write_sharp_topology(sysfs: Path, sharp_cmd: str, device: str, out: Path) -> int:
+    """The privileged step: SHARP's topology for this node's port GUIDs into `out` (nothing written where
+    SHARP cannot answer). It holds no API credentials; the unprivileged step reads the file."""
+    topology = sharp_topology(sharp_cmd, device, port_guids(sysfs))
+    if topology is None:
+        print("SHARP's topology discovery gave no answer: no torset label", flush=True)
+        return 0
+    out.write_text(topology)
+    return 0
+
+
+def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | None, topology_file: Path) -> int:
     names = _names()
     pool = kvp_path.read_bytes() if kvp_path.is_file() else None
     labels, annotations, notes = node_facts(sysfs, pool, imds, names)
     node = os.environ["NODE_NAME"]
     # This node's own torset: every host of a torset reaches the same leaf switches, so the first of
     # them (by name) that lists one of its GUIDs names the torset the same way on each of its hosts.
-    guids = port_guids(sysfs)
-    topology = sharp_topology(sharp_cmd, sharp_device, guids)
-    torset = torsets({node: guids}, topology).get(node) if topology else None
+    topology = topology_file.read_text() if topology_file.is_file() else ""
+    torset = torsets({node: port_guids(sysfs)}, topology).get(node)
     if torset:
         labels[names["torset"]] = torset
     else:
@@ -240,11 +251,13 @@ def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | No
 
 
 def main(argv: list[str]) -> int:
+    sysfs, topology_file = Path("/sys/class/infiniband"), Path(os.environ.get("TOPOLOGY_FILE", "/work/topology.txt"))
+    if argv[:1] == ["sharp"]:
+        return write_sharp_topology(sysfs, os.environ.get("SHARP_CMD", "/opt/mellanox/sharp/bin/sharp_cmd"),
+                                    os.environ.get("SHARP_DEVICE", "mlx5_0:1"), topology_file)
     if argv[:1] == ["node"]:
-        return label_this_node(InCluster(), Path("/sys/class/infiniband"), Path("/var/lib/hyperv/.kvp_pool_3"),
-                               _imds(), os.environ.get("SHARP_CMD", "/opt/mellanox/sharp/bin/sharp_cmd"),
-                               os.environ.get("SHARP_DEVICE", "mlx5_0:1"))
-    print("usage: topology.py node", file=sys.stderr)
+        return label_this_node(InCluster(), sysfs, Path("/var/lib/hyperv/.kvp_pool_3"), _imds(), topology_file)
+    print("usage: topology.py sharp|node", file=sys.stderr)
     return 2
 
 
