@@ -88,7 +88,7 @@ gpu_operator = (
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
 # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
-TopologyLabeler("fabric-topology", TopologyLabelerArgs(), opts=k8s_opts)
+TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
 
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only

@@ -19,7 +19,7 @@ from tests.schema_checks import as_api, core_errors, crd_errors
 from verify import topology
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
-LABELER = "fabric-topology-daemonset"
+LABELER = "topology-daemonset"
 POOL = "azure-native:containerservice:AgentPool"
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 NAMES = fabric.topology_names()
@@ -229,20 +229,20 @@ def test_the_labeler_runs_the_shipped_script_with_the_label_names_from_one_place
                                                    ["python3", "/opt/aks-infiniband/topology.py", "node"])
     env = {e["name"]: e.get("value") for e in init["env"]}
     assert {k.removeprefix("TOPOLOGY_").lower(): v for k, v in env.items() if k.startswith("TOPOLOGY_")} == NAMES
-    script = dev.one("kubernetes:core/v1:ConfigMap", "fabric-topology-script").inputs["data"]["topology.py"]
+    script = dev.one("kubernetes:core/v1:ConfigMap", "topology-script").inputs["data"]["topology.py"]
     assert script == Path(topology.__file__).read_text()
     template = as_api(dev.one(DAEMONSET, LABELER).inputs)["spec"]["template"]["metadata"]
     assert template["annotations"][topology_labeler.SCRIPT_HASH_ANNOTATION] == topology_labeler.script_sha256()
 
 
 def test_the_labeler_may_read_and_label_nodes_and_nothing_else(dev):
-    (rule,) = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "fabric-topology-role").inputs["rules"]
+    (rule,) = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "topology-role").inputs["rules"]
     assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
 
 
 def test_every_labeler_object_passes_the_kubernetes_schema(dev):
     for r in dev.resources:
-        if r.name.startswith("fabric-topology-") and r.type.startswith("kubernetes:"):
+        if r.name.startswith("topology-") and r.type.startswith("kubernetes:"):
             assert core_errors(r.inputs) == [], r.name
 
 
