@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import catalog
 from components import fabric_test, nccl_sizing
+from core import catalog
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (

@@ -3,8 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-import fabric
-import pins
+from core import fabric, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify.doctor import DOCTOR_MODES
@@ -41,7 +40,7 @@ VERSION_DESCRIPTIONS = {
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
 }
-# What kind of pin each version is (pins.py): the same predicate the component taking it checks.
+# What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
 VERSION_PINS: dict[str, pins.Pin] = {
     "nodeFeatureDiscovery": pins.CHART_VERSION,
     "networkOperator": pins.CHART_VERSION,
