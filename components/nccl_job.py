@@ -16,14 +16,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mpi_job, nccl_sizing
-from components.fabric_test import ALL_REDUCE, Kind
+from components import mpi_job
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import fabric, modes, pins
+from core import fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
+from core.kinds import ALL_REDUCE, Kind, kind_for
 from verify import doctor
 from verify.verdict import pass_line_gbps
 
@@ -71,7 +71,7 @@ class NcclJobArgs:
         return self.timeout_minutes + (self.doctor_minutes if self.doctor != "never" else 0)
 
     def __post_init__(self) -> None:
-        if not self.sku.has_gpus:
+        if kind_for(self.sku) is not ALL_REDUCE:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has no GPUs; the NCCL all-reduce needs GPU sizes "
                 f"(CPU-only sizes get a separate fabric test)"

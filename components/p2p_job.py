@@ -36,10 +36,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import mpi_job
-from components.fabric_test import POINT_TO_POINT, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from core import modes, pins
 from core.catalog import Sku
+from core.kinds import POINT_TO_POINT, Kind, kind_for
 
 core = k8s.core.v1
 
@@ -88,7 +88,7 @@ class P2pJobArgs:
     job_name: str = "p2p"
 
     def __post_init__(self) -> None:
-        if self.sku.has_gpus:
+        if kind_for(self.sku) is not POINT_TO_POINT:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has {self.sku.gpus_per_vm} GPUs; the MPI point-to-point job is for "
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"

@@ -15,6 +15,9 @@ IB_TAINT_VALUE = "true"
 IB_TAINT_EFFECT = "NoSchedule"
 IB_TAINT = f"{IB_TAINT_KEY}={IB_TAINT_VALUE}:{IB_TAINT_EFFECT}"  # AKS nodeTaints syntax
 
+# The cluster's CPU pool (inside the ManagedCluster); an IB pool of that name would overwrite it.
+SYSTEM_POOL_NAME = "system"
+
 # Labels the pool carries (AKS applies them to every node of the pool).
 IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
 IB_POOL_ROLE = "infiniband"
