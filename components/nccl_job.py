@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mpi_job
+from components import mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
@@ -76,6 +76,7 @@ class NcclJobArgs:
                 f"sku: {self.sku.vm_size} has no GPUs; the NCCL all-reduce needs GPU sizes "
                 f"(CPU-only sizes get a separate fabric test)"
             )
+        nccl_settings.family(self.sku)  # raises for a generation with no NCCL settings family
         if self.node_count < 1:
             raise ValueError(f"node_count: got {self.node_count}; expected 1 or more")
         pins.IMAGE_REF.require("image", self.image)
