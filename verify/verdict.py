@@ -48,7 +48,7 @@ WARN_FRACTION_OF_BASELINE = 0.97
 # Below this fraction of the baseline a run is FAIL even where the threshold is derived: no fabric that
 # works gets there. The floor sits below the slowest InfiniBand run on record for these sizes on AKS,
 # NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5 (its settings unknown), gated there at >= 150 GB/s
-# (catalog.SRC_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
+# (catalog.CITE_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
 # is suspicious (WARN), not proven broken. Below 35 % every known cause is a defect: NCCL on TCP
 # sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight rails (12.5-25 %), GPUDirect RDMA
 # lost together with half the rails. 35 % of the derived baselines:
