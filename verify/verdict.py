@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from core import catalog
+from core import catalog, modes
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
@@ -292,7 +292,8 @@ def judge(
 
 # What a run without RDMA usually lacks in the pod, in the order to check it.
 RDMA_CHECKLIST = (
-    "the worker pods' limits hold the RDMA resource (rdma/shared_ib or rdma/ib) and the node advertises it "
+    f"the worker pods' limits hold the RDMA resource ({' or '.join(modes.extended_resources())}) "
+    "and the node advertises it "
     "(kubectl describe node: the RDMA device plugin of the NicClusterPolicy), /dev/infiniband is in the "
     "container, and the container has IPC_LOCK"
 )
