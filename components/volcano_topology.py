@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-import fabric
+from core import fabric
 
 CONTROLLER_CONFIGMAP, CONTROLLER_KEY = "volcano-controller-configmap", "volcano-controller.conf"
 SCHEDULER_CONFIGMAP, SCHEDULER_KEY = "volcano-scheduler-configmap", "volcano-scheduler.conf"

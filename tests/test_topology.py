@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-import fabric
 from components import topology_labeler, volcano_topology
+from core import fabric
 from tests.schema_checks import as_api, core_errors, crd_errors
 from verify import topology
 

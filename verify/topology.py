@@ -5,7 +5,7 @@ labeler pods (a DaemonSet pod per IB node), which run it twice: `python3 topolog
 and without API credentials, asks SHARP for the node's topology; `python3 topology.py node`, unprivileged,
 reads every fact and labels the node. The label
 names come in as environment variables computed by the stack (components/topology_labeler.py), so
-they are written once, in fabric.py.
+they are written once, in core/fabric.py.
 
 Where each fact comes from (the same sources as Azure/ai-infrastructure-on-azure@a01b073
 utilities/aks/node_labeler and utilities/aks/torset_labeler):
