@@ -1,11 +1,12 @@
 """python -m verify report LOG ... | python -m verify collect ...
 
-Two kinds of result (verify/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
-GB/s of bus bandwidth) and `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
-nodes, judged in Gb/s of link bandwidth). `report` detects the kind from the log; `collect` is told
-it (`--kind`, default nccl), because it knows which job it waits for. Each kind has its own threshold
-flag with its unit in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing
-the other kind's flag is an error, never a silent conversion.
+Two kinds of result (verify/kinds.py; each read and judged by its verify.readers.Reader, one path
+for both): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in GB/s of bus bandwidth) and
+`p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes, judged in Gb/s of
+link bandwidth). `report` detects the kind from the log; `collect` is told it (`--kind`, default
+nccl), because it knows which job it waits for. Each kind has its own threshold flag with its unit
+in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing the other kind's flag
+is an error, never a silent conversion.
 
 Both kinds report alike: a table, then the headline `VERDICT: X — <sku>, <figure> at <size>, threshold
 <t>` and the reasons; without --sku (and without a threshold) the verdict is UNKNOWN, exit 0. `--sku`
@@ -17,8 +18,9 @@ unless --fail-on-low-bandwidth); 1 = verdict FAIL with --fail-on-low-bandwidth (
 alike, so a saved log can gate CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API
 error, no credentials (az missing, not logged in or failing), bad arguments; 141 = the reader of stdout
 went away (e.g. `| head`), as for a command killed by SIGPIPE, silently. Errors are one line on
-stderr, never a traceback; `report --json` also prints them as one JSON object, {"verdict": null,
-"error": "..."}.
+stderr, never a traceback; `report --json` also prints them as one JSON object, {"schemaVersion": 1,
+"verdict": null, "error": "..."}. Every --json document is a verify.result.FabricResult
+(docs/fabric-result.md, the schema verify/schema/fabric-result.v1.json).
 
 A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
 still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
