@@ -1192,7 +1192,8 @@ def test_the_not_ready_allowance_waits_while_enough_nodes_may_still_come_up(stac
                                                                              gives_up):
     """The job needs 2 nodes. With fewer Ready, each NotReady node has the allowance from when it went
     NotReady; the wait ends once fewer of them are within it than nodes are missing."""
-    from verify.diagnose import Diagnoser, Snapshot
+    from verify.diagnose import Diagnoser
+    from verify.snapshot import Snapshot
 
     now = T0
     node_list = [ib_node(i, 0, ready_at=-60 * MIN) for i in range(ready)]
@@ -1245,7 +1246,7 @@ def test_the_custom_resources_read_match_their_crds(reference):
 
 
 def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
-    from verify.diagnose import tasks_of
+    from verify.snapshot import tasks_of
 
     crd = _crd(reference, "batch.volcano.sh_jobs.v1.15.1.yaml")
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
