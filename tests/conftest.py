@@ -114,6 +114,13 @@ def reference() -> Path:
     return REFERENCE
 
 
+@pytest.fixture
+def azure_log(reference: Path) -> str:
+    """Azure's published 2-node ND A100 v4 all-reduce log: the launcher log of the collector's tests
+    (tests/test_verify_collect*.py)."""
+    return (reference / "nccl-tests" / "sample-output_azure-aks-rdma-infiniband_expected-output.txt").read_text()
+
+
 @pytest.fixture(scope="session")
 def helm() -> Path:
     """The pinned Helm (`make helm`); skips, saying why, where it is missing (CI must have it)."""
