@@ -192,8 +192,7 @@ def _read_log(path: str) -> str:
 
 
 def _settings(args: argparse.Namespace, reader: readers.Reader, job_failed: str | None = None) -> readers.Settings:
-    threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
-    return readers.Settings(sku=args.sku, nodes=args.nodes, threshold=threshold, plot=args.plot,
+    return readers.Settings(sku=args.sku, nodes=args.nodes, threshold=reader.threshold(args), plot=args.plot,
                             job_failed=job_failed)
 
 

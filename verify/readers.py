@@ -27,7 +27,7 @@ class Settings:
 
     sku: str | None
     nodes: int | None
-    threshold: float | None  # in the kind's unit (Reader.threshold_flag)
+    threshold: float | None  # in the kind's unit (Reader.threshold)
     plot: str | None = None
     job_failed: str | None = None  # the Volcano job failed (collect): a FAIL whatever the log says
 
@@ -40,8 +40,10 @@ class Judged:
 
 class Reader(Protocol):
     kind: str  # verify.kinds: --kind and the result's `kind`
-    threshold_flag: str  # the flag of this kind's threshold, its unit in the name
     measures_sharp: bool  # --sharp applies (the all-reduce can run over SHARP / CollNet)
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        """The threshold override in this kind's unit (its flag has the unit in its name)."""
 
     def problem(self, args: argparse.Namespace) -> str | None:
         """The flags that do not apply to this kind, as an error message (None: all good)."""
@@ -76,8 +78,10 @@ class AllReduce:
     """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in."""
 
     kind = kinds.NCCL
-    threshold_flag = "--threshold-gbps"
     measures_sharp = True
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        return args.threshold_gbps
 
     def problem(self, args: argparse.Namespace) -> str | None:
         if args.threshold_gbits is not None:
@@ -125,8 +129,10 @@ class PointToPoint:
     """OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)."""
 
     kind = kinds.P2P
-    threshold_flag = "--threshold-gbits"
     measures_sharp = False
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        return args.threshold_gbits
 
     def problem(self, args: argparse.Namespace) -> str | None:
         if args.threshold_gbps is not None:
