@@ -31,3 +31,13 @@ def test_a_log_with_no_result_is_a_fail_of_that_kind_that_says_why(kind):
     assert out.reasons[0] == "Volcano job phase Failed" and "holds no" in out.reasons[1]
     assert out.nodes == (2 if kind == kinds.P2P else None)
     assert judged.text.startswith("VERDICT: FAIL")
+
+
+@pytest.mark.parametrize("kind", kinds.KINDS)
+def test_the_threshold_is_read_from_the_kinds_own_flag(kind):
+    from verify.__main__ import build_parser
+
+    reader = readers.reader(kind)
+    args = build_parser().parse_args(["report", "x.log", "--kind", kind, reader.threshold_flag, "123.5"])
+    assert reader.threshold(args) == 123.5
+    assert reader.problem(args) is None  # its own unit's flag is never refused

@@ -40,6 +40,7 @@ class Judged:
 
 class Reader(Protocol):
     kind: str  # verify.kinds: --kind and the result's `kind`
+    threshold_flag: str  # the flag of this kind's threshold, its unit in the name
     measures_sharp: bool  # --sharp applies (the all-reduce can run over SHARP / CollNet)
 
     def threshold(self, args: argparse.Namespace) -> float | None:
@@ -78,6 +79,7 @@ class AllReduce:
     """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in."""
 
     kind = kinds.NCCL
+    threshold_flag = "--threshold-gbps"
     measures_sharp = True
 
     def threshold(self, args: argparse.Namespace) -> float | None:
@@ -129,6 +131,7 @@ class PointToPoint:
     """OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)."""
 
     kind = kinds.P2P
+    threshold_flag = "--threshold-gbits"
     measures_sharp = False
 
     def threshold(self, args: argparse.Namespace) -> float | None:
