@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import catalog
+from core import catalog
 from offline.engine import SECRET, Rendering, Resource
 from offline.objects import (
     HELM_TYPES,
@@ -73,7 +73,8 @@ def _collect_argv(rendering: Rendering) -> list[str] | None:
 
 def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     """None when the stack runs no fabric test (`fabricTest.enabled: false`)."""
-    from verify import kinds, verdict
+    from core import kinds
+    from verify import verdict
     from verify.__main__ import build_parser
 
     argv = _collect_argv(rendering)

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
-import fabric
+from core import fabric, modes
 from verify import __main__ as cli
 from verify import collect, kube
 
@@ -237,7 +237,7 @@ def az_calls(log: Path) -> list[list[str]]:
 
 # --- scenario builders: the cluster at a moment, as the dev stack's job sees it -----------------------
 JOB_KIND = "kubernetes:batch.volcano.sh/v1alpha1:Job"
-GPU, RDMA = fabric.GPU_RESOURCE, f"{fabric.RDMA_RESOURCE_PREFIX}/{fabric.RDMA_SHARED_RESOURCE_NAME}"
+GPU, RDMA = fabric.GPU_RESOURCE, modes.SHARED.resource
 IMAGE_OF_TEST = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 ALLOWANCE = collect.NODE_SETUP_BUDGET_MINUTES * MIN
 STACK_TIMEOUT_MINUTES = collect.NODE_SETUP_BUDGET_MINUTES + 60 + 5

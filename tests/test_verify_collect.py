@@ -10,9 +10,9 @@ import os
 import pytest
 import yaml
 
-import catalog
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
+from core import catalog
 from tests.fake_kube import (
     JOB,
     NS,

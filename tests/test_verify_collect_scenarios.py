@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import fabric
+from core import fabric
 from tests.fake_kube import (
     ALLOWANCE,
     DRIVER_CONTAINER,

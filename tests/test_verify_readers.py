@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from verify import kinds, readers
+from core import kinds
+from verify import readers
 
 
 def test_every_kind_has_its_reader_and_no_other():

@@ -1,6 +1,6 @@
 """python -m verify report LOG ... | python -m verify collect ...
 
-Two kinds of result (verify/kinds.py; each read and judged by its verify.readers.Reader, one path
+Two kinds of result (core/kinds.py; each read and judged by its verify.readers.Reader, one path
 for both): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in GB/s of bus bandwidth) and
 `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes, judged in Gb/s of
 link bandwidth). `report` detects the kind from the log; `collect` is told it (`--kind`, default
@@ -38,9 +38,9 @@ import os
 import sys
 from pathlib import Path
 
-import catalog
+from core import catalog, kinds
 from verify import collect as collect_mod
-from verify import kinds, p2p, readers, sections
+from verify import p2p, readers, sections
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
 from verify.verdict import Verdict

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import fabric
+from core import fabric
 from verify import kube
 from verify.kube import get, name
 from verify.snapshot import Finding, Snapshot, Task, count, pool_selector, tasks_of, wants_gpu

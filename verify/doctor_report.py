@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import catalog
+from core import catalog
 from verify import result, sections
 from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
 from verify.verdict import Verdict

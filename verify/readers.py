@@ -14,7 +14,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Protocol
 
-from verify import doctor_report, kinds, p2p, sections
+from core import kinds
+from verify import doctor_report, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
 from verify.result import FabricResult
@@ -39,7 +40,7 @@ class Judged:
 
 
 class Reader(Protocol):
-    kind: str  # verify.kinds: --kind and the result's `kind`
+    kind: str  # core.kinds: --kind and the result's `kind`
     threshold_flag: str  # the flag of this kind's threshold, its unit in the name
     measures_sharp: bool  # --sharp applies (the all-reduce can run over SHARP / CollNet)
 
@@ -171,7 +172,7 @@ READERS: dict[str, Reader] = {r.kind: r for r in (AllReduce(), PointToPoint())}
 
 
 def reader(kind: str) -> Reader:
-    """The reader of `kind` (a verify.kinds name); an unknown kind is refused by name."""
+    """The reader of `kind` (a core.kinds name); an unknown kind is refused by name."""
     try:
         return READERS[kind]
     except KeyError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from verify import kinds
+from core import kinds
 from verify.nccl import NcclResult
 from verify.result import AllReduceFigures, FabricResult, SizeRow
 from verify.result import Transport as ResultTransport
