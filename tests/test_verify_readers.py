@@ -12,7 +12,7 @@ from verify import readers
 
 def test_every_kind_has_its_reader_and_no_other():
     assert set(readers.READERS) == set(kinds.KINDS)
-    assert all(readers.reader(k).kind == k for k in kinds.KINDS)
+    assert all(readers.reader(k).record is kinds.kind(k) and readers.reader(k).kind == k for k in kinds.KINDS)
 
 
 def test_an_unknown_kind_is_refused_by_name():

@@ -1,11 +1,10 @@
-"""How each kind of fabric-test result (verify/kinds.py) is read from a log and judged: one small
-protocol, `Reader`, implemented once per kind. `python -m verify` looks the kind's reader up by name
+"""How each kind of fabric-test result (its record: core/kinds.py) is read from a log and judged: one
+small protocol, `Reader`, implemented once per kind. `python -m verify` looks the kind's reader up by name
 (`reader`) and passes the object, so `report` and `collect` are one path for both kinds.
 
-What differs between the kinds is here and only here: the parser and the verdict, the threshold's
-flag and unit (GB/s of bus bandwidth vs Gb/s of link bandwidth; the other kind's flag is refused,
-never converted), the nodes a result spans, whether the fabric doctor's findings are folded in, and
-whether the run can use SHARP.
+What the kind's record says (its threshold flag and unit, whether NCCL's settings such as SHARP apply)
+is read from it; what differs in reading is here: the parser and the verdict, the other kind's flag
+refused (never converted), the nodes a result spans, and the fabric doctor's findings folded in.
 """
 
 from __future__ import annotations
@@ -40,9 +39,10 @@ class Judged:
 
 
 class Reader(Protocol):
-    kind: str  # core.kinds: --kind and the result's `kind`
-    threshold_flag: str  # the flag of this kind's threshold, its unit in the name
-    measures_sharp: bool  # --sharp applies (the all-reduce can run over SHARP / CollNet)
+    record: kinds.Kind  # the kind's record
+    kind: str  # its name: --kind and the result's `kind`
+    threshold_flag: str  # the flag of this kind's threshold, its unit in the name (the record's)
+    measures_sharp: bool  # --sharp applies: NCCL's settings do (the record's runs_nccl)
 
     def threshold(self, args: argparse.Namespace) -> float | None:
         """The threshold override in this kind's unit (its flag has the unit in its name)."""
@@ -79,9 +79,8 @@ def _no_result(kind: str, what: str, settings: Settings, nodes: int | None, exc:
 class AllReduce:
     """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in."""
 
-    kind = kinds.NCCL
-    threshold_flag = "--threshold-gbps"
-    measures_sharp = True
+    record = kinds.ALL_REDUCE
+    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
 
     def threshold(self, args: argparse.Namespace) -> float | None:
         return args.threshold_gbps
@@ -131,9 +130,8 @@ class AllReduce:
 class PointToPoint:
     """OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)."""
 
-    kind = kinds.P2P
-    threshold_flag = "--threshold-gbits"
-    measures_sharp = False
+    record = kinds.POINT_TO_POINT
+    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
 
     def threshold(self, args: argparse.Namespace) -> float | None:
         return args.threshold_gbits
