@@ -12,7 +12,7 @@ import yaml
 
 from core import catalog
 from offline import __main__ as cli
-from offline import docblocks, durations, engine, synth
+from offline import docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 
@@ -64,27 +64,27 @@ def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
 
 
 def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
-    objects = [r for r in dev.resources if synth.k8s_api_kind(r) is not None]
+    kube_objects = [r for r in dev.resources if objects.k8s_api_kind(r) is not None]
     manifests = {p: yaml.safe_load(d) for p, d in files.items() if p.startswith("manifests/")}
-    assert len(manifests) == len(objects) > 0
+    assert len(manifests) == len(kube_objects) > 0
     for path, obj in manifests.items():
         assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path
         assert obj["metadata"].get("name"), f"{path}: no metadata.name"
     kinds = {(o["apiVersion"], o["kind"]) for o in manifests.values()}
     assert ("v1", "Namespace") in kinds
-    for r in objects:  # the manifest carries the declared spec, numbers as integers
+    for r in kube_objects:  # the manifest carries the declared spec, numbers as integers
         if r.type.endswith(":NicClusterPolicy"):
             obj = manifests["manifests/nicclusterpolicy.nic-cluster-policy.yaml"]
-            assert obj["spec"] == synth.normalize(r.inputs["spec"])
+            assert obj["spec"] == objects.normalize(r.inputs["spec"])
 
 
 def test_helm_values_files_hold_each_release_values(files: dict[str, bytes], dev: Rendering) -> None:
-    releases = [r for r in dev.resources if r.type in synth.HELM_TYPES]
+    releases = [r for r in dev.resources if r.type in objects.HELM_TYPES]
     assert releases
     for r in releases:
-        text = files[f"helm/{synth.release_name(r)}.values.yaml"].decode()
-        assert text.startswith(f"# Helm release {synth.release_name(r)}: chart {r.inputs['chart']}")
-        assert yaml.safe_load(text) == synth.normalize(r.inputs.get("values") or {})
+        text = files[f"helm/{objects.release_name(r)}.values.yaml"].decode()
+        assert text.startswith(f"# Helm release {objects.release_name(r)}: chart {r.inputs['chart']}")
+        assert yaml.safe_load(text) == objects.normalize(r.inputs.get("values") or {})
 
 
 def test_plan_lists_every_resource_with_its_dependencies(files: dict[str, bytes], dev: Rendering) -> None:
@@ -106,7 +106,7 @@ def test_critical_path_is_a_dependency_chain_no_longer_than_sequential(files: di
     assert steps[path[0]]["depends_on"] == []
     along = sum(steps[s]["minutes"]["typical"] for s in path)
     assert data["critical_path_minutes"]["typical"] == pytest.approx(along, abs=0.02)
-    for scenario in synth.SCENARIOS:
+    for scenario in schedule.SCENARIOS:
         assert data["critical_path_minutes"][scenario] <= data["sequential_total_minutes"][scenario]
     # the point of the design: the operators install while the GPU pool is still being created
     assert data["critical_path_minutes"]["typical"] < data["sequential_total_minutes"]["typical"]
@@ -119,7 +119,7 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
     gpu = _res("kubernetes:helm.sh/v3:Release", "gpu", {"chart": "gpu-operator", "values": {}})
     job = _res("kubernetes:batch.volcano.sh/v1alpha1:Job", "nccl", {"metadata": {"name": "nccl"}})
     check = _res("command:local:Command", "verify", {"create": "true"}, deps=(job,))
-    tl = synth.build_timeline(Rendering("t", [pool, policy, gpu, job, check], {}))
+    tl = schedule.build_timeline(Rendering("t", [pool, policy, gpu, job, check], {}))
     assert tl.target == "nccl/runs"
     assert {"policy/doca-driver-ready", "gpu/gpu-driver-ready", "pool", "nccl"} <= tl.steps["nccl/runs"].deps
     assert "nccl/runs" in tl.steps["verify"].deps
@@ -132,7 +132,7 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
 
 def _without_prepull(rendering: Rendering) -> Rendering:
     def prepull(r: Resource) -> bool:
-        top = synth.top_component(rendering, r)
+        top = schedule.top_component(rendering, r)
         return (top or r).type == "aks-infiniband:kubernetes:ImagePrepull"
 
     return Rendering(rendering.stack, [r for r in rendering.resources if not prepull(r)], rendering.outputs)
@@ -140,7 +140,7 @@ def _without_prepull(rendering: Rendering) -> Rendering:
 
 def test_the_prepull_takes_the_image_pull_off_the_critical_path(dev: Rendering) -> None:
     """The estimate of the time to the first all-reduce drops by the modelled pull time, in every scenario."""
-    with_prepull, without = synth.build_timeline(dev), synth.build_timeline(_without_prepull(dev))
+    with_prepull, without = schedule.build_timeline(dev), schedule.build_timeline(_without_prepull(dev))
     prepulls = [r for r in dev.of_type("kubernetes:apps/v1:DaemonSet") if r.name == "fabric-test-prepull-daemonset"]
     assert prepulls and prepulls[0] not in _without_prepull(dev).resources
     pull = next(s for s in with_prepull.steps if s.endswith("/image-pulled"))
@@ -148,7 +148,7 @@ def test_the_prepull_takes_the_image_pull_off_the_critical_path(dev: Rendering) 
     assert pull not in with_prepull.critical_path
     assert "fabric-test-job/image-pulled" in without.critical_path
     assert pull in with_prepull.steps["fabric-test-job/runs"].deps  # the job still needs the image
-    for scenario in synth.SCENARIOS:
+    for scenario in schedule.SCENARIOS:
         gain = without.critical_total(scenario) - with_prepull.critical_total(scenario)
         assert gain == pytest.approx(getattr(durations.IMAGE_PULL, f"{scenario}_min")), scenario
 
@@ -239,7 +239,7 @@ def test_the_docs_time_estimates_are_the_current_render(files: dict[str, bytes])
 
 
 def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
-    without = synth.build_timeline(_without_prepull(dev))
+    without = schedule.build_timeline(_without_prepull(dev))
     text = _prose(ARCHITECTURE)
     phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes "
               f"({round(without.critical_total('low'))}–{round(without.critical_total('high'))})")
