@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from verify import kinds
+from verify.figures import figure as shown_figure
 from verify.nccl import NcclResult
 from verify.transport import Transport
 from verify.verdict import Judgement, headline
@@ -157,7 +158,7 @@ def table(result: NcclResult, judgement: Judgement) -> str:
         )
     transport = transport_block(result.transport, judgement.nodes)
     judged = result.busbw_at_max_size_gbps
-    figure = f"{judged:.1f} GB/s busbw" if judged is not None and not math.isnan(judged) else None
+    figure = f"{shown_figure(judged)} GB/s busbw" if judged is not None and not math.isnan(judged) else None
     threshold = f"{judgement.threshold_gbps:g} GB/s" if judgement.threshold_gbps is not None else None
     verdict = [headline(judgement.verdict, judgement.sku, figure, size, threshold)]
     verdict += [f"  - {r}" for r in judgement.reasons]
