@@ -65,7 +65,8 @@ VM_SIZE_NAME = re.compile(r"Standard_(?P<family>[A-Z]+)(?P<vcpus>[0-9]+)(?:-[0-9
 CPU_FAMILIES = ("A", "B", "D", "DC", "DS", "E", "EC", "F", "FS", "FX", "G", "GS", "L", "M", "MS")
 # GPU (N*) and HPC / InfiniBand (H*) families; an `r` among the features means RDMA (InfiniBand).
 ACCELERATED_FAMILIES = ("NC", "ND", "NG", "NP", "NV", "HB", "HC", "HX", "H")
-MIN_SYSTEM_POOL_VCPUS = 2  # AKS: a system pool's size needs at least 2 vCPUs and 4 GB (learn.microsoft.com/azure/aks/use-system-pools)
+# AKS: a system pool's size needs at least 2 vCPUs and 4 GB (learn.microsoft.com/azure/aks/use-system-pools)
+MIN_SYSTEM_POOL_VCPUS = 2
 
 
 def system_pool_size(v: Any) -> str | None:

@@ -107,7 +107,8 @@ class P2pVerdict:
 
     def summary(self) -> str:
         """The headline (the same shape as the NCCL report's), the latency, then every reason."""
-        figure = f"{self.tool} {figures.figure(self.bw_at_max_size_gbits)} Gb/s" if self.bw_at_max_size_gbits is not None else None
+        bw = self.bw_at_max_size_gbits
+        figure = f"{self.tool} {figures.figure(bw)} Gb/s" if bw is not None else None
         threshold = f"{self.threshold_gbits:g} Gb/s" if self.threshold_gbits is not None else None
         lines = [headline(self.status, self.vm_size, figure, self.max_size_bytes, threshold)]
         if self.line_rate_gbits is not None:

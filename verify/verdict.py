@@ -259,8 +259,8 @@ def judge(
                      else "the baseline is derived, but")
             add(
                 Verdict.FAIL,
-                f"busbw {_gbps(judged)} GB/s at {_size(size)} is below {FLOOR_FRACTION_OF_BASELINE:.0%} of the baseline "
-                f"{baseline:g} GB/s ({floor:g} GB/s): {whose} no working fabric is that slow",
+                f"busbw {_gbps(judged)} GB/s at {_size(size)} is below {FLOOR_FRACTION_OF_BASELINE:.0%} of the "
+                f"baseline {baseline:g} GB/s ({floor:g} GB/s): {whose} no working fabric is that slow",
             )
         elif judged < threshold:  # the catalog's threshold, derived
             add(
