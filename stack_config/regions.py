@@ -49,6 +49,6 @@ def problem(value: object) -> str | None:
         return f"the programmatic name {_squash(value)!r}, not the display name"
     close = difflib.get_close_matches(_squash(value), sorted(REGIONS), n=3, cutoff=0.75) if isinstance(
         value, str) and value else []
-    hint = f"did you mean {' or '.join(close)}? " if close else ""
-    return (f"{hint}an Azure region's programmatic name such as eastus or westeurope (the list in "
-            f"stack_config/regions.py, from {SOURCE}; a region opened since: add it there)")
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return (f"an Azure region's programmatic name such as eastus{hint}; the list is in stack_config/regions.py, "
+            f"from {SOURCE}: add a region opened since")
