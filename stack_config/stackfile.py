@@ -63,6 +63,8 @@ def parse(text: str, name: str) -> dict[str, Any]:
             at = e.context_mark
             what = f"{e.context}" + (f" (begun at line {at.line + 1}, column {at.column + 1})" if at else "") + \
                 f": {what}"
+        if "mapping values are not allowed" in what:  # libyaml's and PyYAML's wording differ after this
+            what += " (a line indented deeper than the one before it, or an unquoted ': ' inside a value)"
         where = _where(name, mark.line + 1, mark.column + 1) if mark else name
         raise StackFileError(f"{where}: {what}") from None
     except yaml.YAMLError as e:
