@@ -441,12 +441,6 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _short(value: Any, limit: int = 100) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    text = text.replace("\n", "⏎")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
     if isinstance(value, Mapping) and value and value != SECRET:
         for k, v in value.items():
@@ -470,11 +464,15 @@ def key_inputs(resource: Resource, files: Mapping[str, str]) -> str:
             parts.append(f"repo {repo}")
         parts.append(f"values `helm/{_slug(release_name(resource))}.values.yaml`")
         return "; ".join(parts)
-    items = [(k, v) for k, v in _flatten({k: v for k, v in inputs.items() if k != "tags"})]
-    shown = [f"{k}=`{_short(v)}`" for k, v in items[:12]]
-    if len(items) > 12:
-        shown.append(f"… {len(items) - 12} more")
-    return "<br>".join(shown) or "—"
+    # Every input, none left out (a reviewer reads the network profile here); a long value is folded
+    # onto several lines of the cell, never cut.
+    return "<br>".join(f"{k}=`{_folded(v)}`" for k, v in _flatten(inputs)) or "—"
+
+
+def _folded(value: Any, width: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = text.replace("\n", "⏎")
+    return "`<br>&nbsp;&nbsp;`".join(text[i:i + width] for i in range(0, len(text), width)) if text else ""
 
 
 def options_text(resource: Resource) -> str:
@@ -583,7 +581,7 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
     lines += ["## Outputs", "", "| key | value |", "|---|---|"]
     for key in sorted(rendering.outputs):
         value = SECRET if key in rendering.secret_outputs else normalize(rendering.outputs[key])
-        lines.append(f"| `{key}` | `{_cell(_short(value, 100))}` |")
+        lines.append(f"| `{key}` | `{_cell(_folded(value))}` |")
     lines.append("")
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,17 @@ def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
 def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
     assert dev.outputs["featureState"].startswith("pending (offline render:")
     assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")
+
+
+def test_plan_md_lists_every_input_of_every_resource_none_hidden(dev, files: dict[str, bytes]) -> None:
+    """A reviewer reads the cluster's network profile and the pool's every setting in plan.md: each
+    flattened input is there with its whole value (a long one folded over lines, never cut)."""
+    plan = files["plan.md"].decode()
+    assert re.search(r"… \d+ more", plan) is None
+    cluster = dev.one("azure-native:containerservice:ManagedCluster")
+    row = next(line for line in plan.splitlines() if line.startswith("| `cluster-aks` | `azure-native"))
+    for key, value in synth._flatten(synth.redacted_inputs(cluster)):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        assert f"{key}=`" in row, key
+        assert text.replace("|", "\\|") in row.replace("`<br>&nbsp;&nbsp;`", ""), key
+    assert "networkProfile.networkPluginMode=`overlay`" in row and "tags.owner=`platform-team`" in row
