@@ -472,7 +472,12 @@ def key_inputs(resource: Resource, files: Mapping[str, str]) -> str:
 def _folded(value: Any, width: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     text = text.replace("\n", "⏎")
-    return "`<br>&nbsp;&nbsp;`".join(text[i:i + width] for i in range(0, len(text), width)) if text else ""
+    chunks = []
+    while len(text) > width:  # break after the last space within the width, else at the width
+        cut = text.rfind(" ", 0, width) + 1 or width
+        chunks.append(text[:cut])
+        text = text[cut:]
+    return "`<br>&nbsp;&nbsp;`".join([*chunks, text])
 
 
 def options_text(resource: Resource) -> str:
