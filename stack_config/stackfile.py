@@ -83,7 +83,23 @@ def parse(text: str, name: str) -> dict[str, Any]:
         raise StackFileError(f"{_where(name, line, 1)}: config: got a {_type(config)}; expected a mapping of "
                              f"key: value lines, e.g. `config:` then `  azure-native:location: eastus` "
                              f"(no leading `- `)")
+    for key in config:
+        if not isinstance(key, str):
+            line, column = _key_mark(text, key)
+            raise StackFileError(f"{_where(name, line, column)}: the key {key!r} is a {_type(key)}; a config key is "
+                                 f"a namespace and a name, e.g. aks-infiniband:ibPool or azure-native:location")
     return dict(config)
+
+
+def _key_mark(text: str, key: Any) -> tuple[int, int]:
+    """Line and column (1-based) of `key` among the `config:` mapping's keys."""
+    root = yaml.compose(text, Loader=_StrictLoader)
+    for k, v in root.value:
+        if k.value == "config":
+            for key_node, _ in v.value:
+                if yaml.load(yaml.serialize(key_node), Loader=_StrictLoader) == key:  # noqa: S506 (a safe loader)
+                    return key_node.start_mark.line + 1, key_node.start_mark.column + 1
+    return 1, 1
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -96,5 +112,6 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def _type(value: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value),
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}.get(
+        type(value),
                                                                                             type(value).__name__)

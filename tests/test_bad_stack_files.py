@@ -30,6 +30,10 @@ CASES = {
     "duplicate-top-level-key": (GOOD + "  azure-native:location: westus\n", ":6:3:",
                                 "'azure-native:location' is given twice (first on line 2)"),
     "duplicate-nested-key": (GOOD + "    nodeCount: 4\n", ":6:5:", "'nodeCount' is given twice (first on line 5)"),
+    "number-as-a-key": (GOOD + "  5: x\n", ":6:3:", "the key 5 is a number; a config key is a namespace and a name"),
+    "null-as-a-key": (GOOD + "  ~: x\n", ":6:3:", "the key None is a null"),
+    "not-utf8": (None, ":", "not UTF-8 text"),
+    "two-documents": (GOOD + "---\nconfig: {}\n", ":6:1:", "expected a single document"),
     "bad-indentation": ("config:\n  azure-native:location: eastus\n   aks-infiniband:rdmaMode: shared\n", ":3:",
                         "a line indented deeper than the one before it"),
 }
@@ -39,7 +43,11 @@ CASES = {
 def test_a_stack_file_that_is_not_a_configuration_is_one_line_with_file_line_and_column(
         name, tmp_path: Path, monkeypatch, capsys):
     text, where, what = CASES[name]
-    (tmp_path / "Pulumi.bad.yaml").write_text(text)
+    stack_file = tmp_path / "Pulumi.bad.yaml"
+    if text is None:  # Latin-1, as an editor on another system may save it
+        stack_file.write_bytes(GOOD.encode() + "  aks-infiniband:clusterName: café\n".encode("latin-1"))
+    else:
+        stack_file.write_text(text)
     monkeypatch.setattr(engine, "ROOT", tmp_path)
     out = tmp_path / "build"
 
