@@ -111,7 +111,8 @@ def read(path: Path) -> dict[str, Any]:
     return parse(text, path.name)
 
 
+_TYPE_NAMES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 def _type(value: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}.get(
-        type(value),
-                                                                                            type(value).__name__)
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
