@@ -41,7 +41,7 @@ def missing_file(args: argparse.Namespace) -> str | None:
     `report`'s log is read at once and its error names it (`cannot read LOG: ...`)."""
     kubeconfig = getattr(args, "kubeconfig", None)
     if kubeconfig and not Path(kubeconfig).is_file():
-        return f"--kubeconfig {kubeconfig}: no such file"
+        return f"--kubeconfig {kubeconfig}: " + ("not a file" if Path(kubeconfig).exists() else "no such file")
     if args.plot:
         parent = Path(args.plot).parent
         if not parent.is_dir():
