@@ -177,7 +177,7 @@ SRC_CORES_GB200 = ("microsoft/aspire@5bd693a src/Aspire.Hosting.Azure.Kubernetes
                    "'Standard_ND128isr_NDR_GB200_v6 -- 128 vCPUs' (aznhc has no GB200 conf)")
 SRC_AICR_H100_AKS = (
     "NVIDIA/aicr#1699 (2026-07-09): 157.11 GB/s busbw on 2 x Standard_ND96isr_H100_v5 on AKS, gate >= 150; "
-    "#1840: 157.5 GB/s on the same pair (its NCCL settings were not found in the sources read: docs/sku-sources.md, "
+    "#1840: 157.5 GB/s on the same pair (its NCCL settings NOT FOUND in the sources read, docs/sku-sources.md "
     "section 7)"
 )
 SRC_AZNHC_NCCL = "Azure/azurehpc-health-checks@0e0a1ac conf/{conf}.conf check_nccl_allreduce {gbps} 1 {size}"
