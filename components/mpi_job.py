@@ -25,8 +25,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
+from components import volcano_topology
 from components.namespace import Namespace, NamespaceArgs
+from core import fabric
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -230,6 +231,8 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "plugins": {"ssh": [], "svc": []},
+        # prefer one torset, allow one fabric (soft: components/volcano_topology.py says why)
+        "networkTopology": volcano_topology.job_network_topology(),
         # any pod that fails (its deadline included) or is evicted ends the job as Terminated
         "policies": [
             {"event": "PodFailed", "action": "TerminateJob"},

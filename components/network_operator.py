@@ -9,10 +9,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
+from core import fabric, modes, pins
 
 CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
@@ -23,45 +22,17 @@ NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
 # their tags are pinned in stack_config.DEFAULT_VERSIONS.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_IMAGE = "doca-driver"
-RDMA_SHARED_DEVICE_PLUGIN_IMAGE = "k8s-rdma-shared-dev-plugin"
-SRIOV_DEVICE_PLUGIN_IMAGE = "sriov-network-device-plugin"
 
-# How many pods of one node may share its HCAs in `shared` mode (Azure's and upstream's value).
-RDMA_HCA_MAX = 63
-
-# Azure's workaround for a race in which the inbox kernel modules load before the DOCA ones:
-# the driver container writes its module blacklist onto the host
+# Azure's workaround for a race in which the inbox kernel modules load before the DOCA ones
 # (Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml; Mellanox/doca-driver-build#52).
-#
-# Deliberately not set: UNLOAD_THIRD_PARTY_RDMA_MODULES (default false). It matters only when a
-# non-Mellanox RDMA module holds ib_core, e.g. mana_ib on a VM whose frontend NIC is Azure's MANA:
-# then the DOCA reload cannot unload ib_core (the Go entrypoint stops with "third-party RDMA modules
-# are loaded"; Mellanox/doca-driver-build@e5decdd (network-operator-v26.4.1)
-# entrypoint/internal/entrypoint/entrypoint.go). The catalog's sizes do not get MANA: Azure lists the
-# existing sizes placed on MANA hardware as D/E/B/F/G/L series only, MANA otherwise coming with the
-# v6 Intel sizes (MicrosoftDocs/azure-docs@03e5750 articles/virtual-network/
-# accelerated-networking-mana-existing-sizes.md), and ND A100 v4, ND H100/H200 v5, HB v3/v4 and HX
-# are not among them. The system pool (D-series) may get MANA, but the DOCA driver never runs there
-# (node affinity on the InfiniBand label). Turning it on anyway is not free: the bash entrypoint
-# then rewrites openibd's unload list with sed and exits if that fails (entrypoint.sh
-# unload_third_party_rdma_modules), a path no Azure configuration exercises. ND GB200 v6 is a v6
-# size whose frontend NIC is not established here; docs/upgrade-runbook.md says how to recognise
-# the failure and set the variable.
+# UNLOAD_THIRD_PARTY_RDMA_MODULES stays unset: no catalog size has a MANA NIC holding ib_core
+# (docs/kubernetes-layer.md#doca-driver-third-party-rdma-modules).
 DOCA_DRIVER_ENV = (
     {"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"},
 )
 
-# How the operator replaces the DOCA driver when its version changes (docs/upgrade-runbook.md:
-# DOCA first, then a reboot of each node, then the GPU driver). The reload takes the HCAs away from
-# every pod on the node, so the node is cordoned and drained first, one node at a time (Azure's and
-# NVIDIA aicr's nic-cluster-policy-aks.yaml use the same policy).
-# - force: the fabric test's pods belong to a Volcano Job, not to a controller drain knows;
-#   deleteEmptyDir: its workers keep /dev/shm in an in-memory emptyDir.
-# - not waitForCompletion: it would hold the upgrade until a running fabric test ends, and that test
-#   measures the old driver.
-# - not safeLoad (cordon and drain before the driver loads on a node that starts): nothing that
-#   needs the fabric can land there early, since the RDMA resource appears only once the driver is
-#   loaded and nvidia.com/gpu only after the GPU driver, which waits for it.
+# DOCA upgrades cordon and drain one node at a time, as Azure's and aicr's policies do: the reload
+# takes the HCAs from every pod there (docs/kubernetes-layer.md#driver-upgrade-policies).
 OFED_UPGRADE_POLICY = {
     "autoUpgrade": True,
     "maxParallelUpgrades": 1,
@@ -77,7 +48,7 @@ class NetworkOperatorArgs:
     doca_driver_version: str
     rdma_shared_device_plugin_version: str
     sriov_device_plugin_version: str
-    # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): fabric.RDMA_MODES.
+    # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): a name in core.modes.MODES.
     rdma_mode: str
     namespace_name: str = fabric.NETWORK_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
@@ -87,56 +58,24 @@ class NetworkOperatorArgs:
         pins.DOCA_TAG.require("doca_driver_version", self.doca_driver_version)
         pins.IMAGE_TAG.require("rdma_shared_device_plugin_version", self.rdma_shared_device_plugin_version)
         pins.IMAGE_TAG.require("sriov_device_plugin_version", self.sriov_device_plugin_version)
-        if self.rdma_mode not in fabric.RDMA_MODES:
-            raise ValueError(f"rdma_mode: got {self.rdma_mode!r}; expected one of {', '.join(fabric.RDMA_MODES)}")
+        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
+
+    @property
+    def mode(self) -> modes.RdmaMode:
+        return modes.rdma_mode(self.rdma_mode, key="rdma_mode")
+
+    def device_plugin_version(self, plugin: modes.DevicePlugin) -> str:
+        """The pinned image tag of `plugin`, by its `versions.<key>` (= its NicClusterPolicy section)."""
+        return {"rdmaSharedDevicePlugin": self.rdma_shared_device_plugin_version,
+                "sriovDevicePlugin": self.sriov_device_plugin_version}[plugin.section]
 
 
 def chart_values() -> dict[str, Any]:
     """Values for the network-operator chart: its own NFD off (ours is a separate release) and its
     NodeFeatureRules off (ours labels InfiniBand controllers only). Everything else is the chart's
-    default: the operator runs on the system pool.
-
-    Declined from NVIDIA's AKS recipe (aicr recipes/components/network-operator/manifests/
-    ib-node-config-aks.yaml, a privileged host DaemonSet):
-    - loading ib_umad and rdma_ucm from the host: NCCL's InfiniBand transport and perftest use verbs
-      only (ib_uverbs, loaded with the DOCA stack); neither uses MADs (ib_umad) or the RDMA connection
-      manager (rdma_ucm). A host `modprobe` would also pick the inbox modules, which the DOCA driver
-      container blacklists on the host (its OFED_BLACKLIST_MODULES default lists ib_umad and rdma_ucm)
-      to keep them from racing its own.
-    - LimitMEMLOCK=infinity for containerd and kubelet, which restarts both on every IB node: the
-      fabric test's ranks run as root with CAP_IPC_LOCK, and the kernel lets such a process pin
-      memory past RLIMIT_MEMLOCK (components/mpi_job.py says so, and a test keeps it true).
-    """
+    default: the operator runs on the system pool. aicr's host changes (ib_umad/rdma_ucm, memlock)
+    are declined: docs/kubernetes-layer.md#network-operator-host-changes-declined."""
     return {"nfd": {"enabled": False, "deployNodeFeatureRules": False}}
-
-
-def rdma_shared_device_plugin_config() -> dict[str, Any]:
-    """The k8s-rdma-shared-dev-plugin config: one resource `rdma/shared_ib` covering every
-    Mellanox InfiniBand device of the node, shared by up to RDMA_HCA_MAX pods."""
-    return {
-        "configList": [
-            {
-                "resourcePrefix": fabric.RDMA_RESOURCE_PREFIX,
-                "resourceName": fabric.RDMA_SHARED_RESOURCE_NAME,
-                "rdmaHcaMax": RDMA_HCA_MAX,
-                "selectors": {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"]},
-            }
-        ]
-    }
-
-
-def sriov_device_plugin_config() -> dict[str, Any]:
-    """The sriov-network-device-plugin config: each InfiniBand VF is one `rdma/ib`, with its RDMA
-    device mounted into the pod (isRdma)."""
-    return {
-        "resourceList": [
-            {
-                "resourcePrefix": fabric.RDMA_RESOURCE_PREFIX,
-                "resourceName": fabric.RDMA_SRIOV_RESOURCE_NAME,
-                "selectors": {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"], "isRdma": True},
-            }
-        ]
-    }
 
 
 def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
@@ -163,19 +102,13 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
             "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
         },
     }
-    if args.rdma_mode == "shared":
-        spec["rdmaSharedDevicePlugin"] = {
+    plugin = args.mode.device_plugin
+    if plugin:
+        spec[plugin.section] = {
             "repository": IMAGE_REPOSITORY,
-            "image": RDMA_SHARED_DEVICE_PLUGIN_IMAGE,
-            "version": args.rdma_shared_device_plugin_version,
-            "config": json.dumps(rdma_shared_device_plugin_config(), indent=2),
-        }
-    else:
-        spec["sriovDevicePlugin"] = {
-            "repository": IMAGE_REPOSITORY,
-            "image": SRIOV_DEVICE_PLUGIN_IMAGE,
-            "version": args.sriov_device_plugin_version,
-            "config": json.dumps(sriov_device_plugin_config(), indent=2),
+            "image": plugin.image,
+            "version": args.device_plugin_version(plugin),
+            "config": json.dumps(plugin.config, indent=2),
         }
     return spec
 
@@ -201,11 +134,10 @@ class NetworkOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NetworkOperator", name, None, opts)
-        plugin = {
-            "shared": {"rdmaSharedDevicePlugin": args.rdma_shared_device_plugin_version},
-            "sriov": {"sriovDevicePlugin": args.sriov_device_plugin_version},
-        }[args.rdma_mode]
-        self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version, **plugin}
+        plugin = args.mode.device_plugin
+        plugin_version = {plugin.section: args.device_plugin_version(plugin)} if plugin else {}
+        self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version,
+                                **plugin_version}
         self.namespace, self.release = operator_release(
             name,
             self,

@@ -1,0 +1,81 @@
+"""The contract between the pieces of the stack: how the IB pool is marked and what pods ask for.
+
+Pure Python (no Pulumi import). The node pool sets these labels and this taint; every DaemonSet
+that must run on the pool (NFD worker, Network Operator driver and device plugin, GPU Operator)
+and the fabric test job tolerate the taint. What the job requests for the HCAs is its RDMA mode's
+(core/modes.py). Each fact is written here once.
+"""
+
+from __future__ import annotations
+
+# The IB pool's taint. NoSchedule keeps every ordinary pod off the expensive GPU/IB nodes; each
+# component that must run there tolerates exactly this key.
+IB_TAINT_KEY = "aks-infiniband.io/ib-pool"
+IB_TAINT_VALUE = "true"
+IB_TAINT_EFFECT = "NoSchedule"
+IB_TAINT = f"{IB_TAINT_KEY}={IB_TAINT_VALUE}:{IB_TAINT_EFFECT}"  # AKS nodeTaints syntax
+
+# The certifier's taints (`…=uncertified` until a node passes, `…=quarantined` after it fails): pods that
+# must run on a node before it is certified (operators, labelers, the fabric test) tolerate the key.
+FABRIC_TAINT_KEY = "aks-infiniband.io/fabric"
+
+# The fabric's shape, labelled on each IB node (verify/topology.py). Azure's own names, so Azure's NCCL
+# chart (`ib/torset` affinity) and labelers work unchanged here (Azure/ai-infrastructure-on-azure@a01b073
+# utilities/aks/node_labeler, torset_labeler).
+TORSET_LABEL = "ib/torset"
+PKEY_LABEL = "ib/pkey"
+PHYSICAL_HOST_LABEL = "hyperv/PhysicalHostName"
+HCA_GUIDS_ANNOTATION = "ib/hca-guids"
+# Azure publishes no node label for these IMDS facts (dranet publishes them as device attributes,
+# azure.dra.net/placementGroupId): ours. Nodes of two placement groups share no InfiniBand fabric.
+PLACEMENT_GROUP_LABEL = "aks-infiniband.io/placement-group"
+INTERCONNECT_SUBGROUP_LABEL = "aks-infiniband.io/interconnect-subgroup"
+# The topology tiers, lowest first: hosts under one set of leaf switches, then one fabric.
+TOPOLOGY_TIERS = (TORSET_LABEL, PLACEMENT_GROUP_LABEL)
+
+
+def topology_names() -> dict[str, str]:
+    """Each fact verify/topology.py writes -> its label (or annotation) name."""
+    return {"pkey": PKEY_LABEL, "physical_host": PHYSICAL_HOST_LABEL, "placement_group": PLACEMENT_GROUP_LABEL,
+            "interconnect_subgroup": INTERCONNECT_SUBGROUP_LABEL, "hca_guids": HCA_GUIDS_ANNOTATION,
+            "torset": TORSET_LABEL}
+
+# The cluster's CPU pool (inside the ManagedCluster); an IB pool of that name would overwrite it.
+SYSTEM_POOL_NAME = "system"
+
+# Labels the pool carries (AKS applies them to every node of the pool).
+IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
+IB_POOL_ROLE = "infiniband"
+
+# Set by Node Feature Discovery on nodes with a Mellanox (PCI vendor 15b3) device; the
+# NicClusterPolicy's node affinity keys on it.
+MELLANOX_NIC_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
+NVIDIA_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+MELLANOX_PCI_VENDOR = "15b3"
+NVIDIA_PCI_VENDOR = "10de"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Where the operators run (their Helm releases' namespaces). The collector reads their pods there when
+# the fabric test waits; the GPU Operator's ClusterPolicy also names its own in status.namespace.
+NETWORK_OPERATOR_NAMESPACE = "network-operator"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+
+# The domain of the RDMA extended resources the device plugins advertise (`rdma/shared_ib`,
+# `rdma/ib`); each mode's own resource is in core/modes.py.
+RDMA_RESOURCE_PREFIX = "rdma"
+
+
+def toleration() -> dict[str, str]:
+    """The toleration of the IB pool taint, in Kubernetes' (camelCase) form."""
+    return {"key": IB_TAINT_KEY, "operator": "Equal", "value": IB_TAINT_VALUE, "effect": IB_TAINT_EFFECT}
+
+
+def fabric_toleration() -> dict[str, str]:
+    """Tolerates the certifier's taints, whatever their value: for pods that run on a node before it is
+    certified or while it is quarantined."""
+    return {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pool_node_selector() -> dict[str, str]:
+    return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
