@@ -1,5 +1,6 @@
 """Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
-turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
+turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL (or, with `fail_on="warn"`,
+anything but PASS) fails `pulumi up`.
 
 Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
 `P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
@@ -66,6 +67,7 @@ class FabricCheckArgs:
     # Gb/s for point to point); None: the catalog's for the size.
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
+    fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
     @property
@@ -108,8 +110,8 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     ]
     if args.threshold is not None:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
-    if args.fail_on_low_bandwidth:
-        argv.append("--fail-on-low-bandwidth")
+    if args.fail_on_low_bandwidth:  # the level `fail` keeps the flag it always had: no re-run of the step
+        argv += ["--fail-on-low-bandwidth"] if args.fail_on == "fail" else ["--fail-on", args.fail_on]
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
     # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are

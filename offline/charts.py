@@ -44,6 +44,15 @@ class Unavailable(Exception):
     """The charts cannot be rendered here; the message says why and what to do."""
 
 
+class HelmFailed(RuntimeError):
+    """`helm template` refused a release; `kube_version_required` is the chart's kubeVersion range when
+    that is why (the stack's kubernetesVersion is outside it)."""
+
+    def __init__(self, message: str, kube_version_required: str | None = None):
+        super().__init__(message)
+        self.kube_version_required = kube_version_required
+
+
 def charts_dir() -> Path:
     """Where the chart archives are: $AKS_IB_CHARTS, else the reference material's charts/ (found as the
     tests' `reference` fixture finds it: offline/reference.py)."""
@@ -146,7 +155,9 @@ def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: 
     done = subprocess.run(args, input=yaml.safe_dump(release.values, sort_keys=True), capture_output=True,
                           text=True, timeout=120)
     if done.returncode != 0:
-        raise RuntimeError(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}")
+        needs = re.search(r"chart requires kubeVersion: (.+?) which is incompatible", done.stderr)
+        raise HelmFailed(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}",
+                         needs.group(1) if needs else None)
     return done.stdout
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from offline import __main__ as cli
 from offline import docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
+from verify import verdict
 
 GOLDEN = Path(__file__).parent / "golden" / "dev"
 ROOT = GOLDEN.parent.parent.parent
@@ -273,17 +275,22 @@ def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, b
     expect = catalog.lookup(engine.stack_file_config("dev")["aks-infiniband:ibPool"]["vmSize"]).allreduce_expectation(2)
     plan = files["plan.md"].decode()
     assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
-    assert f"| FAIL below | **{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN" in plan
-    # no WARN band above a derived line, nor above the user's (verify.verdict.warn_below_gbps)
-    assert "| WARN below | no band above the FAIL line: the baseline is derived, not a measurement |" in plan
+    # each line once: the derived threshold is where WARN starts, the floor is where FAIL starts
+    floor = expect.baseline_gbps * verdict.FLOOR_FRACTION_OF_BASELINE
+    assert f"| WARN below | **{expect.threshold_gbps:g} GB/s**, the catalog's threshold, derived: below it " in plan
+    assert f"| FAIL below | **{floor:.1f} GB/s**, 35% of the derived baseline" in plan
+    assert plan.count("| FAIL below |") == 1 and plan.count("| WARN below |") == 1
     assert "## Time to the first NCCL all-reduce result (estimate)" in plan
     assert "estimated time to the first NCCL all-reduce result" in synth.summary(files)
     overridden = synth.synthesize(render(fabricTest={"thresholdGbps": 300, "failOnLowBandwidth": True}),
                                   images=False)["plan.md"].decode()
-    assert f"| FAIL below | **300 GB/s** (`fabricTest.thresholdGbps`; the catalog's is {expect.threshold_gbps:g}) |" \
-        in overridden
-    assert "| on FAIL | `pulumi up` fails (`fabricTest.failOnLowBandwidth`) |" in overridden
-    assert "| WARN below | no band above the FAIL line: `fabricTest.thresholdGbps` replaces the catalog's" in overridden
+    assert f"| FAIL below | **300 GB/s**, yours (`fabricTest.thresholdGbps`; the catalog's is " \
+           f"{expect.threshold_gbps:g}); no WARN band |" in overridden
+    assert "| gate | `pulumi up` fails on FAIL (`fabricTest.failOnLowBandwidth: true`, `failOn: fail`) |" in overridden
+    assert "| WARN below |" not in overridden
+    warn = synth.synthesize(render(fabricTest={"failOnLowBandwidth": True, "failOn": "warn"}),
+                            images=False)["plan.md"].decode()
+    assert "| gate | `pulumi up` fails on anything but PASS: WARN, UNKNOWN or FAIL (`failOn: warn`) |" in warn
 
 
 def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
@@ -296,3 +303,17 @@ def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
 def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
     assert dev.outputs["featureState"].startswith("pending (offline render:")
     assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")
+
+
+def test_plan_md_lists_every_input_of_every_resource_none_hidden(dev, files: dict[str, bytes]) -> None:
+    """A reviewer reads the cluster's network profile and the pool's every setting in plan.md: each
+    flattened input is there with its whole value (a long one folded over lines, never cut)."""
+    plan = files["plan.md"].decode()
+    assert re.search(r"… \d+ more", plan) is None
+    cluster = dev.one("azure-native:containerservice:ManagedCluster")
+    row = next(line for line in plan.splitlines() if line.startswith("| `cluster-aks` | `azure-native"))
+    for key, value in synth._flatten(synth.redacted_inputs(cluster)):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        assert f"{key}=`" in row, key
+        assert text.replace("|", "\\|") in row.replace("`<br>&nbsp;&nbsp;`", ""), key
+    assert "networkProfile.networkPluginMode=`overlay`" in row and "tags.owner=`platform-team`" in row

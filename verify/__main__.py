@@ -14,8 +14,9 @@ takes a size as the catalog knows it, in any case, with or without `Standard_` (
 unknown one is a usage error that names the closest.
 
 Exit codes (EXIT_CODES, also in --help): 0 = a result was read and judged (whatever the verdict,
-unless --fail-on-low-bandwidth); 1 = verdict FAIL with --fail-on-low-bandwidth (`report` and `collect`
-alike, so a saved log can gate CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API
+unless --fail-on); 1 = the verdict tripped --fail-on (fail: FAIL; warn: anything but PASS;
+--fail-on-low-bandwidth is --fail-on fail), `report` and `collect` alike, so a saved log can gate CI;
+2 = no result: unreadable/garbage input, timeout, Kubernetes API
 error, no credentials (az missing, not logged in or failing), bad arguments; 141 = the reader of stdout
 went away (e.g. `| head`), as for a command killed by SIGPIPE, silently. Errors are one line on
 stderr, never a traceback; `report --json` also prints them as one JSON object, {"schemaVersion": 1,
@@ -24,7 +25,7 @@ stderr, never a traceback; `report --json` also prints them as one JSON object, 
 
 A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
 still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
---incomplete-as-fail it exits as for any FAIL (0, or 1 with --fail-on-low-bandwidth). The stack's
+--incomplete-as-fail it exits as for any FAIL (0, or 1 with --fail-on). The stack's
 collect step passes that flag, so the diagnosis reaches the stack outputs (fabricVerdictReasons).
 """
 
@@ -39,8 +40,8 @@ import sys
 from pathlib import Path
 
 from core import catalog, kinds
+from verify import cli_args, p2p, readers, sections
 from verify import collect as collect_mod
-from verify import p2p, readers, sections
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
 from verify.verdict import Verdict
@@ -48,9 +49,11 @@ from verify.verdict import Verdict
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 EXIT_PIPE = 128 + 13  # stdout's reader went away: what a shell reports for a command killed by SIGPIPE
 EXIT_CODES = f"""exit codes:
-  {EXIT_OK}    a result was read and judged, whatever the verdict (unless --fail-on-low-bandwidth)
-  {EXIT_FAIL}    the verdict is FAIL and --fail-on-low-bandwidth was given
-  {EXIT_ERROR}    no result: unreadable input, no table, bad arguments, an unknown --sku, a timeout,
+  {EXIT_OK}    a result was read and judged, whatever the verdict (unless --fail-on)
+  {EXIT_FAIL}    the verdict tripped --fail-on: fail = FAIL; warn = WARN, UNKNOWN or FAIL
+       (--fail-on-low-bandwidth = --fail-on fail)
+  {EXIT_ERROR}    no result: unreadable input, no table, bad arguments, an unknown --sku, a missing
+       --kubeconfig file or --plot directory, a timeout,
        a Kubernetes API error, no credentials (collect)
   {EXIT_PIPE}  stdout's reader went away before the report was written (e.g. | head); no error printed"""
 # What `collect` imports from requirements.txt (the deploy requirements); `report` needs none of them.
@@ -89,12 +92,14 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
                                                                    "/ GPUs per VM of --sku)")
                    + f"; p2p: always {p2p.NODES}, may be omitted")
     p.add_argument("--threshold-gbps", type=_positive_float,
-                   help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth")
+                   help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth; "
+                        "below 35%% of the baseline a run is FAIL whatever the threshold")
     p.add_argument("--threshold-gbits", type=_positive_float,
                    help="p2p only: override the catalog's FAIL threshold, in Gb/s (gigaBITS/s) of link bandwidth "
                         "at the largest message")
     p.add_argument("--plot", metavar="OUT.png",
-                   help="also write a PNG of bandwidth against message size (needs matplotlib)")
+                   help="also write a PNG of bandwidth against message size (needs matplotlib; the file's "
+                        "directory must exist)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
@@ -121,8 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--kind", choices=("auto", *kinds.KINDS), default="auto",
                      help="what the log holds (default %(default)s: p2p when it has an OSU or perftest table, "
                           "else nccl)")
-    rep.add_argument("--fail-on-low-bandwidth", action="store_true",
-                     help="exit 1 when the verdict is FAIL (as collect does), e.g. to gate CI on a saved log")
+    cli_args.add_gate_args(rep, "e.g. to gate CI on a saved log")
     _judging_args(rep, collect=False)
 
     col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it",
@@ -147,13 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="give up after (default %(default)s)")
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
                      help="status poll interval (default %(default)s)")
-    col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
+    cli_args.add_gate_args(col, "the stack passes fabricTest.failOn")
     col.add_argument("--sharp", action="store_true",
                      help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
                           "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
     col.add_argument("--incomplete-as-fail", action="store_true",
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
-                          "as its reasons: exit 0 (1 with --fail-on-low-bandwidth) instead of 2")
+                          "as its reasons: exit 0 (1 with --fail-on) instead of 2")
     _judging_args(col, collect=True)
     return parser
 
@@ -173,10 +177,10 @@ def _error(message: str, as_json: bool = False) -> int:
 
 
 def _fail_exit(args: argparse.Namespace, out: FabricResult, what: str) -> int:
-    """EXIT_FAIL, with the reasons on stderr, when --fail-on-low-bandwidth and the verdict is FAIL."""
-    if not (args.fail_on_low_bandwidth and out.verdict == Verdict.FAIL.value):
+    """EXIT_FAIL, with the reasons on stderr, when the verdict trips the gate (--fail-on)."""
+    if not cli_args.tripped(args, out.verdict):
         return EXIT_OK
-    print(f"FAIL: {what}", file=sys.stderr)
+    print(f"{out.verdict}: {what}", file=sys.stderr)
     for reason in out.reasons:
         print(f"  - {reason}", file=sys.stderr)
     return EXIT_FAIL
@@ -197,6 +201,8 @@ def _settings(args: argparse.Namespace, reader: readers.Reader, job_failed: str 
 
 
 def _report(args: argparse.Namespace) -> int:
+    if missing := cli_args.missing_file(args):
+        return _error(missing, args.json)
     try:
         text = _read_log(args.log)
     except ParseError as exc:
@@ -247,7 +253,7 @@ def _collect(args: argparse.Namespace) -> int:
     if missing:
         return _error(missing)
     reader = readers.reader(args.kind)
-    problem = _problem(args, reader)
+    problem = _problem(args, reader) or cli_args.missing_file(args)
     aks, aks_problem = _aks_cluster(args)
     if problem or aks_problem:  # before waiting up to an hour for the job
         return _error(problem or aks_problem)
@@ -299,8 +305,8 @@ def _print_collected(args: argparse.Namespace, reader: readers.Reader, out: Fabr
         print(out.dumps())
     else:
         print(text, end="")
-    if args.fail_on_low_bandwidth and out.verdict == Verdict.FAIL.value:
-        print(f"FAIL: {args.namespace}/{args.job}{reader.where(args.sku, args.nodes)}", file=sys.stderr)
+    if cli_args.tripped(args, out.verdict):
+        print(f"{out.verdict}: {args.namespace}/{args.job}{reader.where(args.sku, args.nodes)}", file=sys.stderr)
         for reason in out.reasons:
             print(f"  - {reason}", file=sys.stderr)
         if pod:

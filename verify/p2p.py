@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from core import catalog, kinds
-from verify import osu, perftest
+from verify import figures, osu, perftest
 from verify.result import FabricResult, P2pFigures
 from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
 from verify.verdict import Verdict, headline
@@ -109,7 +109,8 @@ class P2pVerdict:
 
     def summary(self) -> str:
         """The headline (the same shape as the NCCL report's), the latency, then every reason."""
-        figure = f"{self.tool} {self.bw_at_max_size_gbits:.1f} Gb/s" if self.bw_at_max_size_gbits is not None else None
+        bw = self.bw_at_max_size_gbits
+        figure = f"{self.tool} {figures.figure(bw)} Gb/s" if bw is not None else None
         threshold = f"{self.threshold_gbits:g} Gb/s" if self.threshold_gbits is not None else None
         lines = [headline(self.status, self.vm_size, figure, self.max_size_bytes, threshold)]
         if self.line_rate_gbits is not None:

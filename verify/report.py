@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from core import kinds
+from verify.figures import figure as shown_figure
 from verify.nccl import NcclResult
 from verify.result import AllReduceFigures, FabricResult, SizeRow
 from verify.result import Transport as ResultTransport
@@ -159,7 +160,7 @@ def table(result: NcclResult, judgement: Judgement) -> str:
         )
     transport = transport_block(result.transport, judgement.nodes)
     judged = result.busbw_at_max_size_gbps
-    figure = f"{judged:.1f} GB/s busbw" if judged is not None and not math.isnan(judged) else None
+    figure = f"{shown_figure(judged)} GB/s busbw" if judged is not None and not math.isnan(judged) else None
     threshold = f"{judgement.threshold_gbps:g} GB/s" if judgement.threshold_gbps is not None else None
     verdict = [headline(judgement.verdict, judgement.sku, figure, size, threshold)]
     verdict += [f"  - {r}" for r in judgement.reasons]
