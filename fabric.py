@@ -70,3 +70,7 @@ def rdma_request(mode: str, sku: Sku) -> RdmaRequest:
         # One VF per HCA: a pod that wants the whole fabric asks for all of them.
         return RdmaRequest(f"{RDMA_RESOURCE_PREFIX}/{RDMA_SRIOV_RESOURCE_NAME}", sku.ib_hcas_per_vm)
     raise ValueError(f"rdmaMode {mode!r} is not one of {', '.join(RDMA_MODES)}")
+
+# The Azure tag by which a cluster says it is production (config `production`): the policy pack's
+# access guardrails are mandatory on a cluster that carries it, advisory elsewhere.
+PRODUCTION_TAG = "aks-infiniband-production"

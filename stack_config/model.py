@@ -12,8 +12,9 @@ from typing import Any
 
 import catalog
 from components import fabric_test, nccl_sizing
-from stack_config import engine
+from stack_config import engine, enterprise
 from stack_config.engine import ConfigError
+from stack_config.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config.schema import (
     DEFAULT_NCCL_TESTS_IMAGE,
     LOCATION_KEY,
@@ -35,6 +36,7 @@ class IbPool:
     node_count: int
     name: str
     os_disk_size_gb: int
+    min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
 
     @property
     def sku(self) -> catalog.Sku:
@@ -87,6 +89,14 @@ class StackConfig:
     feature_wait_timeout_minutes: int
     tags: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
+    # The platform-team options (stack_config/enterprise.py); the defaults are today's dev cluster.
+    api_server: ApiServer = ApiServer()
+    entra_id: EntraId = EntraId()
+    identity: Identity = Identity()
+    network: Network = Network()
+    stack_part: str = "all"  # enterprise.STACK_PARTS
+    azure_stack: str | None = None  # with stack_part kubernetes: the Azure part's stack
+    production: bool = False
 
     @property
     def sku(self) -> catalog.Sku:
@@ -166,6 +176,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"(set it with `pulumi config set azure-native:location eastus`)"
         )
     problems += _cross_key_problems(values, prefix)
+    problems += enterprise.problems(values, prefix)
     if problems:
         raise ConfigError(problems)
 
@@ -179,7 +190,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
         ib_pool=IbPool(vm_size=sku.vm_size, node_count=ib["nodeCount"], name=ib["name"],
-                       os_disk_size_gb=ib["osDiskSizeGb"]),
+                       os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"]),
         rdma_mode=values["rdmaMode"],
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         fabric_test=FabricTest(
@@ -193,6 +204,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
+        **enterprise.records(values),
     )
 
 
