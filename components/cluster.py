@@ -44,6 +44,9 @@ class ClusterArgs:
     identity: Identity = Identity()
     network: Network = Network()
     production: bool = False  # tags the cluster fabric.PRODUCTION_TAG: the policy pack's guardrails go mandatory
+    # False in the Azure part of a split stack: its runner may not reach the API server, and the
+    # Kubernetes part makes its own provider (parts/handoff.py).
+    kubernetes_provider: bool = True
 
 
 def decode_kubeconfig(creds: cs.ListManagedClusterUserCredentialsResult) -> str:
@@ -152,7 +155,7 @@ class Cluster(pulumi.ComponentResource):
     managed_cluster: cs.ManagedCluster
     kubeconfig: pulumi.Output[str]
     auth: str  # how the provider signs in, for the plan and the outputs (nothing secret)
-    provider: k8s.Provider
+    provider: k8s.Provider | None  # None when args.kubernetes_provider is False
     resource_id: pulumi.Output[str]
     oidc_issuer_url: pulumi.Output[str]
     current_kubernetes_version: pulumi.Output[str]
@@ -219,11 +222,12 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.auth = (f"Entra ID: kubelogin exec credential (--login {entra.kubelogin_mode})" if entra.enabled
                      else "local account: the clusterUser kubeconfig")
-        admin = self._deployer_cluster_admin(name) if entra.enabled and entra.grant_deployer_cluster_admin else None
+        admin = self._deployer_cluster_admin(name, entra.deployer_principal_type) if entra.enabled and entra.grant_deployer_cluster_admin else None
         self.provider = kubernetes_provider(
             f"{name}-k8s", self.kubeconfig,
             # With Azure RBAC nothing Kubernetes can be applied before the deployer holds its role.
-            pulumi.ResourceOptions(parent=self, depends_on=[admin] if admin else None))
+            pulumi.ResourceOptions(parent=self, depends_on=[admin] if admin else None),
+        ) if args.kubernetes_provider else None
         self.resource_id = self.managed_cluster.id
         self.oidc_issuer_url = self.managed_cluster.oidc_issuer_profile.apply(
             lambda p: p.issuer_url if p else "")  # enabled above, so AKS always reports it
@@ -240,13 +244,14 @@ class Cluster(pulumi.ComponentResource):
             }
         )
 
-    def _deployer_cluster_admin(self, name: str) -> azure_native.authorization.RoleAssignment:
+    def _deployer_cluster_admin(self, name: str, principal_type: str) -> azure_native.authorization.RoleAssignment:
         """The identity running `pulumi up` as Azure Kubernetes Service RBAC Cluster Admin on this cluster."""
         me = azure_native.authorization.get_client_config_output()
         return azure_native.authorization.RoleAssignment(
             f"{name}-deployer-admin",
             azure_native.authorization.RoleAssignmentArgs(
                 principal_id=me.object_id,
+                principal_type=principal_type,  # the SDK would say User for every identity
                 role_definition_id=me.subscription_id.apply(
                     lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
                                 f"{AKS_RBAC_CLUSTER_ADMIN_ROLE}"),

@@ -71,6 +71,7 @@ def declare(cfg: StackConfig) -> AzurePart:
             identity=cfg.identity,
             network=cfg.network,
             production=cfg.production,
+            kubernetes_provider=cfg.stack_part == "all",
         ),
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 # The split of the program into an Azure stack and a Kubernetes stack (parts/).
 STACK_PARTS = ("all", "azure", "kubernetes")
 KUBELOGIN_MODES = ("azurecli", "workloadidentity", "spn", "msi")  # kubelogin get-token --login <mode>
+PRINCIPAL_TYPES = ("User", "ServicePrincipal")  # of the identity that runs `pulumi up`
 NETWORK_PLUGINS = ("azure", "none")  # none: bring your own CNI (kubenet retires in 2028, not offered)
 PLUGIN_MODES = ("overlay", "nodeSubnet")  # Azure CNI overlay, or pod IPs from the node subnet
 DATAPLANES = ("azure", "cilium")
@@ -235,6 +236,7 @@ class EntraId:
     admin_group_object_ids: tuple[str, ...] = ()
     kubelogin_mode: str = "azurecli"
     grant_deployer_cluster_admin: bool = True
+    deployer_principal_type: str = "User"
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,8 @@ def records(values: dict[str, Any]) -> dict[str, Any]:
                             else bool(entra["localAccounts"]),
                             admin_group_object_ids=tuple(entra.get("adminGroupObjectIds") or ()),
                             kubelogin_mode=entra.get("kubeloginMode") or "azurecli",
-                            grant_deployer_cluster_admin=entra.get("grantDeployerClusterAdmin") is not False),
+                            grant_deployer_cluster_admin=entra.get("grantDeployerClusterAdmin") is not False,
+                            deployer_principal_type=entra.get("deployerPrincipalType") or "User"),
         "identity": Identity(control_plane_identity_id=ident.get("controlPlaneIdentityId"),
                              kubelet_identity_id=ident.get("kubeletIdentityId")),
         "network": Network(system_subnet_id=net.get("systemSubnetId"), ib_subnet_id=net.get("ibSubnetId"),

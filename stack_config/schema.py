@@ -168,6 +168,9 @@ SCHEMA: tuple[Key, ...] = (
                 "(a runner VM's managed identity).", default="azurecli", check=one_of(*enterprise.KUBELOGIN_MODES)),
             Key("grantDeployerClusterAdmin", "boolean", "Give the identity running `pulumi up` the Azure Kubernetes "
                 "Service RBAC Cluster Admin role on the cluster (it installs the operators).", default=True),
+            Key("deployerPrincipalType", "string", "What that identity is: `User` (a person after `az login`) or "
+                "`ServicePrincipal` (CI, a managed identity); Azure refuses a role assignment of the wrong type.",
+                default="User", check=one_of(*enterprise.PRINCIPAL_TYPES)),
         )),
     Key("identity", "object", "User-assigned identities for the control plane and the kubelet (unset: AKS's "
         "system-assigned ones).",
