@@ -114,7 +114,8 @@ def network_profile(net: Network) -> cs.ContainerServiceNetworkProfileArgs:
         network_plugin=net.plugin,
         network_plugin_mode=cs.NetworkPluginMode.OVERLAY if net.plugin_mode == "overlay" else None,
         network_dataplane=net.dataplane,
-        # Azure CNI Powered by Cilium enforces network policy with Cilium (learn.microsoft.com/azure/aks/azure-cni-powered-by-cilium).
+        # Azure CNI Powered by Cilium enforces network policy with Cilium
+        # (learn.microsoft.com/azure/aks/azure-cni-powered-by-cilium).
         network_policy=cs.NetworkPolicy.CILIUM if cilium else None,
         pod_cidr=net.pod_cidr,
         service_cidr=net.service_cidr,
@@ -222,7 +223,8 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.auth = (f"Entra ID: kubelogin exec credential (--login {entra.kubelogin_mode})" if entra.enabled
                      else "local account: the clusterUser kubeconfig")
-        admin = self._deployer_cluster_admin(name, entra.deployer_principal_type) if entra.enabled and entra.grant_deployer_cluster_admin else None
+        admin = (self._deployer_cluster_admin(name, entra.deployer_principal_type)
+                 if entra.enabled and entra.grant_deployer_cluster_admin else None)
         self.provider = kubernetes_provider(
             f"{name}-k8s", self.kubeconfig,
             # With Azure RBAC nothing Kubernetes can be applied before the deployer holds its role.

@@ -6,7 +6,8 @@ offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's ru
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
 where the pinned Helm and the chart archives are at hand, charts/ (offline/charts.py).
-`policy` exits 1 when any stack breaks a mandatory rule (advisory ones are reported); by default it checks every Pulumi.<stack>.yaml.
+`policy` exits 1 when any stack breaks a mandatory rule (advisory ones are reported); by default it
+checks every Pulumi.<stack>.yaml.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 import catalog
-
 from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs

@@ -1,7 +1,8 @@
 """The aks-infiniband policy pack: `pulumi preview --policy-pack policy` (from the project directory).
 
 The rules live in rules.py as plain functions; this file only wraps each in a ResourceValidationPolicy
-of the rule's enforcement level (mandatory, or advisory for the guardrails' non-production variants). The rules import the project's `catalog` and `fabric`, which sit in this
+of the rule's enforcement level (mandatory, or advisory for the guardrails' non-production variants).
+The rules import the project's `catalog` and `fabric`, which sit in this
 directory's parent: the analyzer runs this file from policy/, so the parent is put on sys.path here.
 """
 

@@ -122,14 +122,19 @@ def vnet_of(subnet: str) -> str:
 
 
 # --- rules that span keys ---------------------------------------------------------------------
-def problems(values: dict[str, Any], prefix: str) -> list[str]:
+def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> list[str]:
     """The cross-key rules of the platform options; `values` is the schema's read result (None where a
-    key's own check failed, which is reported already)."""
+    key's own check failed). A rule is skipped where a key it reads is in `reported` (the problems
+    found so far), and a key gets one problem at most: one line per thing to fix."""
     out: list[str] = []
     api, entra = values.get("apiServer") or {}, values.get("entraId") or {}
     ident, net, ib = values.get("identity") or {}, values.get("network") or {}, values.get("ibPool") or {}
+    named = {line[len(prefix):].split(":", 1)[0].split(" ", 1)[0] for line in reported if line.startswith(prefix)}
 
-    def say(key: str, value: Any, why: str) -> None:
+    def say(key: str, value: Any, why: str, reads: tuple[str, ...] = ()) -> None:
+        if {key, *reads} & named:
+            return
+        named.add(key)
         out.append(f"{prefix}{key}: got {value!r}; {why}")
 
     # access
@@ -160,12 +165,13 @@ def problems(values: dict[str, Any], prefix: str) -> list[str]:
     if bool(system) != bool(ibs):
         key, value = ("systemSubnetId", system) if system else ("ibSubnetId", ibs)
         other = "ibSubnetId" if system else "systemSubnetId"
-        say(f"network.{key}", value, f"set network.{other} too: AKS places all pools in your network or none")
+        say(f"network.{key}", value, f"set network.{other} too: AKS places all pools in your network or none",
+            (f"network.{other}",))
     elif system and ibs and vnet_of(system) != vnet_of(ibs):
         say("network.ibSubnetId", ibs, "a subnet of the system pool's virtual network (AKS requires one VNet)")
     if api.get("subnetId") and system and vnet_of(api["subnetId"]) != vnet_of(system):
         say("apiServer.subnetId", api["subnetId"], "a subnet of the pools' virtual network")
-    if api.get("vnetIntegration") and system and not api.get("subnetId") and api.get("subnetId") is None:
+    if api.get("vnetIntegration") and system and api.get("subnetId") is None:
         say("apiServer.vnetIntegration", True, "with your own subnets, set apiServer.subnetId (a subnet delegated "
             "to Microsoft.ContainerService/managedClusters in the same VNet)")
     plugin = net.get("plugin")
@@ -177,7 +183,7 @@ def problems(values: dict[str, Any], prefix: str) -> list[str]:
     if net.get("outboundType") in OUTBOUND_NEEDS_OWN_SUBNETS and not system:
         say("network.outboundType", net["outboundType"], "needs your own subnets (network.systemSubnetId, "
             "network.ibSubnetId) whose route table or NAT gateway carries the egress")
-    out += _cidr_problems(net, say)
+    _cidr_problems(net, say, named)
     # scale to zero
     low, count = ib.get("minNodeCount"), ib.get("nodeCount")
     if low is not None and count is not None and low > count:
@@ -186,32 +192,32 @@ def problems(values: dict[str, Any], prefix: str) -> list[str]:
     part, ref = values.get("stackPart"), values.get("azureStack")
     if part == "kubernetes" and not ref:
         say("stackPart", part, "the Kubernetes part reads the Azure part's outputs: set azureStack "
-            "(<organization>/aks-infiniband/<stack>)")
+            "(<organization>/aks-infiniband/<stack>)", ("azureStack",))
     if ref and part != "kubernetes":
-        say("azureStack", ref, "only with stackPart: kubernetes")
+        say("azureStack", ref, "only with stackPart: kubernetes", ("stackPart",))
     return out
 
 
-def _cidr_problems(net: dict[str, Any], say) -> list[str]:
+def _cidr_problems(net: dict[str, Any], say, named: set[str]) -> None:
     """Service and pod ranges apart; the DNS service address inside the service range."""
     pod_set, svc_set, dns = net.get("podCidr"), net.get("serviceCidr"), net.get("dnsServiceIp")
     pod = ipaddress.ip_network(pod_set or AKS_DEFAULT_POD_CIDR)
     svc = ipaddress.ip_network(svc_set or AKS_DEFAULT_SERVICE_CIDR)
+    ranges = ("network.podCidr", "network.serviceCidr")
     if (pod_set or svc_set) and pod.overlaps(svc):
         key, value = ("serviceCidr", svc_set) if svc_set else ("podCidr", pod_set)
         other = f"network.podCidr ({pod})" if svc_set else f"AKS's default service range {svc}"
-        say(f"network.{key}", value, f"a range that does not overlap {other}")
+        say(f"network.{key}", value, f"a range that does not overlap {other}", ranges)
     if svc_set and not dns:
         say("network.serviceCidr", svc_set, "set network.dnsServiceIp too (an address inside it; AKS's default "
-            "10.0.0.10 lies in its default range only)")
-    if dns:
+            "10.0.0.10 lies in its default range only)", ("network.dnsServiceIp",))
+    if dns and "network.serviceCidr" not in named:
         address = ipaddress.IPv4Address(dns)
         usable = address in svc and address not in (svc.network_address, svc.network_address + 1,
                                                     svc.broadcast_address)
         if not usable:
             say("network.dnsServiceIp", dns, f"an address inside the service range {svc}, other than its first "
                 f"(the kubernetes service), network and broadcast addresses")
-    return []
 
 
 # --- the typed records ------------------------------------------------------------------------

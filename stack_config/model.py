@@ -176,7 +176,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"(set it with `pulumi config set azure-native:location eastus`)"
         )
     problems += _cross_key_problems(values, prefix)
-    problems += enterprise.problems(values, prefix)
+    problems += enterprise.problems(values, prefix, problems)
     if problems:
         raise ConfigError(problems)
 

@@ -36,6 +36,26 @@ GOOD = {
     "fabricTest.allReduceArgs": "-b 8 -e 16G -f 2 -g 1",
     "fabricTest.thresholdGbps": 360,
     "fabricTest.p2pThresholdGbits": 390,
+    # the platform-team options (stack_config/enterprise.py), unset by default
+    "ibPool.minNodeCount": 0,
+    "apiServer.privateDnsZone": "system",
+    "apiServer.subnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/apiserver",
+    "identity.controlPlaneIdentityId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/cp",
+    "identity.kubeletIdentityId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kubelet",
+    "network.systemSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/system",
+    "network.ibSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/ib",
+    "network.pluginMode": "overlay",
+    "network.dataplane": "cilium",
+    "network.podCidr": "192.168.0.0/16",
+    "network.serviceCidr": "10.100.0.0/16",
+    "network.dnsServiceIp": "10.0.0.10",
+    "network.outboundType": "managedNATGateway",
+    "azureStack": "platform-team/aks-infiniband/private-azure",
+}
+# Good lists for the array fields: their near misses are built from these.
+GOOD_LISTS = {
+    "apiServer.authorizedIpRanges": ["203.0.113.0/24"],
+    "entraId.adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"],
 }
 HUGE = "x" * 5000
 BOUNDARIES = (-1, 0, 1, 2, 4, 5, 9, 10, 11, 99, 100, 101, 119, 120, 121, 127, 128, 129, 255, 256, 719, 720, 721,
@@ -69,6 +89,12 @@ def _object_near_misses() -> list[Any]:
     return ["x", "", "{}", "[]", "null", 1, True, [], {"unknownKey": 1}, {"": 1}]
 
 
+def _array_near_misses(good: list[str]) -> list[Any]:
+    item = good[0]
+    return [[], good, good * 2, good * 300, [item.upper()], [f" {item}"], [item[:-1]], [f"{item}x"], [""], [1], [None],
+            [good], item, "", "[]", json.dumps(good), 1, True, {"a": item}, None]
+
+
 def _tags_near_misses() -> list[Any]:
     return [{}, {"a": "b"}, {"a": 1}, {"a": True}, {"": "x"}, {"a/b": "x"}, {"a?": "x"}, {"é": "ü"},
             {"a": "x" * 256}, {"a": "x" * 257}, {"k" * 512: "v"}, {"k" * 513: "v"},
@@ -99,6 +125,8 @@ def cases(base: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             values = _object_near_misses()
         elif key.type == "object":
             values = _tags_near_misses()
+        elif key.type == "array":
+            values = _array_near_misses(GOOD_LISTS[path])
         elif key.type == "string":
             values = _string_near_misses(_good(path, key, base))
         elif key.type == "integer":
