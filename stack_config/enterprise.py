@@ -16,8 +16,9 @@ from typing import Any
 STACK_PARTS = ("all", "azure", "kubernetes")
 KUBELOGIN_MODES = ("azurecli", "workloadidentity", "spn", "msi")  # kubelogin get-token --login <mode>
 PRINCIPAL_TYPES = ("User", "ServicePrincipal")  # of the identity that runs `pulumi up`
-NETWORK_PLUGINS = ("azure", "none")  # none: bring your own CNI (kubenet retires in 2028, not offered)
-PLUGIN_MODES = ("overlay", "nodeSubnet")  # Azure CNI overlay, or pod IPs from the node subnet
+# azure is Azure CNI Overlay. Not offered: kubenet (retired in 2028) and Azure CNI node-subnet mode (the
+# pinned SDK sends its podCidr default, 10.244.0.0/16, with every network profile).
+NETWORK_PLUGINS = ("azure", "none")  # none: bring your own CNI
 DATAPLANES = ("azure", "cilium")
 OUTBOUND_TYPES = ("loadBalancer", "userDefinedRouting", "managedNATGateway", "userAssignedNATGateway")
 OUTBOUND_NEEDS_OWN_SUBNETS = ("userDefinedRouting", "userAssignedNATGateway")
@@ -175,11 +176,9 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
         say("apiServer.vnetIntegration", True, "with your own subnets, set apiServer.subnetId (a subnet delegated "
             "to Microsoft.ContainerService/managedClusters in the same VNet)")
     plugin = net.get("plugin")
-    for field in ("pluginMode", "dataplane"):
-        if plugin == "none" and net.get(field) is not None:
-            say(f"network.{field}", net[field], "only with network.plugin: azure (plugin none brings its own CNI)")
-    if net.get("podCidr") and (plugin == "none" or net.get("pluginMode") == "nodeSubnet"):
-        say("network.podCidr", net["podCidr"], "only with Azure CNI overlay (node-subnet pods take the subnet's IPs)")
+    if plugin == "none" and net.get("dataplane") is not None:
+        say("network.dataplane", net["dataplane"], "only with network.plugin: azure (plugin none brings its own CNI)",
+            ("network.plugin",))
     if net.get("outboundType") in OUTBOUND_NEEDS_OWN_SUBNETS and not system:
         say("network.outboundType", net["outboundType"], "needs your own subnets (network.systemSubnetId, "
             "network.ibSubnetId) whose route table or NAT gateway carries the egress")
@@ -256,12 +255,13 @@ class Network:
     system_subnet_id: str | None = None  # None: AKS creates and owns a VNet
     ib_subnet_id: str | None = None
     plugin: str = "azure"
-    plugin_mode: str | None = "overlay"
+    plugin_mode: str | None = "overlay"  # with plugin azure; None with plugin none
     dataplane: str | None = None  # None: AKS's (azure)
-    pod_cidr: str | None = None  # None: AKS's (10.244.0.0/16)
-    service_cidr: str | None = None  # None: AKS's (10.0.0.0/16)
-    dns_service_ip: str | None = None  # None: AKS's (10.0.0.10)
-    outbound_type: str | None = None  # None: AKS's (loadBalancer)
+    pod_cidr: str | None = None
+    # None: the SDK sends AKS's defaults (10.244.0.0/16, 10.0.0.0/16, 10.0.0.10, loadBalancer)
+    service_cidr: str | None = None
+    dns_service_ip: str | None = None
+    outbound_type: str | None = None
 
 
 def records(values: dict[str, Any]) -> dict[str, Any]:
@@ -284,7 +284,7 @@ def records(values: dict[str, Any]) -> dict[str, Any]:
                              kubelet_identity_id=ident.get("kubeletIdentityId")),
         "network": Network(system_subnet_id=net.get("systemSubnetId"), ib_subnet_id=net.get("ibSubnetId"),
                            plugin=plugin,
-                           plugin_mode=(net.get("pluginMode") or "overlay") if plugin == "azure" else None,
+                           plugin_mode="overlay" if plugin == "azure" else None,
                            dataplane=net.get("dataplane"), pod_cidr=net.get("podCidr"),
                            service_cidr=net.get("serviceCidr"), dns_service_ip=net.get("dnsServiceIp"),
                            outbound_type=net.get("outboundType")),

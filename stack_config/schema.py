@@ -187,10 +187,9 @@ SCHEMA: tuple[Key, ...] = (
                 default_doc="-", check=optional(enterprise.subnet_id)),
             Key("ibSubnetId", "string", "An existing subnet of the same VNet for the InfiniBand pool.",
                 default_doc="-", check=optional(enterprise.subnet_id)),
-            Key("plugin", "string", "Network plugin: `azure` (Azure CNI) or `none` (bring your own CNI).",
+            Key("plugin", "string", "Network plugin: `azure` (Azure CNI Overlay: pod IPs from podCidr) or `none` "
+                "(bring your own CNI).",
                 default="azure", check=one_of(*enterprise.NETWORK_PLUGINS)),
-            Key("pluginMode", "string", "Azure CNI mode: `overlay` (pod IPs from podCidr) or `nodeSubnet` (pod IPs "
-                "from the node subnet).", default_doc="overlay", check=optional(one_of(*enterprise.PLUGIN_MODES))),
             Key("dataplane", "string", "`azure` or `cilium` (Azure CNI Powered by Cilium, with Cilium network "
                 "policy).", default_doc="azure (AKS's default)", check=optional(one_of(*enterprise.DATAPLANES))),
             Key("podCidr", "string", "Overlay pod range.", default_doc="10.244.0.0/16 (AKS's default)",

@@ -44,7 +44,6 @@ GOOD = {
     "identity.kubeletIdentityId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kubelet",
     "network.systemSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/system",
     "network.ibSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/ib",
-    "network.pluginMode": "overlay",
     "network.dataplane": "cilium",
     "network.podCidr": "192.168.0.0/16",
     "network.serviceCidr": "10.100.0.0/16",
@@ -243,14 +242,17 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
     renders = 0
     for i in range(rounds):
         chosen = [(path, values[i]) for path, values in sorted(distinct.items()) if i < len(values)]
-        merged = copy.deepcopy(base)
-        for path, (value, _) in chosen:
-            merged = with_value(merged, path, value)
-        try:
-            _parse(merged, stack)
-            groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in chosen)}", merged)]
-        except stack_config.ConfigError:  # two values that are fine alone but not together: one at a time
-            groups = [(f"{p} = {v!r}", cfg) for p, (v, cfg) in chosen]
+        merged, kept, alone = copy.deepcopy(base), [], []
+        for path, (value, cfg) in chosen:
+            trial = with_value(merged, path, value)
+            try:
+                _parse(trial, stack)
+            except stack_config.ConfigError:  # fine alone but not with a value already merged: rendered alone
+                alone.append((f"{path} = {value!r}", cfg))
+                continue
+            merged = trial
+            kept.append((path, (value, cfg)))
+        groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept)}", merged), *alone]
         for what, cfg in groups:
             renders += 1
             try:
