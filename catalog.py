@@ -478,10 +478,8 @@ def lookup(vm_size: str) -> Sku:
 # --- prices: what an hour of a size costs, as data with its date and source ---------------------
 # Pay-as-you-go Linux prices in a US region; an estimate, never a bill. Sizes without an entry make
 # the estimate say "unknown" rather than guess. Check today's price: docs/enterprise-deployment.md.
-SRC_PRICES_SKYPILOT = (
-    "Azure Retail Prices API, read by SkyPilot's catalog fetcher (skypilot-org/skypilot@40654dd "
-    "sky/catalog/data_fetchers/fetch_azure.py), as quoted in the README's cost note"
-)
+SRC_PRICES_SKYPILOT = ("Azure Retail Prices API via SkyPilot's catalog fetcher "
+                       "(skypilot-org/skypilot@40654dd sky/catalog/data_fetchers/fetch_azure.py)")
 
 
 @dataclass(frozen=True)

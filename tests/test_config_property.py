@@ -29,6 +29,9 @@ from stack_config import Key
 
 P = stack_config.PROJECT
 LOCATION = stack_config.LOCATION_KEY
+SUBSCRIPTION = "/subscriptions/00000000-0000-0000-0000-000000000000"
+VNET = f"{SUBSCRIPTION}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke"
+IDENTITIES = f"{SUBSCRIPTION}/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities"
 # Good values for keys whose default is derived (no literal default in the schema).
 GOOD = {
     "resourceGroupName": "aks-infiniband-dev",
@@ -39,11 +42,11 @@ GOOD = {
     # the platform-team options (stack_config/enterprise.py), unset by default
     "ibPool.minNodeCount": 0,
     "apiServer.privateDnsZone": "system",
-    "apiServer.subnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/apiserver",
-    "identity.controlPlaneIdentityId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/cp",
-    "identity.kubeletIdentityId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kubelet",
-    "network.systemSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/system",
-    "network.ibSubnetId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke/subnets/ib",
+    "apiServer.subnetId": f"{VNET}/subnets/apiserver",
+    "identity.controlPlaneIdentityId": f"{IDENTITIES}/cp",
+    "identity.kubeletIdentityId": f"{IDENTITIES}/kubelet",
+    "network.systemSubnetId": f"{VNET}/subnets/system",
+    "network.ibSubnetId": f"{VNET}/subnets/ib",
     "network.dataplane": "cilium",
     "network.podCidr": "192.168.0.0/16",
     "network.serviceCidr": "10.100.0.0/16",
