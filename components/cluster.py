@@ -223,13 +223,13 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.auth = (f"Entra ID: kubelogin exec credential (--login {entra.kubelogin_mode})" if entra.enabled
                      else "local account: the clusterUser kubeconfig")
-        admin = (self._deployer_cluster_admin(name, entra.deployer_principal_type)
-                 if entra.enabled and entra.grant_deployer_cluster_admin else None)
-        self.provider = kubernetes_provider(
-            f"{name}-k8s", self.kubeconfig,
-            # With Azure RBAC nothing Kubernetes can be applied before the deployer holds its role.
-            pulumi.ResourceOptions(parent=self, depends_on=[admin] if admin else None),
-        ) if args.kubernetes_provider else None
+        self.provider = None
+        if args.kubernetes_provider:
+            # With Azure RBAC the provider's identity (the deployer's) needs a role before anything applies.
+            admin = (self._deployer_cluster_admin(name, entra.deployer_principal_type)
+                     if entra.enabled and entra.grant_deployer_cluster_admin else None)
+            self.provider = kubernetes_provider(f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(
+                parent=self, depends_on=[admin] if admin else None))
         self.resource_id = self.managed_cluster.id
         self.oidc_issuer_url = self.managed_cluster.oidc_issuer_profile.apply(
             lambda p: p.issuer_url if p else "")  # enabled above, so AKS always reports it
