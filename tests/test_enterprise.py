@@ -235,3 +235,16 @@ def test_the_two_halves_declare_what_the_single_stack_declares(private, azure_ha
     assert names(private) - halves == {(ROLE_ASSIGNMENT, "cluster-deployer-admin")}
     assert halves <= names(private)
     assert names(azure_half) & names(kubernetes_half) == set()
+
+
+@pytest.mark.parametrize("stack", ["private", "private-azure", "private-kubernetes"])
+def test_make_synth_renders_each_example_stack(stack, tmp_path):
+    """`make synth STACK=<stack>`: the whole render, pictures and (where Helm and the charts are at hand)
+    charts included; the Kubernetes half renders its charts for its own kubernetesVersion."""
+    from offline import __main__ as cli
+    from offline import charts
+
+    assert cli.main(["synth", "--stack", stack, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "plan.md").is_file() and (tmp_path / "graph.mmd").is_file()
+    if stack == "private-kubernetes":
+        assert charts.kube_version(rendered(stack)) == "1.35"
