@@ -124,6 +124,14 @@ def network_profile(net: Network) -> cs.ContainerServiceNetworkProfileArgs:
     )
 
 
+def control_plane_identity(ident: Identity) -> cs.ManagedClusterIdentityArgs:
+    """The user-assigned identity of `ident`, else one AKS creates (system-assigned)."""
+    if ident.control_plane_identity_id:
+        return cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.USER_ASSIGNED,
+                                             user_assigned_identities=[ident.control_plane_identity_id])
+    return cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.SYSTEM_ASSIGNED)
+
+
 def kubelet_identity(identity_id: str) -> dict[str, cs.UserAssignedIdentityArgs]:
     """identityProfile.kubeletidentity: AKS wants the identity's client and object ids with its id."""
     group, name = IDENTITY_ID.fullmatch(identity_id).groups()  # type: ignore[union-attr] (checked by the config)
@@ -182,10 +190,7 @@ class Cluster(pulumi.ComponentResource):
             location=args.location,
             dns_prefix=args.cluster_name,
             kubernetes_version=args.kubernetes_version,
-            identity=cs.ManagedClusterIdentityArgs(type=cs.ResourceIdentityType.USER_ASSIGNED,
-                                                   user_assigned_identities=[ident.control_plane_identity_id])
-            if ident.control_plane_identity_id else cs.ManagedClusterIdentityArgs(
-                type=cs.ResourceIdentityType.SYSTEM_ASSIGNED),
+            identity=control_plane_identity(ident),
             identity_profile=kubelet_identity(ident.kubelet_identity_id) if ident.kubelet_identity_id else None,
             enable_rbac=True,
             aad_profile=cs.ManagedClusterAADProfileArgs(
