@@ -73,8 +73,6 @@ STACK_REFERENCE_OUTPUTS: dict[str, object] = {
     "resourceGroupName": "offline-placeholder-rg",
     "clusterName": "offline-placeholder-cluster",
     "kubeconfig": FAKE_EXEC_KUBECONFIG,
-    "vmSize": "offline-placeholder-vm-size",
-    "nodeCount": 0,
 }
 STACK_REFERENCE_SECRETS = ["kubeconfig"]
 

@@ -16,7 +16,7 @@ from components.cluster import kubernetes_provider, with_kubelogin
 from stack_config import StackConfig
 
 # The Azure part's stack outputs that the Kubernetes part reads: the contract between the two stacks.
-OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig", "vmSize", "nodeCount")
+OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig")
 
 
 @dataclass(frozen=True)
