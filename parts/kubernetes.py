@@ -1,0 +1,115 @@
+"""The Kubernetes part: rows 4-9 of the design (NFD, Network Operator, GPU Operator, Volcano, the fabric
+test and the step that collects its verdict), on the cluster that `handoff.ClusterHandle` names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.fabric_check import FabricCheck, FabricCheckArgs
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.image_prepull import ImagePrepull, ImagePrepullArgs
+from components.nccl_job import NcclJob, NcclJobArgs
+from components.network_operator import NetworkOperator, NetworkOperatorArgs
+from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.p2p_job import P2pJob, P2pJobArgs
+from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from components.volcano import Volcano, VolcanoArgs
+from core.kinds import ALL_REDUCE, POINT_TO_POINT, kind_for
+from parts.handoff import ClusterHandle
+from stack_config import StackConfig
+
+
+@dataclass(frozen=True)
+class KubernetesPart:
+    fabric_check: FabricCheck | None
+
+
+def declare(cfg: StackConfig, cluster: ClusterHandle) -> KubernetesPart:
+    sku = cfg.sku
+    # 4-7. The Kubernetes layer: NFD, Network Operator + NicClusterPolicy, GPU Operator (GPU sizes
+    # only), Volcano. Each waits only for the cluster's provider (and its own CRDs), never for the IB
+    # pool, so all of it installs while the pool is still being created.
+    k8s_opts = pulumi.ResourceOptions(provider=cluster.provider)
+    v = cfg.versions
+    NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=k8s_opts)
+    network_operator = NetworkOperator(
+        "network-operator",
+        NetworkOperatorArgs(
+            version=v.network_operator,
+            doca_driver_version=v.doca_driver,
+            rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
+            sriov_device_plugin_version=v.sriov_device_plugin,
+            rdma_mode=cfg.rdma_mode,
+        ),
+        opts=k8s_opts,
+    )
+    gpu_operator = (
+        GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
+    )
+    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
+    # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
+    # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
+    TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
+
+    # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
+    # result into the outputs. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
+    # HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
+    ft, kind = cfg.fabric_test, kind_for(sku)
+    if ft.enabled:
+        # The test image, pulled on each IB node as it joins, while the drivers install: waits for
+        # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
+        ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
+    fabric_job = None
+    if ft.enabled and kind is ALL_REDUCE:
+        fabric_job = NcclJob(
+            "fabric-test",
+            NcclJobArgs(
+                sku=sku,
+                node_count=cfg.ib_pool.node_count,
+                rdma_mode=cfg.rdma_mode,
+                image=ft.image,
+                all_reduce_args=ft.all_reduce_args,
+                timeout_minutes=ft.timeout_minutes,
+                doctor=ft.doctor,
+                doctor_minutes=ft.doctor_minutes,
+                threshold_gbps=ft.threshold_gbps,
+                sharp=ft.sharp,
+                topology_file=ft.topology_file,
+                wait_for=[*cluster.pool, network_operator.policy, gpu_operator.release, volcano.manifest],
+                driver_versions={**network_operator.driver_versions, **gpu_operator.driver_versions},
+            ),
+            opts=k8s_opts,
+        )
+    elif ft.enabled and kind is POINT_TO_POINT:
+        fabric_job = P2pJob(
+            "fabric-test-p2p",
+            P2pJobArgs(
+                sku=sku,
+                rdma_mode=cfg.rdma_mode,
+                image=ft.image,
+                timeout_minutes=ft.timeout_minutes,
+                wait_for=[*cluster.pool, network_operator.policy, volcano.manifest],
+                driver_versions=network_operator.driver_versions,
+            ),
+            opts=k8s_opts,
+        )
+    elif ft.enabled:
+        raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
+    fabric_check = (
+        FabricCheck(
+            "fabric-check",
+            FabricCheckArgs(
+                resource_group_name=cluster.resource_group_name,  # the collector fetches credentials itself
+                cluster_name=cluster.cluster_name,
+                job=fabric_job,
+                threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
+                fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+                fail_on=ft.fail_on,
+            ),
+        )
+        if fabric_job
+        else None
+    )
+    return KubernetesPart(fabric_check=fabric_check)
