@@ -18,6 +18,7 @@ import catalog
 from tests import launcher_stubs
 from verify import sections
 from verify.__main__ import main as verify_main
+from verify.launcher_env import transport_rules
 from verify.verdict import pass_line_gbps
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
@@ -105,7 +106,10 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     # the transport rules the launcher checks under auto: GDRDMA on ND sizes, the catalog's HCA count
-    assert (env4["DOCTOR_EXPECT_GDRDMA"], env4["DOCTOR_HCAS_PER_NODE"]) == ("1", str(SKU.ib_hcas_per_vm)) == ("1", "8")
+    assert env4["DOCTOR_RUN_IF"] == transport_rules(True, SKU.ib_hcas_per_vm)
+    assert [r.split("\t")[0] for r in env4["DOCTOR_RUN_IF"].splitlines()] == [
+        "allreduce-sockets", "allreduce-no-gdrdma", "allreduce-fewer-hcas"]
+    assert env4["DOCTOR_RUN_IF"].endswith("\t8")
 
 
 # --- done when: a healthy log has no suspects, and under auto the doctor did not run ---------------
@@ -312,7 +316,8 @@ def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
 
 
 def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
-    r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
+    rules = transport_rules(True, 9)  # the stub's hosts open 8
+    r = run(tmp_path, env4, 4, DOCTOR_RUN_IF=rules)
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"
 
 

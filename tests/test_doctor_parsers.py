@@ -189,8 +189,9 @@ def test_the_documented_markers_are_the_ones_verify_reads():
                           sections.DOCTOR_SKIP, sections.DOCTOR_END}
     assert all(f"`{code}`" in table for code in sections.REASONS), "every reason code the launcher prints"
     launcher = (Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh").read_text()
-    assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | {"time-budget",
-                                                                                     "no-infiniband-hca-listed"}
+    skips = {"time-budget", "no-infiniband-hca-listed", "killed"}
+    assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | skips
+    assert all(f"`{code}`" in table for code in skips), "every reason a step is skipped for"
 
 
 def test_a_marker_that_arrives_tagged_still_opens_its_section():
