@@ -8,13 +8,17 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import dev_config, rendered
 
 import catalog
+from components import mpi_job
 from tests import launcher_stubs
 from verify import sections
 from verify.__main__ import main as verify_main
@@ -108,8 +112,8 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     # the transport rules the launcher checks under auto: GDRDMA on ND sizes, the catalog's HCA count
     assert env4["DOCTOR_RUN_IF"] == transport_rules(True, SKU.ib_hcas_per_vm)
     assert [r.split("\t")[0] for r in env4["DOCTOR_RUN_IF"].splitlines()] == [
-        "allreduce-sockets", "allreduce-no-gdrdma", "allreduce-fewer-hcas"]
-    assert env4["DOCTOR_RUN_IF"].endswith("\t8")
+        "allreduce-sockets", "allreduce-no-gdrdma", "allreduce-fewer-hcas", "allreduce-fewer-hcas"]
+    assert env4["DOCTOR_RUN_IF"].splitlines()[2].endswith("\t8")
 
 
 # --- done when: a healthy log has no suspects, and under auto the doctor did not run ---------------
@@ -417,3 +421,61 @@ def test_ib_write_bw_from_host_memory_is_judged_against_the_gdr_gate_as_a_warnin
         assert not any(a.startswith("--use_cuda") for a in argv)
     slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]
     assert slow and all(s["verdict"] == "WARN" and "none is published from host memory" in s["reason"] for s in slow)
+
+
+# --- a step cut short keeps what it printed ---------------------------------------------------------
+def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path, env4):
+    """SIGTERM (the pods' deadline) while a pair of round 1 runs: the sections printed before stay,
+    the other pair of that round is printed as it ended, and the running pair's lines so far follow
+    a doctor-skip marker (reason=killed); the report names no one from it and says it did not
+    finish. Before, a round's output reached the log only when the whole round had ended."""
+    nodes = 4
+    root = launcher_stubs.install(tmp_path)
+    for i in range(nodes):
+        launcher_stubs.add_node(root, host(i))
+    hostfile = root / "mpiworker.host"
+    hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
+    stuck = f"--host {host(0)}:8,{host(3)}:8 "  # round 1's first pair (0-3 1-2)
+    run_env = launcher_stubs.env_for(root, env4, hostfile, **HEALTHY, STUB_SLOW_HOSTS=host(2), DOCTOR="always",
+                                     STUB_HANG_ON=stuck, STUB_HANG_SECONDS="5")
+    launcher = subprocess.Popen(["bash", str(LAUNCHER)], env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        for _ in range(600):  # the stub says when the stuck pair is running (at most 60 s)
+            if (root / "hanging").exists() or launcher.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (root / "hanging").exists(), "the stuck pair never started"
+        time.sleep(0.5)  # the round's other pair ends meanwhile
+        launcher.send_signal(signal.SIGTERM)
+        stdout, stderr = launcher.communicate(timeout=60)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+    assert launcher.returncode == 143, stderr
+    r = Run(root, subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr), nodes)
+    assert len(r.named(sections.NODE)) == 3 * nodes  # printed before the round
+    (other,) = r.named(sections.PAIR)  # the round's other pair, which ended
+    assert other.hosts() == (host(1), host(2)) and other.attrs["round"] == "1"
+    (killed,) = r.named(sections.DOCTOR_SKIP)
+    assert killed.attrs == {"step": "pair", "round": "1", "hosts": f"{host(0)},{host(3)}", "reason": "killed"}
+    assert "NET/IB : Using" in killed.text and "Using network IB" in killed.text  # what it printed so far
+    assert not r.named(sections.DOCTOR_END)
+    report = r.report()
+    assert report["doctor"]["finished"] is False
+    assert {(s["step"], s["reason"]) for s in report["doctor"]["skipped"]} == {("pair", "killed")}
+    assert host(0) not in {s["host"] for s in report["suspects"]} and host(3) not in {
+        s["host"] for s in report["suspects"]}
+    assert any("did not finish" in reason for reason in report["reasons"])
+
+
+# --- one source per setting -------------------------------------------------------------------------
+def test_the_sshd_wait_has_one_source(tmp_path, env4):
+    assert env4["SSH_WAIT_SECONDS"] == str(mpi_job.SSH_WAIT_SECONDS)
+    for script in (LAUNCHER.read_text(), (LAUNCHER.parent / "p2p-launcher.sh").read_text()):
+        assert not re.search(r"SSH_WAIT_SECONDS:-[0-9]", script)  # no default of its own
+    env = {k: v for k, v in env4.items() if k != "SSH_WAIT_SECONDS"}
+    r = run(tmp_path, env, 4)
+    assert r.done.returncode == 2 and "SSH_WAIT_SECONDS is not set" in r.done.stderr
+    assert not (tmp_path / "mpirun.calls").exists()

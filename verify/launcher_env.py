@@ -74,7 +74,10 @@ _SOCKET_ERE = r" NCCL INFO (Using network Socket[ \t]*$|.*\] via NET/Socket/)"
 # "/Shared" may follow. NET/Socket matches too, but the Socket rule comes first.
 _NO_GDR_ERE = r" NCCL INFO .*\[(send|receive)\] via (NET|COLLNET)/[^/ ]+/[0-9]+(\([0-9]+\))?(/Shared)?([ \t]|$)"
 _NET_IB_USING_ERE = r" NCCL INFO NET/IB : Using"
-_IB_DEVICE_ERE = r"\[[0-9]+\][^] \t:[]+:[0-9]+/IB"  # " [0]mlx5_ib0:1/IB" (verify.transport._IB_DEVICE, IB only)
+_NO_IB_DEVICE_ERE = r" NCCL INFO NET/IB : No device found"
+# an InfiniBand HCA in that line: " [0]mlx5_ib0:1/IB", each name of a merged "[0]mlx5_0+mlx5_1:1/IB"
+# (verify.transport counts names, link layer IB only)
+_IB_NAME_ERE = r"[^]+ \t:[]+(\+|:[0-9]+/IB)"
 
 
 def transport_rules(expects_gdr: bool, hcas_per_node: int | None) -> str:
@@ -87,5 +90,6 @@ def transport_rules(expects_gdr: bool, hcas_per_node: int | None) -> str:
     if expects_gdr:
         rules.append((NO_GDRDMA, _NO_GDR_ERE))
     if hcas_per_node:
-        rules.append((FEWER_HCAS, _NET_IB_USING_ERE, _IB_DEVICE_ERE, str(hcas_per_node)))
+        rules.append((FEWER_HCAS, _NET_IB_USING_ERE, _IB_NAME_ERE, str(hcas_per_node)))
+        rules.append((FEWER_HCAS, _NO_IB_DEVICE_ERE))  # none at all (verify.transport counts it as 0)
     return "\n".join("\t".join(r) for r in rules)
