@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 import catalog
-from offline import durations
+from offline import durations, script_refs
 from offline.engine import SECRET, Rendering, Resource
 from offline.timeline import Step, Timeline
 
@@ -593,7 +593,7 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
     for r in sorted(rendering.resources, key=lambda r: r.urn):
         if k8s_api_kind(r) is None:
             continue
-        obj = manifest(r)
+        obj = script_refs.referenced(manifest(r))  # a script's text as a reference (offline/script_refs.py)
         name = manifest_filename(obj, r)
         if f"manifests/{name}" in out:
             name = name[: -len(".yaml")] + f".{_slug(r.name)}.yaml"

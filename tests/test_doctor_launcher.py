@@ -6,6 +6,7 @@ report names."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import re
@@ -479,3 +480,16 @@ def test_the_sshd_wait_has_one_source(tmp_path, env4):
     r = run(tmp_path, env, 4)
     assert r.done.returncode == 2 and "SSH_WAIT_SECONDS is not set" in r.done.stderr
     assert not (tmp_path / "mpirun.calls").exists()
+
+
+def test_the_golden_render_names_the_script_by_its_hash_and_the_stack_deploys_its_text():
+    """offline/script_refs.py: the render (and so tests/golden/dev) carries a reference with the
+    script's sha256, not its text; the ConfigMap the stack declares carries the text."""
+    golden = Path(__file__).resolve().parent / "golden" / "dev" / "manifests"
+    text = (golden / "configmap.fabric-test.nccl-allreduce-launcher.yaml").read_text()
+    digest = hashlib.sha256(LAUNCHER.read_bytes()).hexdigest()
+    assert f"scripts/nccl-launcher.sh ({LAUNCHER.stat().st_size} bytes, sha256 {digest})" in text
+    assert "condense_nccl_log" not in text and len(text.splitlines()) < 12
+    stack = rendered("dev", dev_config())
+    (cm,) = [r for r in stack.resources if r.type == "kubernetes:core/v1:ConfigMap" and "launcher" in r.name]
+    assert cm.inputs["data"]["launcher.sh"] == LAUNCHER.read_text()
