@@ -5,7 +5,10 @@ the same strings; tests/test_doctor_launcher.py and tests/test_verify_transport.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,14 @@ def test_the_filter_keeps_every_info_line_verify_reads(name):
             continue
         assert re.search(env["NCCL_KEEP_ERE"], line.message) or re.search(env["NCCL_CONNECTION_ERE"], line.message), \
             line.message
+
+
+def test_a_script_outside_the_job_gets_the_same_values(tmp_path):
+    """tests/data/recording/ runs the launcher on a GPU machine with `python3 -m verify.launcher_env`'s
+    records exported: the values arrive in bash byte for byte, tabs and newlines included."""
+    root = Path(__file__).resolve().parent.parent
+    script = ("while IFS= read -r -d '' kv; do export \"$kv\"; done < <(python3 -m verify.launcher_env); "
+              "printf '%s\\0' \"$DOCTOR_RUN_IF\" \"$LOG_RESULT_ROW_ERE\"")
+    done = subprocess.run(["bash", "-c", script], cwd=root, capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.stdout.split("\0")[:2] == [launcher_env.transport_rules(True, 8), launcher_env.ROW_ERE]

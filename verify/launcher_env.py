@@ -93,3 +93,17 @@ def transport_rules(expects_gdr: bool, hcas_per_node: int | None) -> str:
         rules.append((FEWER_HCAS, _NET_IB_USING_ERE, _IB_NAME_ERE, str(hcas_per_node)))
         rules.append((FEWER_HCAS, _NO_IB_DEVICE_ERE))  # none at all (verify.transport counts it as 0)
     return "\n".join("\t".join(r) for r in rules)
+
+
+def shell_records(expects_gdr: bool = True, hcas_per_node: int | None = 8) -> str:
+    """Every value above as `KEY=value` records ended by NUL (values hold tabs and newlines), for a
+    script that runs the launcher outside the job (tests/data/recording/): `while IFS= read -r -d ''
+    kv; do export "$kv"; done < <(python3 -m verify.launcher_env)`."""
+    env = {**log_filter_env(), **result_env(), "DOCTOR_RUN_IF": transport_rules(expects_gdr, hcas_per_node)}
+    return "".join(f"{k}={v}\0" for k, v in env.items())
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(shell_records())
