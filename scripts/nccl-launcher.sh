@@ -82,11 +82,14 @@ set -euo pipefail
 # the rest of INFO is dropped; every other line passes. An NCCL line glued onto a row's first columns
 # (LOG_ROW_ERE; NCCL connects lazily since 2.22) is filtered as any, and the columns are printed with
 # the row's rest, the next other line of that rank. The last line counts what was kept and dropped.
-condense_nccl_log() {
+filter_patterns=(LOG_TAG_ERE LOG_ROW_ERE NCCL_LINE_ERE NCCL_INFO_ERE NCCL_HOST_ERE NCCL_KEEP_ERE NCCL_CONNECTION_ERE)
+require() {
   local v
-  for v in LOG_TAG_ERE LOG_ROW_ERE NCCL_LINE_ERE NCCL_INFO_ERE NCCL_HOST_ERE NCCL_KEEP_ERE NCCL_CONNECTION_ERE; do
-    [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets the log filter's patterns: verify/launcher_env.py)"
+  for v in "$@"; do
+    [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/nccl_job.py)"
   done
+}
+condense_nccl_log() {
   awk -v once="${1:-}" '
     BEGIN {
       TAG = ENVIRON["LOG_TAG_ERE"]; ROW = ENVIRON["LOG_ROW_ERE"]; NCCL = ENVIRON["NCCL_LINE_ERE"]
@@ -127,16 +130,16 @@ condense_nccl_log() {
 log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 if [ "${1:-}" = "--condense-nccl-log" ]; then
+  require "${filter_patterns[@]}"
   condense_nccl_log
   exit
 fi
 
 marker() { echo "# aks-infiniband $*"; }
 
-[ -n "${NODES:-}" ] || die 2 "NODES is not set"
-[ -n "${GPUS_PER_NODE:-}" ] || die 2 "GPUS_PER_NODE is not set"
-[ -n "${ALL_REDUCE_ARGS:-}" ] || die 2 "ALL_REDUCE_ARGS is not set"
-[ -n "${SSH_WAIT_SECONDS:-}" ] || die 2 "SSH_WAIT_SECONDS is not set (components/mpi_job.py sets it)"
+# SSH_WAIT_SECONDS: components/mpi_job.py's, the one value of it
+require NODES GPUS_PER_NODE ALL_REDUCE_ARGS SSH_WAIT_SECONDS "${filter_patterns[@]}" LOG_RESULT_ROW_ERE \
+  LOG_RESULT_OK_ERE LOG_RESULT_FIELDS
 hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
 bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
