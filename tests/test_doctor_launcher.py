@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -438,9 +439,11 @@ def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path
     hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
     stuck = f"--host {host(0)}:8,{host(3)}:8 "  # round 1's first pair (0-3 1-2)
     run_env = launcher_stubs.env_for(root, env4, hostfile, **HEALTHY, STUB_SLOW_HOSTS=host(2), DOCTOR="always",
-                                     STUB_HANG_ON=stuck, STUB_HANG_SECONDS="5")
-    launcher = subprocess.Popen(["bash", str(LAUNCHER)], env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                     STUB_HANG_ON=stuck, STUB_HANG_SECONDS="60")
+    out, err = root / "launcher.stdout", root / "launcher.stderr"
+    # its own process group, so that the stuck stub it leaves behind is ended with it below
+    with out.open("w") as o, err.open("w") as e:
+        launcher = subprocess.Popen(["bash", str(LAUNCHER)], env=run_env, stdout=o, stderr=e, start_new_session=True)
     try:
         for _ in range(600):  # the stub says when the stuck pair is running (at most 60 s)
             if (root / "hanging").exists() or launcher.poll() is not None:
@@ -449,11 +452,12 @@ def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path
         assert (root / "hanging").exists(), "the stuck pair never started"
         time.sleep(0.5)  # the round's other pair ends meanwhile
         launcher.send_signal(signal.SIGTERM)
-        stdout, stderr = launcher.communicate(timeout=60)
+        launcher.wait(timeout=60)
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+    stdout, stderr = out.read_text(), err.read_text()
     assert launcher.returncode == 143, stderr
     r = Run(root, subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr), nodes)
     assert len(r.named(sections.NODE)) == 3 * nodes  # printed before the round
