@@ -17,7 +17,7 @@
 # condense_nccl_log below: of NCCL's INFO lines only those verify reads are kept, each distinct one
 # once per host, and every inter-node connection (the doctor's runs: once per host and path).
 # `nccl-launcher.sh --condense-nccl-log < raw.log` applies the same filter to a saved log (with the
-# LOG_* and NCCL_* values below in the environment).
+# LOG_*_ERE values below in the environment).
 #
 # This script holds no parsing or transport rule: every pattern it matches and every figure it
 # compares is computed by Python at deploy time (verify/launcher_env.py, components/nccl_job.py) and
@@ -41,8 +41,8 @@
 #   POD_IFNAME        the pod network's interface, for mpirun's own channel (default eth0)
 #   LAUNCHER_NCCL_LOG condensed (default) or full: full keeps every NCCL INFO line, the doctor's
 #                     runs' too (a short debugging run, or a pool whose containerLogMaxSizeMB was raised)
-#   LOG_TAG_ERE, LOG_ROW_ERE, NCCL_LINE_ERE, NCCL_INFO_ERE, NCCL_HOST_ERE, NCCL_KEEP_ERE,
-#   NCCL_CONNECTION_ERE  the filter's patterns (verify.launcher_env.log_filter_env): mpirun's tag, an
+#   LOG_TAG_ERE, LOG_ROW_ERE, LOG_NCCL_LINE_ERE, LOG_NCCL_INFO_ERE, LOG_NCCL_HOST_ERE, LOG_NCCL_KEEP_ERE,
+#   LOG_NCCL_CONNECTION_ERE  the filter's patterns (verify.launcher_env.log_filter_env): mpirun's tag, an
 #                     nccl-tests row's first columns, an NCCL line, an INFO line, its host, the INFO
 #                     messages kept once per host, a connection line
 #   LOG_RESULT_ROW_ERE, LOG_RESULT_OK_ERE, LOG_RESULT_FIELDS  a result row, one with no wrong
@@ -76,13 +76,15 @@
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
-# The filter, in awk (every image has one), with verify's patterns (LOG_*, NCCL_*). An NCCL INFO line
-# is kept when its message matches NCCL_KEEP_ERE, once per host and message; a connection line
-# (NCCL_CONNECTION_ERE) always, or with the argument `once` only the first of each per host and path;
+# The filter, in awk (every image has one), with verify's patterns (LOG_*_ERE). An NCCL INFO line
+# is kept when its message matches LOG_NCCL_KEEP_ERE, once per host and message; a connection line
+# (LOG_NCCL_CONNECTION_ERE) always, or with the argument `once` only the first of each per host and path;
 # the rest of INFO is dropped; every other line passes. An NCCL line glued onto a row's first columns
 # (LOG_ROW_ERE; NCCL connects lazily since 2.22) is filtered as any, and the columns are printed with
 # the row's rest, the next other line of that rank. The last line counts what was kept and dropped.
-filter_patterns=(LOG_TAG_ERE LOG_ROW_ERE NCCL_LINE_ERE NCCL_INFO_ERE NCCL_HOST_ERE NCCL_KEEP_ERE NCCL_CONNECTION_ERE)
+# (named LOG_*, not NCCL_*: every NCCL_* variable is forwarded to the ranks)
+filter_patterns=(LOG_TAG_ERE LOG_ROW_ERE LOG_NCCL_LINE_ERE LOG_NCCL_INFO_ERE LOG_NCCL_HOST_ERE LOG_NCCL_KEEP_ERE
+  LOG_NCCL_CONNECTION_ERE)
 require() {
   local v
   for v in "$@"; do
@@ -92,9 +94,9 @@ require() {
 condense_nccl_log() {
   awk -v once="${1:-}" '
     BEGIN {
-      TAG = ENVIRON["LOG_TAG_ERE"]; ROW = ENVIRON["LOG_ROW_ERE"]; NCCL = ENVIRON["NCCL_LINE_ERE"]
-      INFO = ENVIRON["NCCL_INFO_ERE"]; HOST = ENVIRON["NCCL_HOST_ERE"]; KEEP = ENVIRON["NCCL_KEEP_ERE"]
-      CONNECTION = ENVIRON["NCCL_CONNECTION_ERE"]
+      TAG = ENVIRON["LOG_TAG_ERE"]; ROW = ENVIRON["LOG_ROW_ERE"]; NCCL = ENVIRON["LOG_NCCL_LINE_ERE"]
+      INFO = ENVIRON["LOG_NCCL_INFO_ERE"]; HOST = ENVIRON["LOG_NCCL_HOST_ERE"]; KEEP = ENVIRON["LOG_NCCL_KEEP_ERE"]
+      CONNECTION = ENVIRON["LOG_NCCL_CONNECTION_ERE"]
     }
     function out(text) { print text; fflush() }
     {

@@ -15,7 +15,7 @@
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
 - `mpirun` whose arguments hold one of STUB_HANG_ON's '|'-separated patterns prints its NCCL lines,
-  creates STUB_DIR/hanging and sleeps STUB_HANG_SECONDS (default 20) instead of running: a step
+  writes its pid to STUB_DIR/hanging and sleeps STUB_HANG_SECONDS (default 20) instead of running: a step
   still running when the launcher is stopped.
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
 - `timeout` (installed when asked: `install(root, fake_timeout=True)`) exits 124 at once for a command
@@ -111,7 +111,8 @@ if debug == "INFO":
 hang = [p for p in os.environ.get("STUB_HANG_ON", "").split("|") if p]
 if any(p in " ".join(argv) for p in hang):  # a run that never ends: what it printed so far, then nothing
     sys.stdout.flush()
-    open(os.path.join(stub, "hanging"), "a").close()
+    with open(os.path.join(stub, "hanging"), "a") as f:  # its pid, for the test to end it
+        f.write(f"{os.getpid()}\n")
     import time
     time.sleep(float(os.environ.get("STUB_HANG_SECONDS", "20")))
     sys.exit(1)

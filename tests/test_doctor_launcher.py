@@ -156,6 +156,7 @@ def test_one_slow_node_among_four_is_named(slow_node_2):
     # (NCCL_DEBUG=INFO: each run's transport is evidence too)
     all_nodes = r.calls[0]
     assert "NCCL_TOPO_FILE" in forwarded(all_nodes)  # the job mounts ND v5's topology file
+    assert not [v for v in forwarded(all_nodes) if v.endswith("_ERE")]  # the launcher's own patterns stay here
     pair_runs = [c for c in r.calls[1:] if c not in node_runs]
     for c in pair_runs:
         assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
@@ -454,8 +455,11 @@ def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(timeout=60)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(launcher.pid, signal.SIGKILL)
+        # the launcher's group, and the stuck stub's (coreutils timeout puts its command in a group of its own)
+        stub = (root / "hanging").read_text().split() if (root / "hanging").exists() else []
+        for group in [launcher.pid, *(os.getpgid(int(p)) for p in stub if Path(f"/proc/{p}").exists())]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         launcher.wait()
     stdout, stderr = out.read_text(), err.read_text()
     assert launcher.returncode == 143, stderr

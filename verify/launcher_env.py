@@ -32,11 +32,11 @@ def log_filter_env() -> dict[str, str]:
     return {
         "LOG_TAG_ERE": TAG_ERE,  # mpirun --tag-output's "[JOB,RANK]<stdout>:"
         "LOG_ROW_ERE": ROW_COLUMNS_ERE,  # an nccl-tests row's first columns (an NCCL line may follow)
-        "NCCL_LINE_ERE": NCCL_PREFIX_ERE,  # where one of NCCL's INFO/WARN lines starts
-        "NCCL_INFO_ERE": INFO_ERE,  # where an INFO line's message starts
-        "NCCL_HOST_ERE": HOST_ERE,  # its host, the first thing in it
-        "NCCL_KEEP_ERE": KEEP_INFO_ERE,
-        "NCCL_CONNECTION_ERE": CONNECTION_ERE,
+        "LOG_NCCL_LINE_ERE": NCCL_PREFIX_ERE,  # where one of NCCL's INFO/WARN lines starts
+        "LOG_NCCL_INFO_ERE": INFO_ERE,  # where an INFO line's message starts
+        "LOG_NCCL_HOST_ERE": HOST_ERE,  # its host, the first thing in it
+        "LOG_NCCL_KEEP_ERE": KEEP_INFO_ERE,
+        "LOG_NCCL_CONNECTION_ERE": CONNECTION_ERE,
     }
 
 
