@@ -357,6 +357,8 @@ def test_steps_killed_by_the_budget_are_skipped_steps_not_suspects(tmp_path, env
     assert skipped == {("node", host(1), "allreduce"), ("node", host(3), "hca"),
                        ("pair", f"{host(0)},{host(3)}", None)}
     assert all(s.attrs["reason"] == "time-budget" for s in r.named(sections.DOCTOR_SKIP))
+    # what each step printed before `timeout` ended it follows its marker
+    assert all("partial output, then killed" in s.text for s in r.named(sections.DOCTOR_SKIP))
     report = r.report()
     assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(2), None)]
     assert len(report["doctor"]["skipped"]) == 3 and not report["doctor"]["notes"]
