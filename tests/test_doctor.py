@@ -419,3 +419,14 @@ def test_every_pair_equally_below_the_line_still_names_no_node():
     found = doctor.diagnose([], run_plan(4, set(), healthy=exp.pair_slow_below_gbps * 0.6), [], exp)
     assert found.suspects == ()
     assert any("the cause is not one node" in n for n in found.notes)
+
+
+def test_a_host_to_torset_mapping_gives_the_planners_indices():
+    from verify import torsets
+
+    names = hosts(4)
+    labels = {names[0]: "a", names[1]: "b", names[2]: "a", names[3]: "b"}
+    assert torsets.by_index(names, labels) == {0: "a", 1: "b", 2: "a", 3: "b"}
+    assert doctor.plan_pairs(4, torsets=torsets.by_index(names, labels))[0] == ((0, 2), (1, 3))  # within first
+    with pytest.raises(ValueError, match="node index"):
+        doctor.plan_pairs(4, torsets=torsets.by_index(names, {names[0]: "a"}))

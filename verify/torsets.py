@@ -34,6 +34,13 @@ def groups(nodes: int, torsets: Mapping[int, str]) -> list[list[int]]:
     return list(out.values())
 
 
+def by_index(hosts: Sequence[str], torset_of: Mapping[str, str]) -> dict[int, str]:
+    """`verify.doctor.plan_pairs`' torsets (node index, the hostfile's order -> torset) from a host ->
+    torset mapping (the nodes' `ib/torset` labels); a host without one is left out (plan_pairs then
+    names its index)."""
+    return {i: torset_of[h] for i, h in enumerate(hosts) if torset_of.get(h)}
+
+
 def across_rounds(torset_nodes: Sequence[Sequence[int]],
                   round_robin: Callable[[int, int], list[tuple[tuple[int, int], ...]]]) -> Rounds:
     """Every two torsets meet once (`round_robin` over the torsets, every partner): the nodes of the
