@@ -24,7 +24,7 @@ from components.nccl_topology import render_xml
 from core import fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
-from verify import doctor
+from verify import doctor, launcher_env
 from verify.verdict import pass_line_gbps
 
 core = k8s.core.v1
@@ -107,8 +107,7 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         "DOCTOR_SECONDS": str(args.doctor_minutes * 60),
         "DOCTOR_PASS_BUSBW_GBPS": _gbps(pass_line),
         # the transport rules of verify.verdict that the launcher checks on the all-nodes run (auto)
-        "DOCTOR_EXPECT_GDRDMA": "1" if sku.expects_gpudirect_rdma else "0",
-        "DOCTOR_HCAS_PER_NODE": str(sku.ib_hcas_per_vm or ""),
+        "DOCTOR_RUN_IF": launcher_env.transport_rules(sku.expects_gpudirect_rdma, sku.ib_hcas_per_vm),
         "DOCTOR_PAIR_ROUNDS": doctor.rounds_env(doctor.plan_pairs(args.node_count)),
         # one size, the largest, as Azure's health checks run it: the plateau, without the sweep
         "DOCTOR_PAIR_ARGS": f"-b {largest} -e {largest} -f 2 -g 1",
@@ -150,6 +149,8 @@ def job_spec(
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp),
+        **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
+        **launcher_env.result_env(),
         **doctor_env(args),
     }
     mounts, volumes = [], []

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core import catalog
+from offline import script_refs
 from offline.engine import SECRET, Rendering, Resource
 from offline.objects import (
     HELM_TYPES,
@@ -301,7 +302,7 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
     for r in sorted(rendering.resources, key=lambda r: r.urn):
         if k8s_api_kind(r) is None:
             continue
-        obj = manifest(r)
+        obj = script_refs.referenced(manifest(r))  # a script's text as a reference (offline/script_refs.py)
         name = manifest_filename(obj, r)
         if f"manifests/{name}" in out:
             name = name[: -len(".yaml")] + f".{slug(r.name)}.yaml"

@@ -13,16 +13,18 @@
 # lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET): 6-18 KB per rank measured, ~7-11 MB at 64
 # nodes x 8 GPUs extrapolated (docs/fabric-verdict.md), near the size at which kubelet rotates a
 # container log (upstream 10 MiB; AKS containerLogMaxSizeMB, 50 by default); the API then returns
-# only the newest file, without the header or the transport lines. So mpirun's output
-# goes through condense_nccl_log below: nccl-tests' own lines, NCCL WARN lines and everything
-# else pass unchanged; of NCCL's INFO lines only those that say which transport was used are kept
-# (network, HCAs, GPUDirect RDMA, every inter-node connection), each distinct one once per host.
-# The doctor's runs go through it too, with connection lines also once per host and path: their
-# transport is evidence (a pair that fell back to sockets), their channel count is not, and at 64
-# nodes they are a few hundred runs (docs/fabric-doctor.md).
-# `nccl-launcher.sh --condense-nccl-log < raw.log` applies the same filter to a saved log.
+# only the newest file, without the header or the transport lines. So mpirun's output goes through
+# condense_nccl_log below: of NCCL's INFO lines only those verify reads are kept, each distinct one
+# once per host, and every inter-node connection (the doctor's runs: once per host and path).
+# `nccl-launcher.sh --condense-nccl-log < raw.log` applies the same filter to a saved log (with the
+# LOG_*_ERE values below in the environment).
 #
-# Inputs (environment; the job sets them from the SKU catalog and the stack configuration):
+# This script holds no parsing or transport rule: every pattern it matches and every figure it
+# compares is computed by Python at deploy time (verify/launcher_env.py, components/nccl_job.py) and
+# handed over below; the awk programs here know no log format. (The test image need not have
+# python3: docs/fabric-doctor.md.)
+#
+# Inputs (environment; the job sets them from the SKU catalog, verify/ and the stack configuration):
 #   NODES             workers expected (the pool's node count)
 #   GPUS_PER_NODE     ranks per worker (the catalog's GPUs per VM)
 #   ALL_REDUCE_ARGS   arguments of all_reduce_perf, e.g. "-b 8 -e 16G -f 2 -g 1"
@@ -33,21 +35,27 @@
 #   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/nccl_settings.py
 #                     binding(): Azure's core binding on ND v5); default
 #                     "-npernode $GPUS_PER_NODE --bind-to none"
-#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (default 600)
+#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (components/mpi_job.py
+#                     SSH_WAIT_SECONDS: no default here, so the value has one source)
 #   SSH_POLL_SECONDS  pause between attempts (default 5)
 #   POD_IFNAME        the pod network's interface, for mpirun's own channel (default eth0)
 #   LAUNCHER_NCCL_LOG condensed (default) or full: full keeps every NCCL INFO line, the doctor's
 #                     runs' too (a short debugging run, or a pool whose containerLogMaxSizeMB was raised)
+#   LOG_TAG_ERE, LOG_ROW_ERE, LOG_NCCL_LINE_ERE, LOG_NCCL_INFO_ERE, LOG_NCCL_HOST_ERE, LOG_NCCL_KEEP_ERE,
+#   LOG_NCCL_CONNECTION_ERE  the filter's patterns (verify.launcher_env.log_filter_env): mpirun's tag, an
+#                     nccl-tests row's first columns, an NCCL line, an INFO line, its host, the INFO
+#                     messages kept once per host, a connection line
+#   LOG_RESULT_ROW_ERE, LOG_RESULT_OK_ERE, LOG_RESULT_FIELDS  a result row, one with no wrong
+#                     element, and the fields of its size and busbw (verify.launcher_env.result_env)
 # The doctor (fabricTest.doctor; components/nccl_job.py computes every figure from the catalog and
-# verify/, so no rule is written here twice):
+# verify/):
 #   DOCTOR                 auto | always | never (default never): auto runs it only when the all-nodes
 #                          run is not PASS by what this script can read of it cheaply: it failed or
-#                          printed no result at its largest size; NCCL used TCP sockets; an inter-node
-#                          connection ran without GPUDirect RDMA where DOCTOR_EXPECT_GDRDMA is 1; a
-#                          host opened fewer than DOCTOR_HCAS_PER_NODE InfiniBand HCAs; it is below
-#                          DOCTOR_PASS_BUSBW_GBPS; or no pass line is known
-#   DOCTOR_EXPECT_GDRDMA   1 when the size's inter-node connections must use GPUDirect RDMA (ND sizes)
-#   DOCTOR_HCAS_PER_NODE   the InfiniBand HCAs each host should open (empty: not checked)
+#                          printed no result at its largest size; a DOCTOR_RUN_IF rule holds; it is
+#                          below DOCTOR_PASS_BUSBW_GBPS; or no pass line is known
+#   DOCTOR_RUN_IF          the all-nodes verdict's transport rules (verify.launcher_env.transport_rules):
+#                          one a line, "reason<TAB>ERE" (a line matches) or "reason<TAB>ERE<TAB>ITEM<TAB>MIN"
+#                          (a line matches with fewer than MIN matches of ITEM); the first that holds
 #   DOCTOR_SECONDS         the doctor's time budget; each step gets what is left, then is skipped
 #   DOCTOR_PASS_BUSBW_GBPS the busbw at the largest size at and above which the all-nodes verdict
 #                          can be PASS (verify.verdict.pass_line_gbps); empty: unknown
@@ -68,74 +76,76 @@
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
 
-# The filter, in awk (every image has one). A line is NCCL's when it holds
-# "HOST:PID:TID [DEV] NCCL INFO " (NVIDIA/nccl src/debug.cc, 2.18-2.29), after mpirun's
-# "[JOB,RANK]<stdout>:" tag. Kept: the INFO messages matched by KEEP, once per host and message;
-# every connection line ("[send] via NET/IB/0/GDRDMA", "[receive] via NET/Socket/0", CollNet's
-# "via COLLNET/..."), since each is its own channel; with the argument `once`, only the first of each
-# direction and path per host. Dropped: the rest of INFO (topology, tuning, intra-node P2P/SHM
-# channels, allocations). The last line counts both.
-# NCCL connects lazily (2.22+), so rank 0 may log between the first five columns of an nccl-tests
-# row and the rest ("  8589934592  2147483648  float  sum  -1HOST:PID:TID [0] NCCL INFO ..."): those
-# columns are printed as a line of their own (the row's rest follows on a later line, as it came),
-# and what follows them is filtered as any NCCL line. The root column is read as -1 first (all_reduce_perf's),
-# then as digits (verify/loglines.py ROW_COLUMNS reads it the same way).
+# The filter, in awk (every image has one), with verify's patterns (LOG_*_ERE). An NCCL INFO line
+# is kept when its message matches LOG_NCCL_KEEP_ERE, once per host and message; a connection line
+# (LOG_NCCL_CONNECTION_ERE) always, or with the argument `once` only the first of each per host and path;
+# the rest of INFO is dropped; every other line passes. An NCCL line glued onto a row's first columns
+# (LOG_ROW_ERE; NCCL connects lazily since 2.22) is filtered as any, and the columns are printed with
+# the row's rest, the next other line of that rank. The last line counts what was kept and dropped.
+# (named LOG_*, not NCCL_*: every NCCL_* variable is forwarded to the ranks)
+filter_patterns=(LOG_TAG_ERE LOG_ROW_ERE LOG_NCCL_LINE_ERE LOG_NCCL_INFO_ERE LOG_NCCL_HOST_ERE LOG_NCCL_KEEP_ERE
+  LOG_NCCL_CONNECTION_ERE)
+require() {
+  local v
+  for v in "$@"; do
+    [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/nccl_job.py)"
+  done
+}
 condense_nccl_log() {
   awk -v once="${1:-}" '
     BEGIN {
-      KEEP = "^(NCCL version |Using network |NET/[^ ]+ : Using|NET/IB : No device found|NET/Plugin|" \
-             "comm 0x[0-9a-f]+ rank [0-9]+ nRanks [0-9]+ nNodes )|GPU Direct RDMA"
-      CONNECTION = "\\[(send|receive)\\] via "
-      TAG = "^\\[[0-9]+,[0-9]+\\]<std(out|err)>: ?"
-      ROW = "^[ \t]*[0-9]+[ \t]+[0-9]+[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]+"
+      TAG = ENVIRON["LOG_TAG_ERE"]; ROW = ENVIRON["LOG_ROW_ERE"]; NCCL = ENVIRON["LOG_NCCL_LINE_ERE"]
+      INFO = ENVIRON["LOG_NCCL_INFO_ERE"]; HOST = ENVIRON["LOG_NCCL_HOST_ERE"]; KEEP = ENVIRON["LOG_NCCL_KEEP_ERE"]
+      CONNECTION = ENVIRON["LOG_NCCL_CONNECTION_ERE"]
     }
+    function out(text) { print text; fflush() }
     {
-      at = index($0, " NCCL INFO ")
-      if (at == 0) { print; fflush(); next }
       tag = ""; line = $0
       if (match(line, TAG)) { tag = substr(line, 1, RLENGTH); line = substr(line, RLENGTH + 1) }
+      rank = tag; sub(/[ \t]+$/, "", rank)
       if (match(line, ROW)) {
-        columns = RLENGTH; root = substr(line, columns + 1); n = 0
-        if (substr(root, 1, 2) == "-1") n = 2
-        else if (match(root, /^[0-9]+/)) n = RLENGTH
-        if (n) {
-          print tag substr(line, 1, columns + n); fflush()
-          $0 = tag substr(line, columns + n + 1)
-          at = index($0, " NCCL INFO ")
-        }
+        n = RLENGTH
+        if (match(substr(line, n + 1), NCCL)) { held[rank] = tag substr(line, 1, n); line = substr(line, n + 1) }
       }
-      message = substr($0, at + 11)
-      head = substr($0, 1, at)
-      host = head
-      if (match(head, /[^ :\]>]+:[0-9]+:[0-9]+ \[[0-9]+\] $/)) host = substr(head, RSTART)
-      sub(/:.*/, "", host)
+      if (!match(line, NCCL)) {
+        if ((rank in held) && line ~ /[^ \t]/) { out(held[rank] " " line); delete held[rank] } else out($0)
+        next
+      }
+      if (!match(line, INFO)) { out(tag line); next }
+      message = substr(line, RSTART + RLENGTH)
+      host = substr(line, RSTART, RLENGTH)
+      if (match(host, HOST)) host = substr(host, RSTART, RLENGTH)
       if (match(message, CONNECTION)) {
         path = substr(message, RSTART)
         if (once == "once" && ((host, path) in seen)) { dropped++; next }
-        seen[host, path] = 1; kept++; print; fflush(); next
+        seen[host, path] = 1; kept++; out(tag line); next
       }
-      if (message ~ KEEP && !((host, message) in seen)) { seen[host, message] = 1; kept++; print; fflush(); next }
+      if (message ~ KEEP && !((host, message) in seen)) { seen[host, message] = 1; kept++; out(tag line); next }
       dropped++
     }
-    END { printf "[nccl-launcher] NCCL INFO lines: %d kept, %d dropped (LAUNCHER_NCCL_LOG=full keeps all)\n", kept, dropped }
+    END {
+      for (r in held) print held[r]
+      printf "[nccl-launcher] NCCL INFO lines: %d kept, %d dropped (LAUNCHER_NCCL_LOG=full keeps all)\n", kept, dropped
+    }
   '
 }
+log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
+die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 if [ "${1:-}" = "--condense-nccl-log" ]; then
+  require "${filter_patterns[@]}"
   condense_nccl_log
   exit
 fi
 
-log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
-die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 marker() { echo "# aks-infiniband $*"; }
 
-[ -n "${NODES:-}" ] || die 2 "NODES is not set"
-[ -n "${GPUS_PER_NODE:-}" ] || die 2 "GPUS_PER_NODE is not set"
-[ -n "${ALL_REDUCE_ARGS:-}" ] || die 2 "ALL_REDUCE_ARGS is not set"
+# SSH_WAIT_SECONDS: components/mpi_job.py's, the one value of it
+require NODES GPUS_PER_NODE ALL_REDUCE_ARGS SSH_WAIT_SECONDS "${filter_patterns[@]}" LOG_RESULT_ROW_ERE \
+  LOG_RESULT_OK_ERE LOG_RESULT_FIELDS
 hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
 bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
-wait_s="${SSH_WAIT_SECONDS:-600}"
+wait_s=$SSH_WAIT_SECONDS
 poll_s="${SSH_POLL_SECONDS:-5}"
 pod_ifname="${POD_IFNAME:-eth0}"
 nccl_log="${LAUNCHER_NCCL_LOG:-condensed}"
@@ -214,20 +224,16 @@ set -e
 log "mpirun exited with status $rc"
 
 # --- the fabric doctor ---------------------------------------------------------------------------
-# busbw (out of place, GB/s) at the largest size of an all_reduce_perf output; nothing when there is
-# no row or a row has #wrong > 0. Lines may carry mpirun --tag-output's "[job,rank]<stdout>:". A row
-# may come in two pieces, its first five columns (alone, or with an NCCL line glued on) and, on a
-# later line, the rest (see condense_nccl_log).
+# busbw at the largest size of an all_reduce_perf output (the condensed form: whole rows), as
+# verify.launcher_env.result_env says to read it; nothing when there is no row or a row has a wrong
+# element.
 largest_busbw() {
-  awk 'function row(size, busbw, wrong) {
-         if (wrong != "0" && wrong != "N/A") bad = 1
-         if (size + 0 >= max) { max = size + 0; bw = busbw }
-       }
-       { sub(/^\[[0-9]+,[0-9]+\]<std(out|err)>: ?/, "") }
-       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+/ && (NF == 5 || / NCCL (INFO|WARN) /) { head = $1; next }
-       head != "" && NF >= 8 && $1 ~ /^[0-9.]+$/ && $3 ~ /^[0-9.]+$/ { row(head, $3, $4); head = ""; next }
-       $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+$/ && NF >= 9 && $8 ~ /^[0-9.]+$/ { row($1, $8, $9) }
-       END { if (bw != "" && !bad) print bw }' "$1"
+  condense_nccl_log <"$1" | awk '
+    BEGIN { TAG = ENVIRON["LOG_TAG_ERE"]; ROW = ENVIRON["LOG_RESULT_ROW_ERE"]; OK = ENVIRON["LOG_RESULT_OK_ERE"]
+            split(ENVIRON["LOG_RESULT_FIELDS"], f, " "); max = -1 }
+    { sub(TAG, "") }
+    $0 ~ ROW { if ($0 !~ OK) bad = 1; else if ($f[1] + 0 >= max) { max = $f[1] + 0; bw = $f[2] } }
+    END { if (bw != "" && !bad) print bw }'
 }
 below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 # Seconds a command may take: what is left of the budget, at most $1 when given, at least 1
@@ -256,42 +262,66 @@ step() {
 timed_out() { [ "$(cat "$1.status" 2>/dev/null)" = 124 ]; }
 # A step's section: its marker (`node host=a check=hca`, ...) and its output; or, when the budget cut
 # it short, `doctor-skip step=<section> <its attributes> reason=time-budget`, so that no result is read
-# from it (what it printed follows as evidence).
+# from it (what it printed follows as evidence); or, for a step still running when the launcher is
+# stopped (no status yet), the same with reason=killed.
 section() {
   local out=$1 name=$2
   shift 2
-  if timed_out "$out"; then
+  if [ ! -e "$out.status" ]; then
+    marker "doctor-skip step=$name $* reason=killed"
+  elif timed_out "$out"; then
     marker "doctor-skip step=$name $* reason=time-budget budget_s=$budget"
   else
     marker "$name $*"
   fi
-  cat "$out"
+  cat "$out" 2>/dev/null || true
 }
 
-# What the all-nodes run's NCCL lines say against a PASS, as verify.verdict's transport rules do
-# (FAIL: TCP sockets; an RDMA connection without GPUDirect RDMA where it is expected; WARN: a host
-# that opened fewer InfiniBand HCAs): the reason code, or nothing. Reads the condensed lines, which
-# keep all of these; a log without NCCL INFO lines says nothing here, as it says nothing to verify.
-# Not checked: the verdict's WARNs about an incomplete collected log (a silent host, a host without
-# 'NET/IB : Using', another rank count), which this complete copy cannot show (docs/fabric-doctor.md).
-transport_problem() {
-  awk -v gdr="${DOCTOR_EXPECT_GDRDMA:-0}" -v hcas="${DOCTOR_HCAS_PER_NODE:-}" '
-    !/ NCCL INFO / { next }
-    / NCCL INFO Using network Socket/ || /\] via NET\/Socket\// { sockets = 1 }
-    /\[(send|receive)\] via (NET|COLLNET)\// && !/ via NET\/Socket\// && !/\/GDRDMA/ { no_gdr = 1 }
-    / NCCL INFO NET\/IB : Using/ && hcas != "" {
-      line = $0; n = 0
-      while (match(line, /\[[0-9]+\][^] :[]+:[0-9]+\/IB/)) {
-        dev = substr(line, RSTART, RLENGTH); n += 1 + gsub(/\+/, "", dev)  # mlx5_0+mlx5_1: NCCL merged two
-        line = substr(line, RSTART + RLENGTH)
-      }
-      if (n < hcas + 0) few = 1
-    }
-    END {
-      if (sockets) print "allreduce-sockets"
-      else if (no_gdr && gdr == "1") print "allreduce-no-gdrdma"
-      else if (few) print "allreduce-fewer-hcas"
-    }' "$1"
+# The doctor's steps run in the background (`started` records each); their sections reach the log
+# in the order they were started, each as soon as it and those before it have ended, not when the
+# whole round has: `settle N` prints them until at most N are left running. A SIGTERM (the pods'
+# deadline, a deletion) prints every step not printed yet, what it had printed so far included,
+# so that a round cut short still leaves its lines in the log.
+pending=()  # "pid<TAB>output file<TAB>section name and attributes", oldest first
+started() { pending+=("$1"$'\t'"$2"$'\t'"$3"); }
+settle() {
+  local keep=${1:-0} pid out what
+  while [ "${#pending[@]}" -gt "$keep" ]; do
+    IFS=$'\t' read -r pid out what <<<"${pending[0]}"
+    wait "$pid" || true
+    pending=("${pending[@]:1}")
+    # shellcheck disable=SC2086  # "name key=value ...": values have no spaces
+    section "$out" $what
+  done
+}
+stopped() {
+  local entry pid out what
+  trap - TERM INT HUP
+  for entry in "${pending[@]}"; do
+    IFS=$'\t' read -r pid out what <<<"$entry"
+    # shellcheck disable=SC2086
+    section "$out" $what
+  done
+  log "stopped by a signal: the doctor's unfinished steps are in the log as doctor-skip reason=killed"
+  exit 143
+}
+trap stopped TERM INT HUP
+
+# The reason of the first DOCTOR_RUN_IF rule that a line of $1 satisfies (the all-nodes verdict's
+# transport rules, verify.launcher_env.transport_rules), or nothing. The condensed lines keep every
+# line these rules read. Not checked: the verdict's WARNs about an incomplete collected log (a silent
+# host, a host without 'NET/IB : Using', another rank count), which this complete copy cannot show
+# (docs/fabric-doctor.md).
+run_if() {
+  awk 'BEGIN {
+         n = split(ENVIRON["DOCTOR_RUN_IF"], rules, "\n")
+         for (i = 1; i <= n; i++) { split(rules[i], r, "\t"); reason[i] = r[1]; line[i] = r[2]; item[i] = r[3]; least[i] = r[4] + 0 }
+       }
+       { for (i = 1; i <= n; i++) if (!(i in hit) && $0 ~ line[i]) {
+           copy = $0
+           if (item[i] == "" || gsub(item[i], "&", copy) < least[i]) hit[i] = 1
+         } }
+       END { for (i = 1; i <= n; i++) if (i in hit) { print reason[i]; exit } }' "$1"
 }
 
 # all_reduce_perf over the given hosts (all their GPUs), output to a file, bounded by the budget:
@@ -323,27 +353,20 @@ hca_listing='for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continu
   for f in state phys_state rate link_layer; do v=; { read -r v <"$p/$f"; } 2>/dev/null; printf "\t%s:\t %s\n" "$f" "$v"; done;
   done'
 
-# After every DOCTOR_PARALLEL launches, wait for them all (batches bound this pod's load at 64 nodes).
-batch() {
-  if [ $(($1 % ${DOCTOR_PARALLEL:-16})) -eq 0 ]; then wait || true; fi
-}
-
 node_checks() {
-  local i h check
+  local i h at_once=$((3 * (${DOCTOR_PARALLEL:-16} - 1)))
   have_time node-checks || return 0
   for i in "${!hosts[@]}"; do
-    batch "$i"
+    settle "$at_once"  # three steps a node
     h=${hosts[i]}
     step "$work/node.$i.hca" timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" &
+    started $! "$work/node.$i.hca" "node host=$h check=hca"
     step "$work/node.$i.gpus" timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L &
+    started $! "$work/node.$i.gpus" "node host=$h check=gpus"
     allreduce_on node "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
+    started $! "$work/node.$i.allreduce" "node host=$h check=allreduce"
   done
-  wait || true
-  for i in "${!hosts[@]}"; do
-    for check in hca gpus allreduce; do
-      section "$work/node.$i.$check" node "host=${hosts[i]}" "check=$check"
-    done
-  done
+  settle 0
 }
 
 slow_pairs=()  # "a b" index pairs, in the order found
@@ -363,17 +386,15 @@ pair_rounds() {
     r=$((r + 1))
     have_time "pairs-round-$r" || continue
     read -r -a pairs <<<"$round"
-    local k=0
     for pair in "${pairs[@]}"; do
-      batch $((k++))
+      settle $((${DOCTOR_PARALLEL:-16} - 1))
       a=${pair%-*} b=${pair#*-}
       allreduce_on pair "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
+      started $! "$work/pair.$r.$pair" "pair round=$r hosts=${hosts[a]},${hosts[b]}"
     done
-    wait || true
+    settle 0  # a node is in one pair of a round: the next round waits for this one
     for pair in "${pairs[@]}"; do
-      a=${pair%-*} b=${pair#*-}
-      section "$work/pair.$r.$pair" pair "round=$r" "hosts=${hosts[a]},${hosts[b]}"
-      note_if_slow "$a $b" "$work/pair.$r.$pair"
+      note_if_slow "${pair%-*} ${pair#*-}" "$work/pair.$r.$pair"
     done
   done
 }
@@ -440,6 +461,7 @@ hca_bandwidth() {
   done
 }
 
+busbw=$(largest_busbw "$work/allreduce.out")
 if [ "$doctor" = never ]; then
   run=no reason=mode-never
 elif [ "$NODES" -lt 2 ]; then
@@ -447,8 +469,7 @@ elif [ "$NODES" -lt 2 ]; then
 elif [ "$doctor" = always ]; then
   run=yes reason=mode-always
 else
-  busbw=$(largest_busbw "$work/allreduce.out")
-  transport=$(transport_problem "$work/allreduce.out")
+  transport=$(run_if "$work/allreduce.out")
   if [ "$rc" -ne 0 ] || [ -z "$busbw" ]; then
     run=yes reason=allreduce-failed
   elif [ -n "$transport" ]; then
@@ -462,7 +483,7 @@ else
   fi
 fi
 budget=${DOCTOR_SECONDS:-900}
-marker "doctor mode=$doctor run=$run reason=$reason busbw_gbps=$(largest_busbw "$work/allreduce.out")" \
+marker "doctor mode=$doctor run=$run reason=$reason busbw_gbps=$busbw" \
   "pass_gbps=${DOCTOR_PASS_BUSBW_GBPS:-} budget_s=$budget"
 if [ "$run" = yes ]; then
   log "fabric doctor: $reason; budget ${budget}s"

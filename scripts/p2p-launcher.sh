@@ -16,7 +16,8 @@
 #   OSU_LATENCY_ARGS  extra arguments of osu_latency; may be empty
 #   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
 #   MPI_HOME          default /opt/hpcx/ompi; passed as --prefix for the remote orted
-#   SSH_WAIT_SECONDS  how long to wait for both workers' sshd together (default 600)
+#   SSH_WAIT_SECONDS  how long to wait for both workers' sshd together (components/mpi_job.py
+#                     SSH_WAIT_SECONDS: no default here, so the value has one source)
 # Every UCX_* variable of this container, PATH and LD_LIBRARY_PATH are forwarded with -x.
 set -euo pipefail
 
@@ -26,7 +27,8 @@ die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 [ -n "${OSU_DIR:-}" ] || die 2 "OSU_DIR is not set"
 hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
 mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
-wait_s="${SSH_WAIT_SECONDS:-600}"
+[ -n "${SSH_WAIT_SECONDS:-}" ] || die 2 "SSH_WAIT_SECONDS is not set (components/mpi_job.py sets it)"
+wait_s=$SSH_WAIT_SECONDS
 
 [ -r "$hostfile_in" ] || die 2 "no hostfile at $hostfile_in (does the job have the svc plugin?)"
 mapfile -t hosts < <(grep -v '^[[:space:]]*$' "$hostfile_in")

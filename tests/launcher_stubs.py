@@ -14,6 +14,9 @@
   of a healthy run of that many nodes, halved when a host in STUB_SLOW_HOSTS takes part in a run
   across nodes (its fabric is slow; its single-node run is not). With --tag-output every rank's line
   carries mpirun's "[1,RANK]<stdout>:".
+- `mpirun` whose arguments hold one of STUB_HANG_ON's '|'-separated patterns prints its NCCL lines,
+  writes its pid to STUB_DIR/hanging and sleeps STUB_HANG_SECONDS (default 20) instead of running: a step
+  still running when the launcher is stopped.
 - `nvidia-smi -L` lists STUB_DIR/hosts/HOST/gpus GPUs (default GPUS_PER_NODE).
 - `timeout` (installed when asked: `install(root, fake_timeout=True)`) exits 124 at once for a command
   that holds one of STUB_TIMEOUT_ON's '|'-separated patterns (the budget ran out); otherwise it is the
@@ -105,6 +108,14 @@ if debug == "INFO":
                 h = hosts[rank // per]
                 path = "NET/Socket/0" if h in sockets else f"NET/IB/{c % 2}" + ("" if h in no_gdr else "/GDRDMA")
                 info(rank, f"Channel {c:02d}/0 : {src}[{src % per}] -> {dst}[{dst % per}] [{direction}] via {path}")
+hang = [p for p in os.environ.get("STUB_HANG_ON", "").split("|") if p]
+if any(p in " ".join(argv) for p in hang):  # a run that never ends: what it printed so far, then nothing
+    sys.stdout.flush()
+    with open(os.path.join(stub, "hanging"), "a") as f:  # its pid, for the test to end it
+        f.write(f"{os.getpid()}\n")
+    import time
+    time.sleep(float(os.environ.get("STUB_HANG_SECONDS", "20")))
+    sys.exit(1)
 say(0, "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809")
 say(0, "# Collective test starting: all_reduce_perf")
 say(0, f"# nThread 1 nGpus 1 minBytes {lo} maxBytes {hi} step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0")

@@ -297,3 +297,136 @@ def test_every_node_on_sockets_is_a_note_not_a_list_of_suspects():
     d = doctor.diagnose([], pairs, [], Expectations.for_sku(H100))
     assert not [s for s in d.suspects if "sockets" in s.reason]
     assert any("every node checked (4)" in n and "fabric-wide" in n for n in d.notes)
+
+
+# --- topology: torsets (issue 23) ---------------------------------------------------------------
+def torsets_of(n: int, size: int) -> dict[int, str]:
+    """Node index -> torset: consecutive blocks of `size` nodes."""
+    return {i: f"torset-{i // size:02d}" for i in range(n)}
+
+
+@pytest.mark.parametrize("n, size", [(8, 4), (16, 4), (12, 5), (64, 16), (100, 16), (9, 3), (6, 1)])
+def test_rounds_within_every_torset_first_then_every_path_across(n, size):
+    torsets = torsets_of(n, size)
+    rounds = doctor.plan_pairs(n, torsets=torsets)
+    tiers = [{torsets[a] == torsets[b] for a, b in r} for r in rounds]
+    assert all(len(t) == 1 for t in tiers), "a round mixes tiers"
+    kinds = [t.pop() for t in tiers]
+    assert kinds == sorted(kinds, reverse=True), "every within-torset round comes before the across rounds"
+    seen: set[frozenset[int]] = set()
+    for pairs in rounds:
+        nodes = [i for p in pairs for i in p]
+        assert len(nodes) == len(set(nodes)), f"a node is in two pairs of one round: {pairs}"
+        assert not {frozenset(p) for p in pairs} & seen
+        seen |= {frozenset(p) for p in pairs}
+    groups = {t: [i for i in range(n) if torsets[i] == t] for t in set(torsets.values())}
+    for i in range(n):  # within: as many partners as the flat plan gives, where the torset has them
+        mine = {j for p in seen if i in p for j in p if j != i and torsets[j] == torsets[i]}
+        assert len(mine) >= min(doctor.PAIR_PARTNERS, len(groups[torsets[i]]) - 1)
+    paths = {frozenset((torsets[a], torsets[b])) for p in seen for a, b in [tuple(p)] if torsets[a] != torsets[b]}
+    assert len(paths) == len(groups) * (len(groups) - 1) // 2  # every path between two torsets is measured
+    within_rounds, across_rounds = kinds.count(True), kinds.count(False)
+    assert within_rounds <= doctor.PAIR_PARTNERS + 1
+    assert across_rounds == len(groups) - 1 + len(groups) % 2  # the circle method over torsets
+
+
+def test_no_torsets_or_one_torset_plans_as_before():
+    for n in (4, 7, 64):
+        assert doctor.plan_pairs(n, torsets={i: "t0" for i in range(n)}) == doctor.plan_pairs(n)
+    assert doctor.plan_pairs(2, torsets={0: "a", 1: "b"}) == ()
+
+
+def test_a_node_without_a_torset_is_refused_by_index():
+    with pytest.raises(ValueError, match=r"torsets: node index\(es\) 3 have no torset"):
+        doctor.plan_pairs(4, torsets={0: "a", 1: "a", 2: "b"})
+
+
+def run_torset_plan(n: int, size: int, *, bad_nodes: frozenset[int] = frozenset(),
+                    bad_paths: frozenset[frozenset[str]] = frozenset(), healthy: float = HEALTHY_PAIR_GBPS,
+                    slow: float = SLOW_PAIR_GBPS) -> tuple[list[PairRun], dict]:
+    """The planned rounds with torsets; a pair is slow when it has a bad node or crosses a bad path."""
+    names, torsets = hosts(n), torsets_of(n, size)
+    out = []
+    for r, pairs in enumerate(doctor.plan_pairs(n, torsets=torsets), start=1):
+        for a, b in pairs:
+            bad = {a, b} & bad_nodes or frozenset((torsets[a], torsets[b])) in bad_paths
+            out.append(PairRun(round=r, hosts=(names[a], names[b]), busbw_gbps=slow if bad else healthy))
+    return out, {names[i]: t for i, t in torsets.items()}
+
+
+SLOW_PATH = frozenset({frozenset(("torset-00", "torset-01"))})
+
+
+def test_only_cross_torset_pairs_slow_names_no_node_and_reports_the_path():
+    pairs, torsets = run_torset_plan(12, 4, bad_paths=SLOW_PATH)  # three torsets of four; one path slow
+    found = doctor.diagnose([], pairs, [], Expectations.for_sku(H100), torsets)
+    assert found.suspects == ()
+    (path,) = [n for n in found.notes if "path between torset" in n]
+    assert path.startswith("the path between torset torset-00 and torset torset-01: 4 of its 4 pairs are slow")
+    assert "not a node" in path
+    assert found.tiers["within-torset"] == {"pairs": 18, "slow": 0, "median_busbw_gbps": HEALTHY_PAIR_GBPS,
+                                            "min_busbw_gbps": HEALTHY_PAIR_GBPS}
+    assert found.tiers["across-torsets"]["slow"] == 4 and found.tiers["across-torsets"]["pairs"] == 12
+    assert found.tiers["torset-00|torset-01"]["median_busbw_gbps"] == SLOW_PAIR_GBPS
+    assert found.tiers["torset-00|torset-02"]["slow"] == 0
+    # without the torsets the same pairs read as four slow pairs of cleared nodes, one note each
+    flat = doctor.diagnose([], pairs, [], Expectations.for_sku(H100))
+    assert flat.suspects == () and flat.tiers == {}
+    assert sum("the path between them" in n for n in flat.notes) == 4
+
+
+def test_a_node_slow_in_every_pair_is_named_beside_a_slow_torset_path():
+    pairs, torsets = run_torset_plan(12, 4, bad_nodes=frozenset({1}), bad_paths=SLOW_PATH)
+    found = doctor.diagnose([], pairs, [], Expectations.for_sku(H100), torsets)
+    assert [s.host for s in found.suspects] == [hosts(12)[1]]
+    assert "node common to the slow pairs" in found.suspects[0].reason
+    (path,) = [n for n in found.notes if "path between torset" in n]
+    assert "torset-00 and torset torset-01: 3 of its 4 pairs are slow" in path  # the 4th is the bad node's
+
+
+def test_pairs_are_compared_within_their_tier():
+    """Across torsets every pair is 30 % slower (still above the line): a tier's figure and a note,
+    no slow pair, no suspect."""
+    pairs, torsets = run_torset_plan(8, 4)
+    pairs = [PairRun(p.round, p.hosts, p.busbw_gbps * (0.7 if torsets[p.hosts[0]] != torsets[p.hosts[1]] else 1.0))
+             for p in pairs]
+    exp = Expectations()  # no line: only the relative rule
+    found = doctor.diagnose([], pairs, [], exp, torsets)
+    assert found.suspects == () and found.slow_pairs == ()
+    assert any(n.startswith("pairs across torsets reach 70% of pairs within one") for n in found.notes)
+
+
+# --- relative to the peers when every pair is below the line (issue 23, measured case) -----------
+def test_every_pair_below_the_line_and_one_node_ten_times_slower_names_that_node():
+    """Four hosts, one at a tenth, every pair below the size's own 2-node line (as measured with tc on
+    one GPU machine): the node is named, and a note says the whole fabric is below its line too."""
+    exp = Expectations.for_sku(H100)
+    below = exp.pair_slow_below_gbps * 0.6
+    runs = run_plan(4, {2}, healthy=below, slow=below / 10)
+    found = doctor.diagnose([], runs, [], exp)
+    assert [s.host for s in found.suspects] == [hosts(4)[2]]
+    s = found.suspects[0]
+    assert "far below the other pairs" in s.reason and "every pair is also below the line" in s.reason
+    assert s.evidence["every_pair_below_line"] is True
+    assert any(n.startswith("all 6 pairs are below the 2-node line") and "whole fabric is below its line" in n
+               for n in found.notes)
+    assert not any("the cause is not one node" in n for n in found.notes)
+    assert len(found.slow_pairs) == 3
+
+
+def test_every_pair_equally_below_the_line_still_names_no_node():
+    exp = Expectations.for_sku(H100)
+    found = doctor.diagnose([], run_plan(4, set(), healthy=exp.pair_slow_below_gbps * 0.6), [], exp)
+    assert found.suspects == ()
+    assert any("the cause is not one node" in n for n in found.notes)
+
+
+def test_a_host_to_torset_mapping_gives_the_planners_indices():
+    from verify import torsets
+
+    names = hosts(4)
+    labels = {names[0]: "a", names[1]: "b", names[2]: "a", names[3]: "b"}
+    assert torsets.by_index(names, labels) == {0: "a", 1: "b", 2: "a", 3: "b"}
+    assert doctor.plan_pairs(4, torsets=torsets.by_index(names, labels))[0] == ((0, 2), (1, 3))  # within first
+    with pytest.raises(ValueError, match="node index"):
+        doctor.plan_pairs(4, torsets=torsets.by_index(names, {names[0]: "a"}))

@@ -6,18 +6,25 @@ report names."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
+import os
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import dev_config, rendered
 
+from components import mpi_job
 from core import catalog
 from tests import launcher_stubs
 from verify import sections
 from verify.__main__ import main as verify_main
+from verify.launcher_env import transport_rules
 from verify.verdict import pass_line_gbps
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
@@ -105,7 +112,10 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
     assert env4["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     assert env4["DOCTOR_PAIR_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
     # the transport rules the launcher checks under auto: GDRDMA on ND sizes, the catalog's HCA count
-    assert (env4["DOCTOR_EXPECT_GDRDMA"], env4["DOCTOR_HCAS_PER_NODE"]) == ("1", str(SKU.ib_hcas_per_vm)) == ("1", "8")
+    assert env4["DOCTOR_RUN_IF"] == transport_rules(True, SKU.ib_hcas_per_vm)
+    assert [r.split("\t")[0] for r in env4["DOCTOR_RUN_IF"].splitlines()] == [
+        "allreduce-sockets", "allreduce-no-gdrdma", "allreduce-fewer-hcas", "allreduce-fewer-hcas"]
+    assert env4["DOCTOR_RUN_IF"].splitlines()[2].endswith("\t8")
 
 
 # --- done when: a healthy log has no suspects, and under auto the doctor did not run ---------------
@@ -146,6 +156,7 @@ def test_one_slow_node_among_four_is_named(slow_node_2):
     # (NCCL_DEBUG=INFO: each run's transport is evidence too)
     all_nodes = r.calls[0]
     assert "NCCL_TOPO_FILE" in forwarded(all_nodes)  # the job mounts ND v5's topology file
+    assert not [v for v in forwarded(all_nodes) if v.endswith("_ERE")]  # the launcher's own patterns stay here
     pair_runs = [c for c in r.calls[1:] if c not in node_runs]
     for c in pair_runs:
         assert "--tag-output" in c and forwarded(c) == forwarded(all_nodes)
@@ -312,7 +323,8 @@ def test_sockets_everywhere_is_a_note_not_four_suspects(tmp_path, env4):
 
 
 def test_fewer_hcas_opened_runs_the_doctor(tmp_path, env4):
-    r = run(tmp_path, env4, 4, DOCTOR_HCAS_PER_NODE="9")  # the stub's hosts open 8
+    rules = transport_rules(True, 9)  # the stub's hosts open 8
+    r = run(tmp_path, env4, 4, DOCTOR_RUN_IF=rules)
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "allreduce-fewer-hcas"
 
 
@@ -345,6 +357,8 @@ def test_steps_killed_by_the_budget_are_skipped_steps_not_suspects(tmp_path, env
     assert skipped == {("node", host(1), "allreduce"), ("node", host(3), "hca"),
                        ("pair", f"{host(0)},{host(3)}", None)}
     assert all(s.attrs["reason"] == "time-budget" for s in r.named(sections.DOCTOR_SKIP))
+    # what each step printed before `timeout` ended it follows its marker
+    assert all("partial output, then killed" in s.text for s in r.named(sections.DOCTOR_SKIP))
     report = r.report()
     assert [(s["host"], s["hca"]) for s in report["suspects"]] == [(host(2), None)]
     assert len(report["doctor"]["skipped"]) == 3 and not report["doctor"]["notes"]
@@ -412,3 +426,80 @@ def test_ib_write_bw_from_host_memory_is_judged_against_the_gdr_gate_as_a_warnin
         assert not any(a.startswith("--use_cuda") for a in argv)
     slow = [s for s in r.report()["suspects"] if s["hca"] == "mlx5_ib2"]
     assert slow and all(s["verdict"] == "WARN" and "none is published from host memory" in s["reason"] for s in slow)
+
+
+# --- a step cut short keeps what it printed ---------------------------------------------------------
+def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path, env4):
+    """SIGTERM (the pods' deadline) while a pair of round 1 runs: the sections printed before stay,
+    the other pair of that round is printed as it ended, and the running pair's lines so far follow
+    a doctor-skip marker (reason=killed); the report names no one from it and says it did not
+    finish. Before, a round's output reached the log only when the whole round had ended."""
+    nodes = 4
+    root = launcher_stubs.install(tmp_path)
+    for i in range(nodes):
+        launcher_stubs.add_node(root, host(i))
+    hostfile = root / "mpiworker.host"
+    hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
+    stuck = f"--host {host(0)}:8,{host(3)}:8 "  # round 1's first pair (0-3 1-2)
+    run_env = launcher_stubs.env_for(root, env4, hostfile, **HEALTHY, STUB_SLOW_HOSTS=host(2), DOCTOR="always",
+                                     STUB_HANG_ON=stuck, STUB_HANG_SECONDS="60")
+    out, err = root / "launcher.stdout", root / "launcher.stderr"
+    # its own process group, so that the stuck stub it leaves behind is ended with it below
+    with out.open("w") as o, err.open("w") as e:
+        launcher = subprocess.Popen(["bash", str(LAUNCHER)], env=run_env, stdout=o, stderr=e, start_new_session=True)
+    try:
+        for _ in range(600):  # the stub says when the stuck pair is running (at most 60 s)
+            if (root / "hanging").exists() or launcher.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (root / "hanging").exists(), "the stuck pair never started"
+        time.sleep(0.5)  # the round's other pair ends meanwhile
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=60)
+    finally:
+        # the launcher's group, and the stuck stub's (coreutils timeout puts its command in a group of its own)
+        stub = (root / "hanging").read_text().split() if (root / "hanging").exists() else []
+        for group in [launcher.pid, *(os.getpgid(int(p)) for p in stub if Path(f"/proc/{p}").exists())]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        launcher.wait()
+    stdout, stderr = out.read_text(), err.read_text()
+    assert launcher.returncode == 143, stderr
+    r = Run(root, subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr), nodes)
+    assert len(r.named(sections.NODE)) == 3 * nodes  # printed before the round
+    (other,) = r.named(sections.PAIR)  # the round's other pair, which ended
+    assert other.hosts() == (host(1), host(2)) and other.attrs["round"] == "1"
+    (killed,) = r.named(sections.DOCTOR_SKIP)
+    assert killed.attrs == {"step": "pair", "round": "1", "hosts": f"{host(0)},{host(3)}", "reason": "killed"}
+    assert "NET/IB : Using" in killed.text and "Using network IB" in killed.text  # what it printed so far
+    assert not r.named(sections.DOCTOR_END)
+    report = r.report()
+    assert report["doctor"]["finished"] is False
+    assert {(s["step"], s["reason"]) for s in report["doctor"]["skipped"]} == {("pair", "killed")}
+    assert host(0) not in {s["host"] for s in report["suspects"]} and host(3) not in {
+        s["host"] for s in report["suspects"]}
+    assert any("did not finish" in reason for reason in report["reasons"])
+
+
+# --- one source per setting -------------------------------------------------------------------------
+def test_the_sshd_wait_has_one_source(tmp_path, env4):
+    assert env4["SSH_WAIT_SECONDS"] == str(mpi_job.SSH_WAIT_SECONDS)
+    for script in (LAUNCHER.read_text(), (LAUNCHER.parent / "p2p-launcher.sh").read_text()):
+        assert not re.search(r"SSH_WAIT_SECONDS:-[0-9]", script)  # no default of its own
+    env = {k: v for k, v in env4.items() if k != "SSH_WAIT_SECONDS"}
+    r = run(tmp_path, env, 4)
+    assert r.done.returncode == 2 and "SSH_WAIT_SECONDS is not set" in r.done.stderr
+    assert not (tmp_path / "mpirun.calls").exists()
+
+
+def test_the_golden_render_names_the_script_by_its_hash_and_the_stack_deploys_its_text():
+    """offline/script_refs.py: the render (and so tests/golden/dev) carries a reference with the
+    script's sha256, not its text; the ConfigMap the stack declares carries the text."""
+    golden = Path(__file__).resolve().parent / "golden" / "dev" / "manifests"
+    text = (golden / "configmap.fabric-test.nccl-allreduce-launcher.yaml").read_text()
+    digest = hashlib.sha256(LAUNCHER.read_bytes()).hexdigest()
+    assert f"scripts/nccl-launcher.sh ({LAUNCHER.stat().st_size} bytes, sha256 {digest})" in text
+    assert "condense_nccl_log" not in text and len(text.splitlines()) < 12
+    stack = rendered("dev", dev_config())
+    (cm,) = [r for r in stack.resources if r.type == "kubernetes:core/v1:ConfigMap" and "launcher" in r.name]
+    assert cm.inputs["data"]["launcher.sh"] == LAUNCHER.read_text()

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from verify import sections
+from core import catalog
+from tests.nccl_logs import launcher_log
+from verify import doctor, doctor_report, sections
 from verify.__main__ import main
 from verify.hca import HcaPort, infiniband_ports, parse_gpus, parse_ports
 
@@ -189,8 +191,9 @@ def test_the_documented_markers_are_the_ones_verify_reads():
                           sections.DOCTOR_SKIP, sections.DOCTOR_END}
     assert all(f"`{code}`" in table for code in sections.REASONS), "every reason code the launcher prints"
     launcher = (Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh").read_text()
-    assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | {"time-budget",
-                                                                                     "no-infiniband-hca-listed"}
+    skips = {"time-budget", "no-infiniband-hca-listed", "killed"}
+    assert set(re.findall(r"reason=([a-z-]+)", launcher)) <= set(sections.REASONS) | skips
+    assert all(f"`{code}`" in table for code in skips), "every reason a step is skipped for"
 
 
 def test_a_marker_that_arrives_tagged_still_opens_its_section():
@@ -200,3 +203,54 @@ def test_a_marker_that_arrives_tagged_still_opens_its_section():
     (section,) = sections.split(text)
     assert (section.name, section.hosts(), section.text) == ("pair", ("a", "b"), "[1,0]<stdout>:x")
     assert sections.has_markers(text)
+
+
+# --- doctor logs with torsets, and with every pair below the line (issue 23) ---------------------
+def doctor_log(hosts: list[str], rounds, busbw) -> str:
+    """A launcher log with the planned pair sections: `busbw(a, b)` for each pair (nccl-tests rows
+    from tests/nccl_logs.py, 8 GPUs a node)."""
+    parts = [sections.marker("allreduce", hosts=hosts), launcher_log(hosts, 8),
+             sections.marker("doctor", mode="always", run="yes", reason="mode-always", budget_s=900)]
+    for r, pairs in enumerate(rounds, start=1):
+        for a, b in pairs:
+            parts += [sections.marker("pair", round=r, hosts=[hosts[a], hosts[b]]),
+                      launcher_log([hosts[a], hosts[b]], 8, busbw_gbps=busbw(a, b))]
+    parts.append(sections.marker("doctor-end", elapsed_s=60, budget_s=900))
+    return "\n".join(parts) + "\n"
+
+
+H100 = "Standard_ND96isr_H100_v5"
+
+
+@pytest.mark.parametrize("bad_node", [None, 5])
+def test_a_doctor_log_with_slow_cross_torset_pairs_reports_the_path_and_names_only_a_bad_node(bad_node):
+    hosts = [f"node-{i}" for i in range(12)]
+    torset_of = {i: f"torset-{i // 4}" for i in range(12)}  # three torsets of four
+    healthy = doctor.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 1.1
+
+    def busbw(a, b):
+        slow_path = {torset_of[a], torset_of[b]} == {"torset-0", "torset-1"}
+        return healthy / 2 if slow_path or bad_node in (a, b) else healthy
+
+    log = doctor_log(hosts, doctor.plan_pairs(12, torsets=torset_of), busbw)
+    torsets = {hosts[i]: t for i, t in torset_of.items()}
+    found = doctor_report.assess(log, sku=H100, threshold_gbps=None, torsets=torsets)
+    assert [s.host for s in found.diagnosis.suspects] == ([] if bad_node is None else [hosts[bad_node]])
+    (path,) = [n for n in found.diagnosis.notes if n.startswith("the path between torset torset-0 and torset torset-1")]
+    out = found.as_result().to_json()
+    assert out["tiers"]["torset-0|torset-1"]["slow"] == 4
+    assert out["tiers"]["within-torset"]["slow"] == (0 if bad_node is None else 3)
+    assert "within-torset:" in doctor_report.text(found)
+    # the same log read without the torsets names no torset
+    flat = doctor_report.assess(log, sku=H100, threshold_gbps=None)
+    assert flat.as_result().to_json()["tiers"] == {} and not any("torset" in n for n in flat.diagnosis.notes)
+
+
+def test_a_doctor_log_every_pair_below_the_line_one_node_ten_times_slower_names_it():
+    hosts = [f"node-{i}" for i in range(4)]
+    below = doctor.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 0.6
+    log = doctor_log(hosts, doctor.plan_pairs(4), lambda a, b: below / 10 if 1 in (a, b) else below)
+    found = doctor_report.assess(log, sku=H100, threshold_gbps=None)
+    assert [s.host for s in found.diagnosis.suspects] == ["node-1"]
+    assert any("whole fabric is below its line" in n for n in found.diagnosis.notes)
+    assert "far below the other pairs" in found.diagnosis.suspects[0].reason

@@ -309,7 +309,7 @@ def test_suspects_become_the_fabricsuspects_output():
                "evidence": {"rate_gbits": 200}, "verdict": "FAIL"}
     doctor = {"mode": "auto", "ran": True, "reason": "slow", "decision": None, "finished": True, "elapsed_s": 30,
               "budget_s": 600, "nodes_checked": ["w0", "w1"], "pairs": [], "slow_pairs": [], "hca_bw": [],
-              "skipped": [], "notes": []}
+              "skipped": [], "notes": [], "tiers": {}}
     r = parse_result(json.dumps({**SAMPLE, "verdict": "FAIL", "suspects": [suspect], "doctor": doctor}))
     assert r.suspects == (suspect,)
     assert parse_result(json.dumps(SAMPLE)).suspects == ()

@@ -14,6 +14,17 @@ partners are cleared, which confirms it. That takes PAIR_PARTNERS rounds (one mo
 each round leaves one node out), whatever N is: never all N^2 pairs. N = 2 has no pairs to compare:
 the all-nodes run is the one pair, and the per-node checks and the per-HCA ib_write_bw decide.
 
+**Topology.** Given each node's torset (`verify.torsets`; Azure's `ib/torset` label), the rounds are
+planned within every torset first (the circle method in all torsets at once), then across: every
+two torsets meet once, their nodes zipped. A pair is compared with the pairs of its own tier; a slow
+pair across two torsets whose nodes are both fast elsewhere is a path between those torsets, not a
+node; the diagnosis carries figures per tier and per path. Without torsets nothing changes.
+
+**Relative to the peers.** A pair is slow below the 2-node line or far below the median pair of its
+tier. When every pair is below the line, the pairs far below the others are still judged against
+each other (a fabric-wide shortfall must not hide one bad node), and a note says the whole fabric is
+below its line.
+
 **Suspects.** Each finding names a host (and an HCA where the evidence points at one), says why,
 and carries the figures behind it:
 - an HCA port missing, down, or at a lower rate than the catalog's (NDR 400, HDR 200 Gb/s);
@@ -33,12 +44,14 @@ and carries the figures behind it:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from core import catalog
+from verify import torsets as torsets_
 from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
+from verify.torsets import ACROSS, tier_of
 from verify.verdict import Verdict, pass_line_gbps
 
 # When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
@@ -65,14 +78,10 @@ MIN_HCAS_TO_COMPARE = 3
 
 
 # --- planning ---------------------------------------------------------------------------------
-def plan_pairs(nodes: int, partners: int = PAIR_PARTNERS) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Rounds of disjoint node-index pairs, each node meeting up to `partners` distinct partners.
-
-    The first rounds of the circle method: node 0 stays, the others rotate; odd N gets a bye slot
-    (the node drawn against it sits the round out) and one extra round, so that every node still
-    meets `partners` partners. N < 3: no rounds (N = 2: the all-nodes run is the only pair)."""
-    if nodes < 3:
-        return ()
+def _round_robin(nodes: int, partners: int) -> list[tuple[tuple[int, int], ...]]:
+    """The first rounds of the circle method over indices 0..nodes-1 (nodes >= 2): node 0 stays, the
+    others rotate; odd N gets a bye slot (the node drawn against it sits the round out) and one extra
+    round, so that every node still meets `partners` partners."""
     slots = nodes + (nodes % 2)  # index `nodes` is the bye
     rounds_wanted = min(partners + (nodes % 2), slots - 1)
     ring = list(range(slots))
@@ -85,7 +94,29 @@ def plan_pairs(nodes: int, partners: int = PAIR_PARTNERS) -> tuple[tuple[tuple[i
                 pairs.append((min(a, b), max(a, b)))
         rounds.append(tuple(sorted(pairs)))
         ring = [ring[0], ring[-1], *ring[1:-1]]
-    return tuple(rounds)
+    return rounds
+
+
+def plan_pairs(nodes: int, partners: int = PAIR_PARTNERS,
+               torsets: Mapping[int, str] | None = None) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Rounds of disjoint node-index pairs, each node meeting up to `partners` distinct partners.
+
+    Without `torsets` (node index -> torset), or with one torset: the first rounds of the circle
+    method over all nodes. With several: within-torset rounds first (the circle method in every
+    torset at once, so a node is judged by partners under its own leaf switches), then across-torset
+    rounds (module docstring, "Topology"). N < 3: no rounds (N = 2: the all-nodes run is the only pair)."""
+    if nodes < 3:
+        return ()
+    groups = torsets_.groups(nodes, torsets) if torsets is not None else [list(range(nodes))]
+    if len(groups) == 1:
+        return tuple(_round_robin(nodes, partners))
+    within: list[list[tuple[int, int]]] = []
+    for g in (g for g in groups if len(g) >= 2):
+        for r, pairs in enumerate(_round_robin(len(g), partners)):
+            if r == len(within):
+                within.append([])
+            within[r] += [(g[a], g[b]) for a, b in pairs]
+    return tuple(tuple(sorted(r)) for r in within) + torsets_.across_rounds(groups, _round_robin)
 
 
 def rounds_env(rounds: Sequence[Sequence[tuple[int, int]]]) -> str:
@@ -196,6 +227,8 @@ class Diagnosis:
     suspects: tuple[Suspect, ...]
     notes: tuple[str, ...] = ()  # what the checks found that names no one (e.g. every pair slow)
     slow_pairs: tuple[PairRun, ...] = field(default_factory=tuple)
+    # per tier and per path between torsets (`tier_figures`); empty when no torsets were given
+    tiers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -261,17 +294,35 @@ def _node_suspects(node: NodeCheck, exp: Expectations) -> list[Suspect]:
     return found
 
 
-def classify_pairs(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[PairRun], list[PairRun], float | None]:
+def _relatively_slow(pairs: Sequence[PairRun], torsets: Mapping[str, str] | None) -> tuple[set[int], dict]:
+    """Indices of the pairs that failed or sit below RELATIVE_SLOW_FRACTION of the median pair of
+    their tier (with at least 3 measured there), and each tier's median (key None: no torsets)."""
+    by_tier: dict[str | None, list[float]] = {}
+    for p in pairs:
+        if p.busbw_gbps is not None and not p.failure:
+            by_tier.setdefault(tier_of(p.hosts, torsets), []).append(p.busbw_gbps)
+    medians = {t: statistics.median(v) for t, v in by_tier.items()}
+    slow = set()
+    for i, p in enumerate(pairs):
+        values = by_tier.get(tier_of(p.hosts, torsets), [])
+        if p.failure is not None or p.busbw_gbps is None or (
+                len(values) >= 3 and p.busbw_gbps < RELATIVE_SLOW_FRACTION * medians[tier_of(p.hosts, torsets)]):
+            slow.add(i)
+    return slow, medians
+
+
+def classify_pairs(pairs: Sequence[PairRun], exp: Expectations, torsets: Mapping[str, str] | None = None,
+                   ) -> tuple[list[PairRun], list[PairRun], float | None]:
     """(slow, fast, median busbw). Slow: failed, below where a 2-node verdict would PASS
-    (`Expectations.pair_slow_below_gbps`), or below RELATIVE_SLOW_FRACTION of the median pair."""
+    (`Expectations.pair_slow_below_gbps`), or below RELATIVE_SLOW_FRACTION of the median pair of its
+    tier (within a torset, across torsets; all pairs when no torsets are known)."""
     measured = [p.busbw_gbps for p in pairs if p.busbw_gbps is not None and not p.failure]
     median = statistics.median(measured) if measured else None
+    relative, _ = _relatively_slow(pairs, torsets)
     line = exp.pair_slow_below_gbps
     slow, fast = [], []
-    for p in pairs:
-        bad = (p.failure is not None or p.busbw_gbps is None
-               or (line is not None and p.busbw_gbps < line)
-               or (median is not None and len(measured) >= 3 and p.busbw_gbps < RELATIVE_SLOW_FRACTION * median))
+    for i, p in enumerate(pairs):
+        bad = i in relative or (line is not None and p.busbw_gbps is not None and p.busbw_gbps < line)
         (slow if bad else fast).append(p)
     return slow, fast, median
 
@@ -285,20 +336,38 @@ def _pair_dict(p: PairRun) -> dict[str, Any]:
     return out
 
 
-def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Suspect], list[str], list[PairRun]]:
-    slow, fast, median = classify_pairs(pairs, exp)
+def _figures(pairs: Sequence[PairRun]) -> str:
+    return ", ".join(f"{'+'.join(p.hosts)} {p.busbw_gbps:.2f}" if p.busbw_gbps is not None and not p.failure
+                     else f"{'+'.join(p.hosts)} failed" for p in pairs)
+
+
+def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations, torsets: Mapping[str, str] | None = None,
+                   ) -> tuple[list[Suspect], list[str], list[PairRun]]:
+    slow, fast, median = classify_pairs(pairs, exp, torsets)
     if not slow:
         return [], [], []
     notes: list[str] = []
+    relative = False
     if not fast:
         hosts = sorted({h for p in pairs for h in p.hosts})
-        if len(hosts) == 2:
+        far, _ = _relatively_slow(pairs, torsets)
+        if len(hosts) > 2 and far and len(far) < len(pairs):
+            # Every pair is below the line, but some far below the others: a fabric-wide shortfall and a
+            # bad node at once (with the size's own lines a bad node hid among slow pairs). Say both.
+            notes.append(f"all {len(pairs)} pairs are below the 2-node line ({exp.pair_slow_below_gbps:g} GB/s): "
+                         f"the whole fabric is below its line (the transport NCCL used, a setting, the switches, "
+                         f"or the expectation); the pairs far below the others are judged against each other")
+            slow = [p for i, p in enumerate(pairs) if i in far]
+            fast = [p for i, p in enumerate(pairs) if i not in far]
+            relative = True
+        elif len(hosts) == 2:
             notes.append(f"the only pair ({', '.join(hosts)}) is slow: two nodes cannot be told apart by "
                          f"pairwise runs; see the per-node checks and the per-HCA ib_write_bw")
+            return [], notes, slow
         else:
             notes.append(f"all {len(pairs)} pairs are slow: the cause is not one node (fabric-wide: the "
                          f"transport NCCL used, a setting, the switches, or the expectation)")
-        return [], notes, slow
+            return [], notes, slow
     cleared = {h for p in fast for h in p.hosts}
     below_published = exp.pair_threshold_gbps is not None and not exp.pair_threshold_derived
     suspects: list[Suspect] = []
@@ -313,24 +382,37 @@ def _pair_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[list[Su
             "pair_threshold_source": exp.pair_threshold_source,
             "pair_slow_below_gbps": _round2(exp.pair_slow_below_gbps),
             "median_pair_busbw_gbps": _round2(median),
+            "every_pair_below_line": relative,
         }
-        figures = ", ".join(f"{'+'.join(p.hosts)} {p.busbw_gbps:.2f}" if p.busbw_gbps is not None and not p.failure
-                            else f"{'+'.join(p.hosts)} failed" for p in mine)
         all_below_threshold = all(p.failure or p.busbw_gbps is None or (
             exp.pair_threshold_gbps is not None and p.busbw_gbps < exp.pair_threshold_gbps) for p in mine)
         verdict = Verdict.FAIL if below_published and all_below_threshold else Verdict.WARN
+        how = (f"far below the other pairs (below {RELATIVE_SLOW_FRACTION:.0%} of the median pair, "
+               f"{median:.2f} GB/s; every pair is also below the line)" if relative else "slow")
         if vouched:
-            reason = (f"every pair with this node is slow ({figures} GB/s) while its partner(s) "
-                      f"{', '.join(vouched)} are fast with other nodes: the node common to the slow pairs")
+            reason = (f"every pair with this node is {how} ({_figures(mine)} GB/s) while its partner(s) "
+                      f"{', '.join(vouched)} are faster with other nodes: the node common to the slow pairs")
         else:
-            reason = (f"every pair with this node is slow ({figures} GB/s) and none of its partners was "
+            reason = (f"every pair with this node is {how} ({_figures(mine)} GB/s) and none of its partners was "
                       f"cleared: this node or its partners ({', '.join(partners)})")
             verdict = Verdict.WARN
         suspects.append(Suspect(host, None, reason, evidence, verdict))
+    paths: dict[str, list[PairRun]] = {}
     for p in slow:
-        if set(p.hosts) <= cleared:
+        if not set(p.hosts) <= cleared:
+            continue
+        if tier_of(p.hosts, torsets) == ACROSS:
+            paths.setdefault(torsets_.path_of(p.hosts, torsets), []).append(p)
+        else:
             notes.append(f"pair {'+'.join(p.hosts)} (round {p.round}) is slow although both nodes are fast with "
                          f"others: the path between them (switch, cable) rather than either node")
+    for path, runs in sorted(paths.items()):
+        a, b = path.split("|")
+        across = [p for p in pairs
+                  if tier_of(p.hosts, torsets) == ACROSS and torsets_.path_of(p.hosts, torsets) == path]
+        notes.append(f"the path between torset {a} and torset {b}: {len(runs)} of its {len(across)} pairs are slow "
+                     f"({_figures(runs)} GB/s) although each of their nodes is fast with others: the switches or "
+                     f"links between those torsets, not a node")
     return suspects, notes, slow
 
 
@@ -415,17 +497,19 @@ def _transport_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[li
 
 
 def diagnose(nodes: Sequence[NodeCheck], pairs: Sequence[PairRun], hca_bws: Sequence[HcaBandwidth],
-             exp: Expectations) -> Diagnosis:
-    """Every suspect the checks support, with the figures behind it."""
+             exp: Expectations, torsets: Mapping[str, str] | None = None) -> Diagnosis:
+    """Every suspect the checks support, with the figures behind it. `torsets`: host -> torset (the
+    pairs' host names), when known: pairs are then judged within their tier, and a slow path between
+    two torsets is a note, not a node."""
     suspects: list[Suspect] = []
     for node in nodes:
         suspects += _node_suspects(node, exp)
-    pair_suspects, notes, slow = _pair_suspects(pairs, exp)
+    pair_suspects, notes, slow = _pair_suspects(pairs, exp, torsets)
     suspects += pair_suspects
     transport_suspects, transport_notes = _transport_suspects(pairs, exp)
     suspects += transport_suspects
     notes += transport_notes
-    _, fast, _ = classify_pairs(pairs, exp)
+    line_slow, fast, _ = classify_pairs(pairs, exp, torsets)
     cleared = {h for p in fast for h in p.hosts}
     degraded = {}
     for s in suspects:
@@ -443,4 +527,6 @@ def diagnose(nodes: Sequence[NodeCheck], pairs: Sequence[PairRun], hca_bws: Sequ
             suspects[same] = Suspect(t.host, t.hca, t.reason, {**t.evidence, "ib_write_bw": s.evidence}, t.verdict)
     order = {h: i for i, h in enumerate(n.host for n in nodes)}
     suspects.sort(key=lambda s: (order.get(s.host, len(order)), s.host, s.hca or ""))
-    return Diagnosis(tuple(suspects), tuple(notes + hca_notes), tuple(slow))
+    tiers = torsets_.figures(pairs, {id(p) for p in line_slow}, torsets)
+    return Diagnosis(tuple(suspects), tuple(notes + torsets_.notes(tiers, RELATIVE_SLOW_FRACTION) + hca_notes),
+                     tuple(slow), tiers)

@@ -4,12 +4,13 @@ fold them into the all-reduce's verdict (the overall verdict is the worst findin
 The parts of the result (verify/result.py) it adds to `python -m verify` output (public: the stack
 exports `suspects` as fabricSuspects):
 - `suspects`: a list of {host, hca (or null), reason, evidence, verdict};
-- `doctor`: {mode, ran, reason, finished, elapsed_s, budget_s, notes, pairs, hca_bw, skipped}.
+- `doctor`: {mode, ran, reason, finished, elapsed_s, budget_s, notes, pairs, hca_bw, skipped, tiers}.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core import catalog
@@ -54,6 +55,9 @@ class DoctorAssessment:
                                              failure=b.failure, memory=b.memory) for b in run.hca_bws),
             skipped=tuple(dict(s) for s in run.skipped),
             notes=tuple(self.diagnosis.notes),
+            # per tier (within-torset, across-torsets) and per path between torsets ("A|B"), when the
+            # caller gave the nodes' torsets; {} otherwise
+            tiers={k: dict(v) for k, v in self.diagnosis.tiers.items()},
         )
 
     def suspects(self) -> tuple[result.Suspect, ...]:
@@ -76,9 +80,11 @@ def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
         return Expectations(pair_threshold_gbps=threshold_gbps)
 
 
-def assess(log: str, *, sku: str | None, threshold_gbps: float | None) -> DoctorAssessment:
+def assess(log: str, *, sku: str | None, threshold_gbps: float | None,
+           torsets: Mapping[str, str] | None = None) -> DoctorAssessment:
     """The doctor's findings in `log`. A 2-node run's all-nodes section is its one pair (round 0),
-    so that the per-HCA figures and the per-node checks have a slow pair to explain."""
+    so that the per-HCA figures and the per-node checks have a slow pair to explain. `torsets`: host
+    (as the log's markers name it) -> torset, when known (verify.doctor.diagnose)."""
     parts = sections.split(log)
     run = sections.read_doctor(parts)
     exp = expectations(sku, threshold_gbps)
@@ -88,7 +94,7 @@ def assess(log: str, *, sku: str | None, threshold_gbps: float | None) -> Doctor
         if allreduce is not None and len(allreduce.hosts()) == 2:
             a, b = allreduce.hosts()
             pairs.append(sections.pair_run(0, (a, b), allreduce.text))
-    return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp), exp)
+    return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp, torsets), exp)
 
 
 def merge(out: result.FabricResult, assessment: DoctorAssessment) -> result.FabricResult:
@@ -121,6 +127,9 @@ def text(assessment: DoctorAssessment) -> str:
         lines.append(f"  SUSPECT {s.host}" + (f" {s.hca}" if s.hca else "") + f" [{s.verdict.value}]: {s.reason}")
     for n in assessment.diagnosis.notes:
         lines.append(f"  note: {n}")
+    for tier, f in assessment.diagnosis.tiers.items():
+        lines.append(f"  {tier}: {f['pairs']} pair(s), {f['slow']} slow, median {f['median_busbw_gbps']} GB/s, "
+                     f"lowest {f['min_busbw_gbps']}")
     if run.ran and not assessment.diagnosis.suspects:
         lines.append("  no node or HCA named" + ("" if assessment.diagnosis.notes else
                                                   ": every node, pair and HCA checked is within its expectation"))

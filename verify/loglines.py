@@ -11,7 +11,8 @@
   rest; NCCL connects lazily (2.22+) and logs in between, into the same stdout, so an NCCL line can
   follow those columns with no space: "  8589934592  2147483648  float  sum  -1HOST:PID:TID [0] NCCL
   INFO ...". `ROW_COLUMNS` matches them (root read as -1 first: all_reduce_perf's); only the text after
-  them is the NCCL line. The launcher's filter (scripts/nccl-launcher.sh) splits them the same way.
+  them is the NCCL line. The launcher's filter (scripts/nccl-launcher.sh) splits them with these
+  same patterns (`*_ERE`), and prints the columns with the row's rest.
 """
 
 from __future__ import annotations
@@ -19,11 +20,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")
+# Each prefix is written once, as a POSIX ERE that Python's `re` reads the same way, so that the
+# launcher's log filter (scripts/nccl-launcher.sh, handed these by verify.launcher_env) matches exactly
+# what the parsers here match.
+TAG_ERE = r"^\[[0-9]+,[0-9]+\]<std(out|err)>:[ \t]?"
 # An nccl-tests row's first five columns: size, count, type, redop, root.
-ROW_COLUMNS = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s+(-1|\d+)")
+ROW_COLUMNS_ERE = (r"^[ \t]*([0-9]+)[ \t]+([0-9]+)[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+([A-Za-z_][A-Za-z0-9_]*)"
+                   r"[ \t]+(-1|[0-9]+)")
+# NCCL's HOST (gethostname() up to the first '.'), and what precedes its level: "HOST:PID:TID [DEV] ",
+# then "FILE:LINE " on a WARN.
+HOST_ERE = r"[^][ \t:<>]+"
+NCCL_PREFIX_ERE = HOST_ERE + r":[0-9]+:[0-9]+ \[[0-9]+\] ([^ ]+:[0-9]+ )?NCCL (INFO|WARN)"
+
+_TAG = re.compile(TAG_ERE)
+ROW_COLUMNS = re.compile(ROW_COLUMNS_ERE)
 _NCCL = re.compile(
-    r"(?:^|\s)(?P<host>[^\s:\[\]<>]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    rf"(?:^|\s)(?P<host>{HOST_ERE}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
     r"(?:(?P<where>\S+:\d+) )?NCCL (?P<level>INFO|WARN) ?(?P<message>.*)$"
 )
 

@@ -186,6 +186,9 @@ class Doctor(_Part):
     hca_bw: tuple[HcaBandwidth, ...] = _f("every HCA ib_write_bw run")
     skipped: tuple[dict[str, str], ...] = _f("steps skipped, with the launcher's reason")
     notes: tuple[str, ...] = _f("findings that name no node")
+    tiers: dict[str, dict[str, Any]] = _f(
+        "per topology tier (within-torset, across-torsets) and per path between torsets (\"A|B\"): pairs, slow, "
+        "median_busbw_gbps, min_busbw_gbps; {} when the nodes' torsets were not given")
 
 
 @dataclass(frozen=True)

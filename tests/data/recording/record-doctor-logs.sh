@@ -40,13 +40,15 @@ export NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=SYS NCCL_SOCKET_IFNAME=$IF NCCL_NET_
 export NCCL_NVLS_ENABLE=0  # the machine's rule
 export OMPI_MCA_plm=rsh OMPI_MCA_plm_rsh_agent="$W/bin/ssh" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
   OMPI_MCA_btl_tcp_if_include=$IF
+# the patterns components/nccl_job.py hands the launcher (verify/launcher_env.py)
+while IFS= read -r -d '' kv; do export "$kv"; done < <(cd "$ROOT" && python3 -m verify.launcher_env)
 export PATH="$W/bin:$PATH" LD_LIBRARY_PATH="$NCCL_DIR/lib:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}"
 for net in 203.0.113 198.51.100 198.18.0; do hostname -I | grep -q "$net\." || break; done
 for i in 0 1 2 3; do echo "$net.$((i + 1)) node-$i" >>/etc/hosts; done
 printf 'node-%s\n' 0 1 2 3 >"$W/hosts4"
 
 # what components/nccl_job.py doctor_env would hand an ND H200 v5 job, with this machine's sizes
-doctor_env=(DOCTOR=auto DOCTOR_SECONDS=150 DOCTOR_PASS_BUSBW_GBPS=300 DOCTOR_EXPECT_GDRDMA=1 DOCTOR_HCAS_PER_NODE=8
+doctor_env=(DOCTOR=auto DOCTOR_SECONDS=150 DOCTOR_PASS_BUSBW_GBPS=300
   "DOCTOR_PAIR_ROUNDS=0-3 1-2;0-2 1-3;0-1 2-3" "DOCTOR_PAIR_ARGS=-b 256M -e 256M -f 2 -g 1"
   "DOCTOR_NODE_ARGS=-b 256M -e 256M -f 2 -g 1" DOCTOR_PAIR_SLOW_BELOW_GBPS=100 DOCTOR_HCA_PAIRS=2)
 t0=$SECONDS

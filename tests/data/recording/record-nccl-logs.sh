@@ -57,6 +57,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # This machine's OpenMPI: launch over the ssh shim, TCP between the fake hosts.
 export OMPI_MCA_plm=rsh OMPI_MCA_plm_rsh_agent="$D/bin/ssh" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
   OMPI_MCA_btl_tcp_if_include=$IF
+# the patterns components/nccl_job.py hands the launcher (verify/launcher_env.py)
+while IFS= read -r -d '' kv; do export "$kv"; done < <(cd "${ROOT:-$PWD}" && python3 -m verify.launcher_env)  # from the repository root
 export PATH="$D/bin:$PATH" LD_LIBRARY_PATH="$NCCL_DIR/lib:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}"
 # node-N must resolve to an address that is not this machine's, or mpirun runs its ranks here unshimmed
 for net in 203.0.113 198.51.100 198.18.0; do hostname -I | grep -q "$net\." || break; done
