@@ -70,3 +70,32 @@ def rdma_request(mode: str, sku: Sku) -> RdmaRequest:
         # One VF per HCA: a pod that wants the whole fabric asks for all of them.
         return RdmaRequest(f"{RDMA_RESOURCE_PREFIX}/{RDMA_SRIOV_RESOURCE_NAME}", sku.ib_hcas_per_vm)
     raise ValueError(f"rdmaMode {mode!r} is not one of {', '.join(RDMA_MODES)}")
+
+
+# --- the certifier's marks (verify/certify.py, docs/fabric-certifier.md) ---------------------------
+# One taint key, two values: `uncertified` is set on the AgentPool (nodeTaints), so every node AKS
+# creates or re-images starts held; `quarantined` is set by the certifier on a FAIL suspect. Both
+# NoSchedule: running pods are never evicted by the certifier.
+FABRIC_TAINT_KEY = "aks-infiniband.io/fabric"
+UNCERTIFIED = "uncertified"
+QUARANTINED = "quarantined"
+FABRIC_TAINT_EFFECT = "NoSchedule"
+UNCERTIFIED_TAINT = f"{FABRIC_TAINT_KEY}={UNCERTIFIED}:{FABRIC_TAINT_EFFECT}"  # AKS nodeTaints syntax
+# The node condition the certifier owns (nodes/status), and the label that shows its state where
+# the `label only` mode leaves taints alone.
+FABRIC_CONDITION = "FabricCertified"
+FABRIC_STATE_LABEL = "aks-infiniband.io/fabric-state"
+# Fabric membership (issue 23): the labels Azure's own labelers write (Azure/ai-infrastructure-on-azure
+# utilities/aks/node_labeler: `ib/pkey`; torset_labeler: `ib/torset`). Azure publishes no node label for
+# the placement group (dranet has it only as the device attribute `azure.dra.net/placementGroupId`), so
+# that one is ours. Read from here only: the labeler DaemonSet and the membership check cannot drift.
+PKEY_LABEL = "ib/pkey"
+PLACEMENT_GROUP_LABEL = "aks-infiniband.io/placement-group"
+TORSET_LABEL = "ib/torset"
+MEMBERSHIP_LABELS = (PLACEMENT_GROUP_LABEL, PKEY_LABEL)
+
+
+def fabric_tolerations() -> list[dict[str, str]]:
+    """What every pod that must run on an IB node before it is certified tolerates: the pool taint and
+    both values of the fabric taint (operator Exists: uncertified and quarantined alike)."""
+    return [toleration(), {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}]

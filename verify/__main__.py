@@ -36,8 +36,8 @@ import sys
 from pathlib import Path
 
 import catalog
+from verify import certify_cli, doctor_report, kinds, p2p, sections
 from verify import collect as collect_mod
-from verify import doctor_report, kinds, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
 from verify.verdict import Verdict, headline, judge, plural
@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
                           "as its reasons: exit 0 (1 with --fail-on-low-bandwidth) instead of 2")
     _judging_args(col, collect=True)
+    certify_cli.add_parser(sub, lambda p: _judging_args(p, collect=False), EXIT_CODES)
     return parser
 
 
@@ -427,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
+        if args.command == "certify":
+            return certify_cli.run(args)
         return _collect(args)
     except RuntimeError as exc:  # e.g. --plot without matplotlib
         return _error(str(exc), as_json)

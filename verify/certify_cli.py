@@ -1,0 +1,159 @@
+"""`python -m verify certify`: judge a fabric test job that has finished (or wait for it, `--wait-minutes`),
+then certify, hold or quarantine the IB nodes it ran on (verify/certify.py decides, verify/certify_kube.py
+writes). Runs in the cluster (the stack's day-0 Job and CronJob: the pod's ServiceAccount) or anywhere
+with `--kubeconfig`. Exit codes as the other commands: 0 judged (and applied); 1 the verdict is FAIL and
+--fail-on-low-bandwidth was given; 2 no result (API error, no job, no credentials, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from verify import certify, certify_kube, kinds
+from verify.kube import iso
+from verify.kube_api import ApiError, connect
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+LAUNCHER_TASK = "mpimaster"
+
+
+def add_parser(sub, judging_args, epilog: str) -> None:
+    p = sub.add_parser("certify", help="judge a finished fabric test job and certify / quarantine its nodes",
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", help="kubeconfig file (token or client certificate); default: the pod's "
+                                        "ServiceAccount (in-cluster)")
+    p.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL)
+    p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where Events and "
+                                                      "the certifier's ConfigMaps are written)")
+    p.add_argument("--job", help="the Volcano Job to judge; without it only membership and NPD are checked")
+    p.add_argument("--task", default=LAUNCHER_TASK, help="the launcher task (default %(default)s)")
+    p.add_argument("--wait-minutes", type=float, default=0.0,
+                   help="wait this long for the job to finish (default 0: it must have finished)")
+    p.add_argument("--poll-seconds", type=float, default=15.0)
+    p.add_argument("--mode", choices=certify.MODES, default="taint",
+                   help="taint: taints, condition, label, Events; label: all but taints; off: judge and print only")
+    p.add_argument("--dry-run", action="store_true", help="print the decisions and the writes; change nothing")
+    p.add_argument("--max-quarantine-share", type=float, default=certify.DEFAULT_MAX_QUARANTINE_SHARE,
+                   help="the circuit breaker: never more than this share of the pool quarantined (default %(default)s)")
+    p.add_argument("--result-configmap", help="write the result (verify's JSON + the decisions) into this ConfigMap")
+    p.add_argument("--history-configmap", help="keep the last --history-size records per node in this ConfigMap")
+    p.add_argument("--history-size", type=int, default=certify_kube.HISTORY_KEEP)
+    p.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
+    p.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
+    p.add_argument("--sharp", action="store_true", help="the job ran with SHARP (recorded in the result)")
+    judging_args(p)
+
+
+def _judge(args: argparse.Namespace, log: str, job_failed: str | None) -> dict:
+    """The same judgement as `collect` (verify/__main__.py's per-kind functions)."""
+    from verify import __main__ as cli
+
+    ns = argparse.Namespace(**{**vars(args), "plot": None})
+    judged = cli._judge_collected_p2p if args.kind == kinds.P2P else cli._judge_collected_nccl
+    out, _ = judged(ns, log, job_failed)
+    if args.kind == kinds.NCCL:
+        out["sharp"] = args.sharp
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policy = certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
+    except ValueError as exc:
+        print(f"error: --{exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.kind == kinds.NCCL and args.job and args.nodes is None:
+        print("error: --nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)",
+              file=sys.stderr)
+        return EXIT_ERROR
+    now = time.time()
+    at, run_id = iso(now), f"{args.namespace}/{args.job or 'membership'}@{iso(now)}"
+    try:
+        api = connect(args.kubeconfig)
+        nodes = certify_kube.ib_nodes(api)
+        node_facts = [certify.facts(n) for n in nodes]
+        member = certify.membership(node_facts)
+        if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
+            certify_kube._say(member.reason)
+        result, hosts = None, {}
+        if args.job:
+            if args.wait_minutes > 0:
+                phase = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
+                                                  poll_seconds=args.poll_seconds)
+            else:
+                phase = _phase(api, args)
+                if phase not in certify_kube.DONE | certify_kube.FAILED:
+                    raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
+                                   "pass --wait-minutes to wait for it")
+            pods = certify_kube.job_pods(api, args.namespace, args.job)
+            hosts = certify_kube.worker_hosts(pods, args.task)
+            pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
+            job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
+            result = _judge(args, log, job_failed)
+            result.update({"namespace": args.namespace, "job": args.job, "job_phase": phase, "pod": pod})
+        plan = certify.plan(node_facts, result, hosts, policy, run_id=run_id, at=at)
+        writer = certify_kube.Writer(api, args.namespace, dry_run=args.dry_run or args.mode == "off")
+        certify_kube.apply(writer, plan, nodes, policy, at=at)
+        history = certify_kube.history_records(api, args.namespace, args.history_configmap) \
+            if args.history_configmap else {}
+        warnings = certify.relative_warnings(history, plan.decisions)
+        out = _result(result, plan, member, warnings, args, at)
+        if args.history_configmap:
+            writer.configmap(args.history_configmap,
+                             certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
+        if args.result_configmap:
+            writer.configmap(args.result_configmap, {"result.json": json.dumps(out, sort_keys=True)})
+        if args.pushgateway and not writer.dry_run:
+            certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
+    except (ApiError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    out["writes"] = writer.writes
+    print(json.dumps(out, indent=2) if args.json else _text(out))
+    if args.fail_on_low_bandwidth and out["verdict"] == "FAIL":
+        print(f"FAIL: {run_id}", file=sys.stderr)
+        for reason in out["reasons"]:
+            print(f"  - {reason}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _phase(api, args: argparse.Namespace) -> str:
+    from verify.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, get
+
+    job = api.get(f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/{VOLCANO_PLURAL}/{args.job}")
+    return get(job, "status", "state", "phase") or "Pending"
+
+
+def _result(result: dict | None, plan: certify.Plan, member: certify.Membership, warnings: list[str],
+            args: argparse.Namespace, at: str) -> dict:
+    """verify's JSON of the run with the suspects named by node, the membership finding first among the
+    reasons, and the certifier's decisions under `certification`."""
+    out = dict(result or {"kind": args.kind, "verdict": "PASS" if not member.reason else "FAIL", "reasons": []})
+    reasons = list(out.get("reasons") or [])
+    if member.reason:
+        out["verdict"] = "FAIL"
+        reasons.insert(0, member.reason)
+    reasons += [f"WARN {w}" for w in warnings]
+    if warnings and out.get("verdict") == "PASS":
+        out["verdict"] = "WARN"
+    outside = [{"node": n, "vm": next((d.vm for d in plan.decisions if d.node == n), None), "host": None,
+                "hca": None, "reason": member.reason, "evidence": member.evidence, "verdict": "FAIL"}
+               for n in member.outside]
+    out.update(reasons=reasons, suspects=outside + list(plan.suspects),
+               certification={"at": at, "mode": args.mode, "dry_run": args.dry_run, **plan.as_dict()})
+    return out
+
+
+def _text(out: dict) -> str:
+    lines = [f"VERDICT: {out.get('verdict')}"] + [f"  - {r}" for r in out.get("reasons") or []]
+    cert = out["certification"]
+    if cert["breaker"]:
+        lines.append(f"BREAKER: {cert['breaker']}")
+    for d in cert["decisions"]:
+        lines.append(f"{d['action']:>10} {d['node']} ({d['vm'] or 'vm unknown'}): {d['reason']}")
+    lines += [f"note: {n}" for n in cert["notes"]] + [f"  {w}" for w in out["writes"]]
+    return "\n".join(lines)
