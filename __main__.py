@@ -7,7 +7,6 @@ import pulumi_azure_native as azure_native
 import stack_config
 from components.cluster import Cluster, ClusterArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
-from components.fabric_test import ALL_REDUCE, kind_for
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
@@ -17,6 +16,7 @@ from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.p2p_job import P2pJob, P2pJobArgs
 from components.volcano import Volcano, VolcanoArgs
+from core.kinds import ALL_REDUCE, POINT_TO_POINT, kind_for
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
@@ -115,7 +115,7 @@ if ft.enabled and kind is ALL_REDUCE:
         ),
         opts=k8s_opts,
     )
-elif ft.enabled:
+elif ft.enabled and kind is POINT_TO_POINT:
     fabric_job = P2pJob(
         "fabric-test-p2p",
         P2pJobArgs(
@@ -128,6 +128,8 @@ elif ft.enabled:
         ),
         opts=k8s_opts,
     )
+elif ft.enabled:
+    raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
 fabric_check = (
     FabricCheck(
         "fabric-check",

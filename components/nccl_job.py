@@ -16,15 +16,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
-from catalog import Sku
-from components import mpi_job, nccl_sizing
-from components.fabric_test import ALL_REDUCE, Kind
+from components import mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
+from core import fabric, modes, nccl_sizing, pins
+from core.catalog import Sku
+from core.kinds import ALL_REDUCE, Kind, kind_for
 from verify import doctor
 from verify.verdict import pass_line_gbps
 
@@ -42,7 +41,7 @@ DOCTOR_HCA_PAIRS = 2
 class NcclJobArgs:
     sku: Sku
     node_count: int
-    rdma_mode: str  # fabric.RDMA_MODES
+    rdma_mode: str  # a name in core.modes.MODES
     image: str
     all_reduce_args: str
     timeout_minutes: int  # the pods' activeDeadlineSeconds
@@ -72,18 +71,19 @@ class NcclJobArgs:
         return self.timeout_minutes + (self.doctor_minutes if self.doctor != "never" else 0)
 
     def __post_init__(self) -> None:
-        if not self.sku.has_gpus:
+        if kind_for(self.sku) is not ALL_REDUCE:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has no GPUs; the NCCL all-reduce needs GPU sizes "
                 f"(CPU-only sizes get a separate fabric test)"
             )
+        nccl_settings.family(self.sku)  # raises for a generation with no NCCL settings family
         if self.node_count < 1:
             raise ValueError(f"node_count: got {self.node_count}; expected 1 or more")
         pins.IMAGE_REF.require("image", self.image)
         too_big = nccl_sizing.fit_problem(self.all_reduce_args, self.sku)
         if too_big:
             raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
-        fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
+        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
         mpi_job.check_host_names(self.job_name, self.node_count)
         if self.doctor not in doctor.DOCTOR_MODES:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
@@ -125,10 +125,9 @@ def uses_topology_file(args: NcclJobArgs) -> bool:
 
 
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
-    """Every GPU of the node and the RDMA resource of the configured mode (fabric.py)."""
-    rdma = fabric.rdma_request(args.rdma_mode, args.sku)
+    """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py)."""
     gpus = args.sku.gpus_per_vm
-    extended = {fabric.GPU_RESOURCE: str(gpus), rdma.resource: str(rdma.count)}
+    extended = {fabric.GPU_RESOURCE: str(gpus), **modes.rdma_mode(args.rdma_mode).limits(args.sku)}
     return core.ResourceRequirementsArgs(
         requests={**extended, "cpu": str(CPU_PER_RANK * gpus), "memory": f"{MEMORY_GI_PER_RANK * gpus}Gi"},
         limits=extended,

@@ -12,6 +12,9 @@ What is Azure's, and from where:
   that published 187 GB/s (Azure/aks-rdma-infiniband).
 - ND GB200 v6 (`ndv6`): none of the above; Azure's GB300 values null them and bind nothing.
 
+A generation is one `Family` (its settings and binding) in `FAMILIES`, looked up by the catalog's
+`Sku.generation`; a GPU size of a generation with no family is refused.
+
 Two switches change the environment: `sharp` (NCCL's own IB transport, or HPC-X's SHARP plugin with
 CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL detect the topology).
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog import Sku
+from core.catalog import Sku
 
 TOPOLOGY_DIR = "/opt/nccl-topology"
 TOPOLOGY_KEY = "topo.xml"
@@ -93,9 +96,22 @@ WITH_SHARP: dict[str, Setting] = {
     "UCX_NET_DEVICES": Setting("mlx5_0:1", "the same IB port as SHARP_SMX_UCX_INTERFACE", AKS_VALUES),
 }
 
-# Azure's per-generation tuning, on top of COMMON.
-BY_GENERATION: dict[str, dict[str, Setting]] = {
-    "ndv5": {
+@dataclass(frozen=True)
+class Family:
+    """The NCCL settings family of one Azure ND generation (the catalog's `Sku.generation`)."""
+
+    name: str  # the catalog's generation, e.g. "ndv5"
+    label: str  # the sizes, for the docs table
+    settings: dict[str, Setting]  # Azure's tuning for it, on top of COMMON
+    numa_binding: bool  # mpirun binds each rank to cores on its GPU's NUMA node (else unbound)
+    binding_source: str  # where the binding (or its absence) comes from
+
+
+# Azure's per-generation tuning, one family each, looked up by name with `family()`.
+NDV5 = Family(
+    name="ndv5",
+    label="ND H100/H200 v5",
+    settings={
         "NCCL_IB_QPS_PER_CONNECTION": Setting("4", "4 queue pairs per connection spread traffic over the fabric's "
                                                    "paths", f"{AKS_VALUES}; {HOPPER_CONF}"),
         "NCCL_MIN_NCHANNELS": Setting("32", "at least 32 channels, enough to keep 8 NDR HCAs busy",
@@ -109,11 +125,40 @@ BY_GENERATION: dict[str, dict[str, Setting]] = {
                                                  "affinity mpirun bound the rank to",
                                             f"{AKS_VALUES}; {HOPPER_CONF}; {AZHPC_NDV5}"),
     },
-    "ndv4": {
+    numa_binding=True,
+    binding_source=(f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true "
+                    f"in values.yaml, 'recommended for H100/H200')"),
+)
+NDV4 = Family(
+    name="ndv4",
+    label="ND A100 v4",
+    settings={
         "NCCL_IGNORE_CPU_AFFINITY": Setting("1", "NCCL places its threads by the GPU's NUMA node", AZHPC_NDV4),
     },
-    "ndv6": {},  # AKS_GB300_VALUES nulls the ND v5 settings for Grace Blackwell
-}
+    numa_binding=False,
+    binding_source=AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)",
+)
+NDV6 = Family(
+    name="ndv6",
+    label="ND GB200 v6",
+    settings={},  # AKS_GB300_VALUES nulls the ND v5 settings for Grace Blackwell
+    numa_binding=False,
+    binding_source=AKS_GB300_VALUES + " (mpi.bindToCore: false)",
+)
+FAMILIES: dict[str, Family] = {f.name: f for f in (NDV5, NDV4, NDV6)}
+
+
+def family(sku: Sku) -> Family:
+    """The settings family of `sku`'s generation; a ValueError naming the families there are otherwise."""
+    if not sku.has_gpus:
+        raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
+    try:
+        return FAMILIES[sku.generation]
+    except KeyError:
+        raise ValueError(f"sku: {sku.vm_size} is of generation {sku.generation!r}, which has no NCCL settings "
+                         f"family; the families are {', '.join(FAMILIES)} (components/nccl_settings.py)") from None
+
+
 TOPOLOGY_SETTING = Setting(
     f"{TOPOLOGY_DIR}/{TOPOLOGY_KEY}",
     "which HCA sits next to which GPU, hidden from NCCL by virtualisation (fabricTest.topologyFile; Azure's "
@@ -135,27 +180,22 @@ def binding(sku: Sku) -> Binding:
     """ND v5: Azure's NUMA-aware core binding, `pe` = the catalog's cores per VM / GPUs per VM (96 / 8
     = 12, the figure Azure's template hard-codes). Elsewhere no binding, as in the Azure test each
     generation's reference figure comes from."""
-    gpus = sku.gpus_per_vm
-    if sku.generation == "ndv5":
+    gpus, fam = sku.gpus_per_vm, family(sku)
+    if fam.numa_binding:
         return Binding(
             ("--map-by", f"ppr:{gpus}:node:pe={sku.cpu_cores_per_vm // gpus}", "--bind-to", "core",
              "--report-bindings"),
             "each rank bound to its own cores, on the NUMA node of its GPU (ranks 0-3 on socket 0, 4-7 on "
             "socket 1); --report-bindings prints the binding in the log",
-            f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true in "
-            f"values.yaml, 'recommended for H100/H200'); cores: {sku.cpu_cores_source}",
+            f"{fam.binding_source}; cores: {sku.cpu_cores_source}",
         )
-    source = AKS_GB300_VALUES + " (mpi.bindToCore: false)" if sku.generation == "ndv6" else (
-        AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)")
     return Binding(("-npernode", str(gpus), "--bind-to", "none"),
-                   "one rank per GPU, unbound: NCCL pins its own threads", source)
+                   "one rank per GPU, unbound: NCCL pins its own threads", fam.binding_source)
 
 
 def settings(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, Setting]:
     """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted."""
-    if not sku.has_gpus:
-        raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
-    out = {**COMMON, **BY_GENERATION.get(sku.generation, {}), **(WITH_SHARP if sharp else WITHOUT_SHARP)}
+    out = {**COMMON, **family(sku).settings, **(WITH_SHARP if sharp else WITHOUT_SHARP)}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
     return dict(sorted(out.items()))
@@ -176,8 +216,7 @@ def markdown_table() -> str:
         ("every GPU size", COMMON),
         ("`sharp: false` (default)", WITHOUT_SHARP),
         ("`sharp: true`", WITH_SHARP),
-        ("ND H100/H200 v5", BY_GENERATION["ndv5"]),
-        ("ND A100 v4", BY_GENERATION["ndv4"]),
+        *((f.label, f.settings) for f in FAMILIES.values()),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]

@@ -6,8 +6,8 @@ The analyzer gives `props` as read-only Mapping/Sequence proxies and numbers as 
 here tests for `dict`/`list` or `int`. No `pulumi_policy` import: the tests call these functions
 with inputs taken from the offline render, and `__main__.py` wraps them in a `PolicyPack`.
 
-The facts come from the project's own modules (`catalog` for SKUs, `fabric` for resource names,
-`pins` for what a pinned version, tag or image looks like); the project root must be on `sys.path`,
+The facts come from the project's own modules (`core.catalog` for SKUs, `core.fabric` for resource
+names, `core.pins` for what a pinned version, tag or image looks like); the project root must be on `sys.path`,
 which `policy/__main__.py` arranges. The pins are the same predicates the configuration schema and
 the component Args call: three copies of that rule drifted apart once, and a value passed one check
 and failed another after resources existed.
@@ -20,9 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import catalog
-import fabric
-import pins
+from core import catalog, fabric, modes, pins
 
 ReportViolation = Callable[..., None]  # report_violation(message, urn=None)
 Validate = Callable[[Any, ReportViolation], None]
@@ -76,8 +74,12 @@ def job_containers(props: Mapping[str, Any]) -> Iterator[Container]:
 
 
 def _rdma_resources(resources: Any) -> list[str]:
-    prefix = fabric.RDMA_RESOURCE_PREFIX + "/"
-    return [k for k in (_get(resources, "limits") or {}) if str(k).startswith(prefix)]
+    """The limits that are some RDMA mode's resource for the HCAs (core/modes.py)."""
+    return [k for k in (_get(resources, "limits") or {}) if str(k) in modes.extended_resources()]
+
+
+def _rdma_names() -> str:
+    return " or ".join(sorted(modes.extended_resources()))
 
 
 # --- 1. the IB size is in the catalog -----------------------------------------------------------
@@ -199,10 +201,10 @@ def job_pods_unprivileged_with_rdma(args: Any, report_violation: ReportViolation
         any_rdma = any_rdma or bool(rdma)
         if fabric.GPU_RESOURCE in (_get(resources, "limits") or {}) and not rdma:
             report_violation(f"Volcano Job {args.name!r} {c.where}: requests {fabric.GPU_RESOURCE} but no "
-                             f"{fabric.RDMA_RESOURCE_PREFIX}/ resource in limits; NCCL would fall back to TCP")
+                             f"RDMA resource ({_rdma_names()}) in limits; NCCL would fall back to TCP")
     if not any_rdma:
-        report_violation(f"Volcano Job {args.name!r}: no container requests an {fabric.RDMA_RESOURCE_PREFIX}/ "
-                         f"resource in limits; the test would not cross InfiniBand")
+        report_violation(f"Volcano Job {args.name!r}: no container requests an RDMA resource ({_rdma_names()}) "
+                         f"in limits; the test would not cross InfiniBand")
 
 
 # --- 5. GPU pools leave the driver to the GPU Operator ------------------------------------------

@@ -3,8 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-import fabric
-import pins
+from core import fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify.doctor import DOCTOR_MODES
@@ -41,7 +40,7 @@ VERSION_DESCRIPTIONS = {
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
 }
-# What kind of pin each version is (pins.py): the same predicate the component taking it checks.
+# What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
 VERSION_PINS: dict[str, pins.Pin] = {
     "nodeFeatureDiscovery": pins.CHART_VERSION,
     "networkOperator": pins.CHART_VERSION,
@@ -57,7 +56,6 @@ VERSION_PINS: dict[str, pins.Pin] = {
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
-SYSTEM_POOL_NAME = "system"  # the cluster's CPU pool; an IB pool of that name would overwrite it
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -88,13 +86,11 @@ SCHEMA: tuple[Key, ...] = (
                 check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 or "
                                               "more nodes)")),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
-                check=checks.pool_name(SYSTEM_POOL_NAME)),
+                check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=int_range(128, 2048)),
         )),
-    Key("rdmaMode", "string",
-        "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
-        default="shared", check=one_of(*fabric.RDMA_MODES)),
+    Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
         fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v, check=VERSION_PINS[k].problem)
                      for k, v in DEFAULT_VERSIONS.items())),

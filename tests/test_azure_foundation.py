@@ -2,9 +2,8 @@
 
 import pytest
 
-import catalog
-import fabric
 from components.cluster import decode_kubeconfig
+from core import catalog, fabric
 from offline import mocks
 
 COMMAND = "command:local:Command"

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
-import fabric
+from core import catalog, fabric
 from tests.fake_kube import FakeApi
 from tests.nccl_logs import launcher_log
 from verify import __main__ as cli

@@ -5,15 +5,16 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import catalog
-import fabric
+import stack_config
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
+from core import catalog, fabric, modes
 from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
 
@@ -63,7 +64,7 @@ def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
     assert fabric.GPU_RESOURCE not in (container(stack, "mpimaster").get("resources") or {}).get("limits", {})
 
 
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 @pytest.mark.parametrize("vm_size", [A100, H100])
 def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
     stack = render(rdmaMode=mode, ibPool={"vmSize": vm_size})
@@ -288,7 +289,7 @@ def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
 
 
 # --- schemas ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 def test_job_passes_the_volcano_job_crd(reference, render, mode):
     stack = render(rdmaMode=mode)
     errors = crd_errors(job(stack), reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")
@@ -536,3 +537,18 @@ def test_launcher_refuses_an_unknown_log_mode(fake_cluster, dev):
     done = run_launcher(fake_cluster, dev, hosts=2, LAUNCHER_NCCL_LOG="everything")
     assert done.returncode == 2 and "expected condensed or full" in done.stderr
     assert not (fake_cluster / "mpirun.args").exists()
+
+
+def test_every_gpu_generation_of_the_catalog_has_one_settings_family_and_an_unknown_one_is_refused():
+    gpu_skus = [s for s in catalog.SKUS.values() if s.has_gpus]
+    assert {s.generation for s in gpu_skus} == set(nccl_settings.FAMILIES)  # no family without a size
+    for sku in gpu_skus:
+        assert nccl_settings.family(sku).name == sku.generation
+    new = replace(catalog.lookup(H100), generation="ndv7")
+    with pytest.raises(ValueError, match="generation 'ndv7', which has no NCCL settings family; the families are "
+                                         "ndv5, ndv4, ndv6"):
+        nccl_job.NcclJobArgs(sku=new, node_count=2, rdma_mode="shared", image=stack_config.DEFAULT_NCCL_TESTS_IMAGE,
+                             all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=60)
+    for call in (nccl_settings.binding, lambda s: nccl_settings.settings(s, topology_file=True, sharp=False)):
+        with pytest.raises(ValueError, match="'ndv7'"):
+            call(new)

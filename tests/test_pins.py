@@ -1,14 +1,14 @@
-"""What a pin looks like (pins.py): one predicate per kind, and every layer calls the same one."""
+"""What a pin looks like (core/pins.py): one predicate per kind, and every layer calls the same one."""
 
 from __future__ import annotations
 
 import pytest
 
-import pins
 import stack_config
 from components.gpu_operator import GpuOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscoveryArgs
 from components.volcano import VolcanoArgs
+from core import pins
 from offline import engine
 from tests.conftest import dev_config
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import fabric
+from core import fabric
 from verify import kube
 
 MODES = ("taint", "label", "off")  # `label`: condition, label and Events, no taint; `off`: judge and print only

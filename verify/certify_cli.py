@@ -12,7 +12,8 @@ import json
 import sys
 import time
 
-from verify import certify, certify_kube, kinds
+from core import kinds
+from verify import certify, certify_kube
 from verify.kube import iso
 from verify.kube_api import ApiError, connect
 

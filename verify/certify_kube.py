@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import fabric
+from core import fabric
 from verify import certify, kube
 from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
 from verify.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError

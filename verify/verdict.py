@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-import catalog
+from core import catalog
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
