@@ -17,6 +17,7 @@ from tests.fake_kube import FakeApi
 from tests.nccl_logs import launcher_log
 from verify import __main__ as cli
 from verify import certify, doctor, sections
+from verify.result import FabricResult
 
 ROOT = Path(__file__).resolve().parent.parent
 NS, JOB = "fabric-test", "nccl-allreduce"
@@ -109,7 +110,7 @@ def node_writes(api: FakeApi) -> list[str]:
 def test_day0_three_good_nodes_lose_uncertified_and_the_slow_one_is_quarantined_with_evidence(tmp_path, capsys):
     with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
         code, out = certify_run(api, tmp_path, capsys)
-    assert code == 0 and out["verdict"] == "FAIL"
+    assert code == 0 and out["certification"]["verdict"] == "FAIL" == out["result"]["verdict"]
     for i in range(3):
         assert api.taints(name(i)) == [POOL], f"{name(i)} keeps only the pool taint"
         assert api.condition(name(i), fabric.FABRIC_CONDITION)["status"] == "True"
@@ -122,11 +123,12 @@ def test_day0_three_good_nodes_lose_uncertified_and_the_slow_one_is_quarantined_
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": name(3), "uid": "uid-node-3"}
     assert event["type"] == "Warning" and f"{SLOW:.2f}" in event["message"]  # the figures behind it
     # suspects name the node and the VM; the pod host name stays as evidence
-    (suspect,) = out["suspects"]
+    (suspect,) = out["certification"]["suspects"]
     assert (suspect["node"], suspect["vm"], suspect["host"]) == (name(3), "aks-ib-12345678-vmss_3", f"{HOSTS[3]}.{JOB}")
     # the result and the history ring are written where the stack reads them
-    result = json.loads(api.configmap(NS, "fabric-certifier-result")["data"]["result.json"])
-    assert result["verdict"] == "FAIL" and result["suspects"][0]["node"] == name(3)
+    kept = api.configmap(NS, "fabric-certifier-result")["data"]
+    assert FabricResult.from_json(json.loads(kept["result.json"])).verdict == "FAIL"  # the typed result
+    assert json.loads(kept["certification.json"])["suspects"][0]["node"] == name(3)
     history = api.configmap(NS, "fabric-certifier-history")["data"]
     assert json.loads(history[name(3)])[-1]["action"] == "quarantine"
 
@@ -157,7 +159,7 @@ def test_never_the_last_two_certified_nodes(tmp_path, capsys):
 def test_fabric_wide_slowness_quarantines_no_one_and_certifies_no_one(tmp_path, capsys):
     with cluster([node(i) for i in range(4)], doctor_log(slow=(), everyone_slow=True)) as api:
         code, out = certify_run(api, tmp_path, capsys)
-    assert out["verdict"] == "FAIL" and out["suspects"] == []
+    assert out["certification"]["verdict"] == "FAIL" and out["certification"]["suspects"] == []
     assert all(api.taints(name(i)) == [POOL, UNCERT] for i in range(4))
     assert not [p for p in node_writes(api) if not p.endswith("/status")] and not node_writes(api)
     assert any("fabric-wide" in n for n in out["certification"]["notes"])
@@ -167,7 +169,7 @@ def test_a_persons_cordon_and_quarantine_are_left_alone(tmp_path, capsys):
     nodes = [node(0, unschedulable=True), node(1, fabric.QUARANTINED, ours=False), node(2), node(3)]
     with cluster(nodes, doctor_log(slow=())) as api:  # the whole run PASSes
         code, out = certify_run(api, tmp_path, capsys)
-    assert out["verdict"] == "PASS"
+    assert out["certification"]["verdict"] == "PASS"
     assert api.node(name(0))["spec"]["unschedulable"] is True  # the cordon stays
     assert api.taints(name(0)) == [POOL]  # the AKS uncertified taint is the certifier's to lift
     assert api.taints(name(1)) == [POOL, QUAR], "a quarantine the certifier did not set is not removed"
@@ -205,17 +207,18 @@ def test_a_node_on_another_pkey_is_named_before_any_nccl_result_dry_run(tmp_path
         assert cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--json", "--dry-run"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert api.writes == [] and not any("/log" in p for _, p in api.requests), "dry run, no log read"
-    assert out["verdict"] == "FAIL"
-    assert out["reasons"][0].startswith(f"these nodes cannot reach those: {name(2)} are outside the fabric of")
-    assert [s["node"] for s in out["suspects"]] == [name(2)]
-    assert out["suspects"][0]["evidence"]["groups"]
+    cert = out["certification"]
+    assert cert["verdict"] == "FAIL" and out["result"] is None
+    assert cert["reasons"][0].startswith(f"these nodes cannot reach those: {name(2)} are outside the fabric of")
+    assert [s["node"] for s in cert["suspects"]] == [name(2)]
+    assert cert["suspects"][0]["evidence"]["groups"]
 
 
 def test_a_split_pool_names_the_outsider_and_judges_the_other_three(tmp_path, capsys):
     nodes = [node(0), node(1), node(2, labels={fabric.PLACEMENT_GROUP_LABEL: "pg-2"}), node(3)]
     with cluster(nodes, doctor_log(slow=(2,))) as api:  # its pairs across the split are slow
         code, out = certify_run(api, tmp_path, capsys)
-    assert out["reasons"][0].startswith(f"these nodes cannot reach those: {name(2)}")
+    assert out["result"]["reasons"][0].startswith(f"these nodes cannot reach those: {name(2)}")
     assert api.taints(name(2)) == [POOL, QUAR]
     assert all(api.taints(name(i)) == [POOL] for i in (0, 1, 3)), "the other three judged on their own pairs"
     for d in out["certification"]["decisions"]:

@@ -8,17 +8,22 @@ with `--kubeconfig`. Exit codes as the other commands: 0 judged (and applied); 1
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 
 from core import kinds
-from verify import certify, certify_kube
+from verify import certify, certify_kube, readers
 from verify.kube import iso
 from verify.kube_api import ApiError, connect
+from verify.result import Collected, FabricResult
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+# The result ConfigMap's keys: the typed result of the run, and the certifier's decisions.
+RESULT_KEY, CERTIFICATION_KEY = "result.json", "certification.json"
 LAUNCHER_TASK = "mpimaster"
+LOG_TAIL_LINES = 30
 
 
 def add_parser(sub, judging_args, epilog: str) -> None:
@@ -48,16 +53,20 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     judging_args(p)
 
 
-def _judge(args: argparse.Namespace, log: str, job_failed: str | None) -> dict:
-    """The same judgement as `collect` (verify/__main__.py's per-kind functions)."""
-    from verify import __main__ as cli
-
-    ns = argparse.Namespace(**{**vars(args), "plot": None})
-    judged = cli._judge_collected_p2p if args.kind == kinds.P2P else cli._judge_collected_nccl
-    out, _ = judged(ns, log, job_failed)
-    if args.kind == kinds.NCCL:
-        out["sharp"] = args.sharp
-    return out
+def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricResult:
+    """The same judgement as `collect` (verify/readers.py), with where the run was found."""
+    reader = readers.reader(args.kind)
+    threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
+    job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
+    settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed)
+    try:
+        judged = reader.judge(log, settings)
+    except readers.PARSE_ERRORS as exc:
+        judged = reader.unread(log, settings, exc)
+    collected = Collected(namespace=args.namespace, job=args.job, job_phase=phase, pod=pod,
+                          log_tail=tuple(log.rstrip("\n").splitlines()[-LOG_TAIL_LINES:]), diagnosis=(), gave_up=None,
+                          waited_minutes=None, sharp=args.sharp if reader.measures_sharp else None)
+    return dataclasses.replace(judged.result, collected=collected)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,21 +101,23 @@ def run(args: argparse.Namespace) -> int:
             pods = certify_kube.job_pods(api, args.namespace, args.job)
             hosts = certify_kube.worker_hosts(pods, args.task)
             pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
-            job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
-            result = _judge(args, log, job_failed)
-            result.update({"namespace": args.namespace, "job": args.job, "job_phase": phase, "pod": pod})
-        plan = certify.plan(node_facts, result, hosts, policy, run_id=run_id, at=at)
+            result = _judge(args, log, phase, pod)
+            if member.reason:  # the split explains the run: its finding comes first
+                result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
+        plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
         writer = certify_kube.Writer(api, args.namespace, dry_run=args.dry_run or args.mode == "off")
         certify_kube.apply(writer, plan, nodes, policy, at=at)
         history = certify_kube.history_records(api, args.namespace, args.history_configmap) \
             if args.history_configmap else {}
         warnings = certify.relative_warnings(history, plan.decisions)
-        out = _result(result, plan, member, warnings, args, at)
+        out = _document(result, plan, member, warnings, args, at)
         if args.history_configmap:
             writer.configmap(args.history_configmap,
                              certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
         if args.result_configmap:
-            writer.configmap(args.result_configmap, {"result.json": json.dumps(out, sort_keys=True)})
+            writer.configmap(args.result_configmap, {
+                RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
+                CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
         if args.pushgateway and not writer.dry_run:
             certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
     except (ApiError, OSError) as exc:
@@ -114,9 +125,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     out["writes"] = writer.writes
     print(json.dumps(out, indent=2) if args.json else _text(out))
-    if args.fail_on_low_bandwidth and out["verdict"] == "FAIL":
+    if args.fail_on_low_bandwidth and out["certification"]["verdict"] == "FAIL":
         print(f"FAIL: {run_id}", file=sys.stderr)
-        for reason in out["reasons"]:
+        for reason in out["certification"]["reasons"]:
             print(f"  - {reason}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
@@ -129,29 +140,27 @@ def _phase(api, args: argparse.Namespace) -> str:
     return get(job, "status", "state", "phase") or "Pending"
 
 
-def _result(result: dict | None, plan: certify.Plan, member: certify.Membership, warnings: list[str],
-            args: argparse.Namespace, at: str) -> dict:
-    """verify's JSON of the run with the suspects named by node, the membership finding first among the
-    reasons, and the certifier's decisions under `certification`."""
-    out = dict(result or {"kind": args.kind, "verdict": "PASS" if not member.reason else "FAIL", "reasons": []})
-    reasons = list(out.get("reasons") or [])
-    if member.reason:
-        out["verdict"] = "FAIL"
-        reasons.insert(0, member.reason)
+def _document(result: FabricResult | None, plan: certify.Plan, member: certify.Membership, warnings: list[str],
+              args: argparse.Namespace, at: str) -> dict:
+    """What certify prints and keeps: `result`, the run's typed result (verify/result.py; null when no job
+    was judged), and `certification`: the verdict with the membership and history findings, the
+    suspects named by node and VM (the pod host name kept as evidence), and the decisions."""
+    verdict = result.verdict if result else ("FAIL" if member.reason else "PASS")
+    reasons = list(result.reasons) if result else ([member.reason] if member.reason else [])
     reasons += [f"WARN {w}" for w in warnings]
-    if warnings and out.get("verdict") == "PASS":
-        out["verdict"] = "WARN"
-    outside = [{"node": n, "vm": next((d.vm for d in plan.decisions if d.node == n), None), "host": None,
-                "hca": None, "reason": member.reason, "evidence": member.evidence, "verdict": "FAIL"}
-               for n in member.outside]
-    out.update(reasons=reasons, suspects=outside + list(plan.suspects),
-               certification={"at": at, "mode": args.mode, "dry_run": args.dry_run, **plan.as_dict()})
-    return out
+    if warnings and verdict == "PASS":
+        verdict = "WARN"
+    vms = {d.node: d.vm for d in plan.decisions}
+    outside = [{"node": n, "vm": vms.get(n), "host": None, "hca": None, "reason": member.reason,
+                "evidence": member.evidence, "verdict": "FAIL"} for n in member.outside]
+    return {"result": result.to_json() if result else None,
+            "certification": {"at": at, "mode": args.mode, "dry_run": args.dry_run, "verdict": verdict,
+                              "reasons": reasons, "suspects": outside + list(plan.suspects), **plan.as_dict()}}
 
 
 def _text(out: dict) -> str:
-    lines = [f"VERDICT: {out.get('verdict')}"] + [f"  - {r}" for r in out.get("reasons") or []]
     cert = out["certification"]
+    lines = [f"VERDICT: {cert['verdict']}"] + [f"  - {r}" for r in cert["reasons"]]
     if cert["breaker"]:
         lines.append(f"BREAKER: {cert['breaker']}")
     for d in cert["decisions"]:
