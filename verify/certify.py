@@ -16,10 +16,12 @@ theirs and stays), `certified` (no fabric taint). Evidence comes from three plac
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core import fabric
@@ -297,3 +299,27 @@ def relative_warnings(history: Mapping[str, Sequence[Mapping[str, Any]]], decisi
                 out.append(f"{d.node}: {now:.1f} GB/s is below {fraction:.0%} of its own recent median "
                            f"{median:.1f} GB/s ({len(figures)} runs)")
     return out
+
+
+# --- the shipped code (components/certifier.py mounts it; the pod checks it) -------------------------
+CODE_PACKAGES = ("core", "verify")
+
+
+def code_files(root: Path) -> dict[str, str]:
+    """The files the certifier runs: every .py and .json of `core/` and `verify/` under `root`, by
+    relative path (caches excluded)."""
+    out = {}
+    for package in CODE_PACKAGES:
+        for path in sorted((root / package).rglob("*")):
+            if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+                out[path.relative_to(root).as_posix()] = path.read_text()
+    return out
+
+
+def code_sha256(files: Mapping[str, str]) -> str:
+    """sha256 over each path and text, in path order: the stack computes it over the checkout, the pod
+    over what it finds mounted."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+    return h.hexdigest()

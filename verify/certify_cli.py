@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 from core import kinds
 from verify import certify, certify_kube, readers
@@ -22,6 +24,7 @@ from verify.result import Collected, FabricResult
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 # The result ConfigMap's keys: the typed result of the run, and the certifier's decisions.
 RESULT_KEY, CERTIFICATION_KEY = "result.json", "certification.json"
+CODE_SHA256_ENV = "AKS_INFINIBAND_CODE_SHA256"  # set by the stack's pods (components/certifier.py)
 LAUNCHER_TASK = "mpimaster"
 LOG_TAIL_LINES = 30
 
@@ -48,6 +51,11 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--history-configmap", help="keep the last --history-size records per node in this ConfigMap")
     p.add_argument("--history-size", type=int, default=certify_kube.HISTORY_KEEP)
     p.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
+    p.add_argument("--certifier-namespace", help="where Events and the ConfigMaps are (default: --namespace)")
+    p.add_argument("--run-id", help="what this run judges (the stack passes the test job's spec hash): a re-run "
+                                    "whose job is gone reports the result recorded for it")
+    p.add_argument("--recurring", action="store_true",
+                   help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
     p.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
     p.add_argument("--sharp", action="store_true", help="the job ran with SHARP (recorded in the result)")
     judging_args(p)
@@ -69,18 +77,34 @@ def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricRe
     return dataclasses.replace(judged.result, collected=collected)
 
 
-def run(args: argparse.Namespace) -> int:
+def _problem(args: argparse.Namespace) -> str | None:
+    """The arguments' problem, in one line (None: all good), before anything is read."""
     try:
-        policy = certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
+        certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
     except ValueError as exc:
-        print(f"error: --{exc}", file=sys.stderr)
+        return f"--{exc}"
+    if args.kind == kinds.NCCL and (args.job or args.recurring) and args.nodes is None and not args.recurring:
+        return "--nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)"
+    if args.job and args.recurring:
+        return "--job and --recurring exclude each other (--recurring creates its own job)"
+    expected = os.environ.get(CODE_SHA256_ENV)
+    if expected:  # in the stack's pods: run only the code the preview showed
+        found = certify.code_sha256(certify.code_files(Path(__file__).resolve().parent.parent))
+        if found != expected:
+            return (f"the mounted code's sha256 is {found}, the pod was created for {expected}: "
+                    "the code ConfigMap changed under this pod; the next run uses the new one")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
-    if args.kind == kinds.NCCL and args.job and args.nodes is None:
-        print("error: --nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)",
-              file=sys.stderr)
-        return EXIT_ERROR
+    policy = certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
     now = time.time()
-    at, run_id = iso(now), f"{args.namespace}/{args.job or 'membership'}@{iso(now)}"
+    at = iso(now)
+    home = args.certifier_namespace or args.namespace  # Events and the ConfigMaps
     try:
         api = connect(args.kubeconfig)
         nodes = certify_kube.ib_nodes(api)
@@ -88,29 +112,29 @@ def run(args: argparse.Namespace) -> int:
         member = certify.membership(node_facts)
         if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
             certify_kube._say(member.reason)
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or args.mode == "off")
+        if args.recurring:
+            from verify import certify_recurring
+
+            args.job, args.nodes = certify_recurring.launch(api, args, nodes, member, writer)
+            if args.job is None:
+                return EXIT_OK  # nothing idle to certify, said on stderr
+        run_id = args.run_id or f"{args.namespace}/{args.job or 'membership'}@{at}"
         result, hosts = None, {}
         if args.job:
-            if args.wait_minutes > 0:
-                phase = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
-                                                  poll_seconds=args.poll_seconds)
-            else:
-                phase = _phase(api, args)
-                if phase not in certify_kube.DONE | certify_kube.FAILED:
-                    raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
-                                   "pass --wait-minutes to wait for it")
-            pods = certify_kube.job_pods(api, args.namespace, args.job)
-            hosts = certify_kube.worker_hosts(pods, args.task)
-            pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
-            result = _judge(args, log, phase, pod)
-            if member.reason:  # the split explains the run: its finding comes first
-                result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
+            try:
+                result, hosts = _judge_job(api, args, member)
+            except ApiError as exc:
+                kept = _kept(api, args, home) if exc.status == 404 else None
+                if kept is None:
+                    raise
+                certify_kube._say(f"{exc}; the result of run {args.run_id} is already recorded: reporting it")
+                return _report(args, kept, [], args.run_id)
         plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
-        writer = certify_kube.Writer(api, args.namespace, dry_run=args.dry_run or args.mode == "off")
         certify_kube.apply(writer, plan, nodes, policy, at=at)
-        history = certify_kube.history_records(api, args.namespace, args.history_configmap) \
-            if args.history_configmap else {}
-        warnings = certify.relative_warnings(history, plan.decisions)
-        out = _document(result, plan, member, warnings, args, at)
+        history = certify_kube.history_records(api, home, args.history_configmap) if args.history_configmap else {}
+        out = _document(result, plan, member, certify.relative_warnings(history, plan.decisions), args, at)
+        out["certification"]["run_id"] = run_id
         if args.history_configmap:
             writer.configmap(args.history_configmap,
                              certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
@@ -123,11 +147,46 @@ def run(args: argparse.Namespace) -> int:
     except (ApiError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    out["writes"] = writer.writes
+    return _report(args, out, writer.writes, run_id)
+
+
+def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tuple[FabricResult, dict[str, str]]:
+    """Wait for (or read) the finished job, judge its launcher log; the worker pods' host -> node map."""
+    if args.wait_minutes > 0:
+        phase = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
+                                          poll_seconds=args.poll_seconds)
+    else:
+        phase = _phase(api, args)
+        if phase not in certify_kube.DONE | certify_kube.FAILED:
+            raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
+                           "pass --wait-minutes to wait for it")
+    pods = certify_kube.job_pods(api, args.namespace, args.job)
+    pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
+    result = _judge(args, log, phase, pod)
+    if member.reason:  # the split explains the run: its finding comes first
+        result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
+    return result, certify_kube.worker_hosts(pods, args.task)
+
+
+def _kept(api, args: argparse.Namespace, home: str) -> dict | None:
+    """The recorded document of this --run-id (a re-run after the test job's TTL), else None."""
+    if not (args.run_id and args.result_configmap):
+        return None
+    try:
+        data = api.get(f"/api/v1/namespaces/{home}/configmaps/{args.result_configmap}").get("data") or {}
+        kept = {"result": json.loads(data.get(RESULT_KEY) or "null"),
+                "certification": json.loads(data.get(CERTIFICATION_KEY) or "{}")}
+    except (ApiError, ValueError):
+        return None
+    return kept if kept["certification"].get("run_id") == args.run_id else None
+
+
+def _report(args: argparse.Namespace, out: dict, writes: list[str], run_id: str) -> int:
+    out["writes"] = writes
     print(json.dumps(out, indent=2) if args.json else _text(out))
-    if args.fail_on_low_bandwidth and out["certification"]["verdict"] == "FAIL":
+    if args.fail_on_low_bandwidth and out["certification"].get("verdict") == "FAIL":
         print(f"FAIL: {run_id}", file=sys.stderr)
-        for reason in out["certification"]["reasons"]:
+        for reason in out["certification"].get("reasons") or ():
             print(f"  - {reason}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
