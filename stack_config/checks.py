@@ -54,3 +54,14 @@ def pool_name(reserved: str) -> Check:
             return None
         return f"1-12 lowercase letters and digits, starting with a letter, not {reserved!r} (the system pool)"
     return check
+
+
+_CRON_FIELD = r"(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?(,(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?)*"
+
+
+def cron_or_off(v: Any) -> str | None:
+    """Five cron fields (what a CronJob's schedule takes, numbers only), or `off`."""
+    if v == "off" or (isinstance(v, str) and len(v.split()) == 5
+                      and all(re.fullmatch(_CRON_FIELD, f) for f in v.split())):
+        return None
+    return "a cron schedule of five fields, e.g. '17 */6 * * *', or off"

@@ -49,14 +49,18 @@ def doctor_log(n: int = 4, slow: tuple[int, ...] = (3,), *, everyone_slow: bool 
 
 
 def node(i: int, taint: str | None = fabric.UNCERTIFIED, *, ours: bool = True, labels: dict | None = None,
-         conditions: list | None = None, unschedulable: bool = False, certified: bool = False) -> dict:
+         conditions: list | None = None, unschedulable: bool = False, certified: bool = False,
+         boot: str = "boot-1", certified_boot: str | None = None) -> dict:
     taints = [dict(zip(("key", "value", "effect"), POOL, strict=True))]
     if taint:
         taints.append({"key": fabric.FABRIC_TAINT_KEY, "value": taint, "effect": "NoSchedule"})
     annotations = {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint == fabric.QUARANTINED and ours else {}
     conds = [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready"}]
-    if certified:
+    if certified or certified_boot:
         conds.append({"type": fabric.FABRIC_CONDITION, "status": "True", "reason": "FabricTestPassed", "message": "x"})
+    if certified_boot:
+        annotations[certify.CERTIFIED_AT_ANNOTATION] = json.dumps(
+            {"at": "2026-02-01T00:00:00Z", "run": "day0", "against": [], "boot_id": certified_boot})
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": f"aks-ib-12345678-vmss00000{i}", "uid": f"uid-node-{i}", "annotations": annotations,
                          "labels": {fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE, fabric.PKEY_LABEL: "0x8001",
@@ -64,7 +68,7 @@ def node(i: int, taint: str | None = fabric.UNCERTIFIED, *, ours: bool = True, l
             "spec": {"providerID": "azure:///subscriptions/0000/resourceGroups/mc_rg/providers/Microsoft.Compute/"
                                    f"virtualMachineScaleSets/aks-ib-12345678-vmss/virtualMachines/{i}",
                      "taints": taints, **({"unschedulable": True} if unschedulable else {})},
-            "status": {"conditions": conds + (conditions or [])}}
+            "status": {"conditions": conds + (conditions or []), "nodeInfo": {"bootID": f"{boot}-{i}"}}}
 
 
 def name(i: int) -> str:
@@ -300,3 +304,18 @@ def test_metrics_for_a_pushgateway():
     text = certify_kube.metrics_text(certify.Plan((), "tripped"), nodes, 1.0)
     assert f'aks_infiniband_fabric_node_state{{node="{name(1)}",state="quarantined"}} 1' in text
     assert "aks_infiniband_fabric_breaker_open 1" in text
+
+
+def test_a_taint_aks_re_applied_to_an_unchanged_node_is_lifted_and_a_reimaged_node_is_re_tested(tmp_path, capsys):
+    """AKS re-applies the pool's nodeTaints on pool operations (docs/fabric-certifier.md): the same boot as the
+    recorded certification is lifted again; a new bootID (re-image, reboot) stays held for a test."""
+    nodes = [node(0, certified_boot="boot-1-0"), node(1, certified_boot="old-boot-1")]
+    with FakeApi(nodes=nodes) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        assert cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+    assert api.taints(name(0)) == [POOL]
+    assert api.taints(name(1)) == [POOL, UNCERT]
+    lifted = next(d for d in out["certification"]["decisions"] if d["node"] == name(0))
+    assert "has not rebooted" in lifted["reason"] and lifted["evidence"]["at"] == "2026-02-01T00:00:00Z"

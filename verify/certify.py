@@ -17,6 +17,7 @@ theirs and stays), `certified` (no fabric taint). Evidence comes from three plac
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -68,6 +69,9 @@ class NodeFacts:
     membership: tuple[str | None, ...]  # the values of fabric.MEMBERSHIP_LABELS
     problems: tuple[dict[str, Any], ...] = ()  # NPD conditions with status True
     cordoned: bool = False  # spec.unschedulable: a person's (or AKS's) decision, never touched
+    boot_id: str | None = None  # status.nodeInfo.bootID: changes on every reboot and re-image
+    # the certification recorded on the node (CERTIFIED_AT_ANNOTATION) when its condition is still True
+    certified: dict[str, Any] | None = None
 
 
 def vm_of(node: Mapping[str, Any]) -> str | None:
@@ -93,7 +97,14 @@ def facts(node: Mapping[str, Any]) -> NodeFacts:
     problems = tuple({k: c.get(k) for k in ("type", "reason", "message", "lastTransitionTime")}
                      for c in kube.get(node, "status", "conditions") or []
                      if c.get("type") in NPD_PROBLEMS and c.get("status") == "True")
+    try:
+        record = json.loads(annotations.get(CERTIFIED_AT_ANNOTATION) or "null")
+    except ValueError:
+        record = None
+    cond = kube.condition(node, fabric.FABRIC_CONDITION) or {}
     return NodeFacts(name=kube.name(node), vm=vm_of(node), state=state,
+                     boot_id=kube.get(node, "status", "nodeInfo", "bootID"),
+                     certified=record if isinstance(record, dict) and cond.get("status") == "True" else None,
                      ours=state == fabric.QUARANTINED and annotations.get(QUARANTINED_BY_ANNOTATION) == CERTIFIER,
                      membership=tuple(labels.get(k) for k in fabric.MEMBERSHIP_LABELS), problems=problems,
                      cordoned=bool(kube.get(node, "spec", "unschedulable")))
@@ -242,12 +253,25 @@ def plan(nodes: Sequence[NodeFacts], result: Mapping[str, Any] | None, host_to_n
             how = "its pairs with" if peers.get(n.name) else "the all-nodes run with"
             decisions.append(Decision(n.name, n.vm, CERTIFY, f"passed {how} {', '.join(a['peer'] for a in against)}",
                                       "PASS", {"run": run_id, "at": at, "against": against, "verdict": verdict}))
+        elif n.name not in in_run and _reheld(n):
+            decisions.append(Decision(n.name, n.vm, CERTIFY, (
+                f"the {fabric.UNCERTIFIED} taint came back on a node that has not rebooted since it passed at "
+                f"{n.certified.get('at')} (AKS re-applies the pool's nodeTaints on pool operations)"), "PASS",
+                {"run": n.certified.get("run"), "at": n.certified.get("at"),
+                 "against": n.certified.get("against") or [], "boot_id": n.boot_id}))
         elif n.name in in_run:
             decisions.append(Decision(n.name, n.vm, HOLD, "not cleared by this run" + (
                 " (fabric-wide result)" if fabric_wide else ""), verdict, {}))
         else:
             decisions.append(Decision(n.name, n.vm, KEEP, "not in this run: state unchanged", "UNKNOWN", {}))
     return Plan(tuple(decisions), breaker(nodes, decisions, policy), tuple(notes), tuple(suspects))
+
+
+def _reheld(n: NodeFacts) -> bool:
+    """Held again by AKS, not by a change of the machine: `uncertified` on a node whose recorded
+    certification names the boot it still runs (a re-image or reboot gives a new bootID: re-test)."""
+    return (n.state == fabric.UNCERTIFIED and n.certified is not None and n.boot_id is not None
+            and n.certified.get("boot_id") == n.boot_id)
 
 
 def _cleared(node: str, verdict: str, fabric_wide: bool, peers: Mapping[str, list[dict[str, Any]]],

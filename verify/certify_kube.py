@@ -169,9 +169,10 @@ def apply(writer: Writer, plan: certify.Plan, nodes: Sequence[Mapping[str, Any]]
             if taint and f.state in (fabric.UNCERTIFIED, fabric.QUARANTINED) and not person_quarantine:
                 writer.taints(node, _without_fabric_taint(node, keep_quarantine=False),
                               f"remove {fabric.FABRIC_TAINT_KEY}={f.state}: {d.reason}")
+            record = {"at": d.evidence.get("at") or at, "run": d.evidence.get("run"),
+                      "against": d.evidence.get("against"), "boot_id": f.boot_id}  # a re-image changes it
             writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "certified"}, {
-                certify.CERTIFIED_AT_ANNOTATION: json.dumps({"at": at, "run": d.evidence.get("run"),
-                                                             "against": d.evidence.get("against")}),
+                certify.CERTIFIED_AT_ANNOTATION: json.dumps(record),
                 **({certify.QUARANTINED_BY_ANNOTATION: None} if f.ours else {})})
             writer.condition(d.node, "True", "FabricTestPassed", d.reason, at)
             writer.event(node, "Normal", "FabricCertified", d.reason
