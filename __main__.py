@@ -5,6 +5,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 import stack_config
+from components.certifier import Certifier, CertifierArgs
 from components.cluster import Cluster, ClusterArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
@@ -61,6 +62,8 @@ ib_pool = IbNodePool(
         tags=cfg.tags,
         protect=cfg.protect,
         wait_for=[feature.step],
+        # new nodes are held until the certifier passes them (the all-reduce's doctor tells nodes apart)
+        hold_until_certified=cfg.fabric_test.enabled and kind_for(sku) is ALL_REDUCE and cfg.certifier.mode == "taint",
     ),
 )
 
@@ -130,20 +133,32 @@ elif ft.enabled and kind is POINT_TO_POINT:
     )
 elif ft.enabled:
     raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
-fabric_check = (
-    FabricCheck(
+# 10. The certifier: the same verify code in the cluster. It judges the test for `pulumi up` (a Job the
+# Kubernetes provider awaits), holds new nodes until they pass, re-certifies idle ones on a schedule.
+fabric_check = None
+if fabric_job:
+    ce = cfg.certifier
+    certifier = Certifier(
+        "certifier",
+        CertifierArgs(
+            fabric_namespace=fabric_job.namespace_name, image=ce.image, mode=ce.mode,
+            # recurring runs re-test with the all-reduce's doctor; a point-to-point test spans two nodes only
+            schedule=ce.schedule if kind is ALL_REDUCE else "off",
+            max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
+            pushgateway_url=ce.pushgateway_url, wait_for=[fabric_job.job],
+        ),
+        opts=k8s_opts,
+    )
+    fabric_check = FabricCheck(
         "fabric-check",
         FabricCheckArgs(
-            resource_group_name=cluster.resource_group.name,  # the collector fetches credentials itself
-            cluster_name=cluster.managed_cluster.name,
             job=fabric_job,
+            certifier=certifier,
             threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
         ),
+        opts=k8s_opts,
     )
-    if fabric_job
-    else None
-)
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)

@@ -135,8 +135,8 @@ def own_rules() -> list[rbac.PolicyRuleArgs]:
 
 
 class Certifier(pulumi.ComponentResource):
-    """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole + binding, `{name}-fabric`
-    Role + binding in the fabric test's namespace, `{name}-own` Role + binding, `{name}-code`,
+    """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole (+ `-binding`), `{name}-fabric`
+    Role in the fabric test's namespace and `{name}-own` in its own (each + `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` ConfigMaps, `{name}-priority` PriorityClass, and `{name}-recurring`
     CronJob unless `schedule` is off."""
 
@@ -153,7 +153,7 @@ class Certifier(pulumi.ComponentResource):
             f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
             rules=cluster_rules(), opts=child)
         rbac.ClusterRoleBinding(
-            f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
+            f"{name}-nodes-binding", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
             role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
                                       name=self.cluster_role.metadata.name),
             subjects=[subject], opts=child)
@@ -162,7 +162,7 @@ class Certifier(pulumi.ComponentResource):
                                               ("own", ns, own_rules(), child)):
             r = rbac.Role(f"{name}-{role}", metadata=meta.ObjectMetaArgs(
                 name="fabric-certifier", namespace=namespace, labels=LABELS), rules=rules, opts=ropts)
-            rbac.RoleBinding(f"{name}-{role}", metadata=meta.ObjectMetaArgs(
+            rbac.RoleBinding(f"{name}-{role}-binding", metadata=meta.ObjectMetaArgs(
                 name="fabric-certifier", namespace=namespace, labels=LABELS),
                 role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=r.metadata.name),
                 subjects=[subject], opts=ropts)

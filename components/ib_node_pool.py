@@ -32,6 +32,17 @@ class IbNodePoolArgs:
     # land on one InfiniBand fabric. Passed to the AgentPool itself (a component's depends_on is
     # not inherited by its children).
     wait_for: Sequence[pulumi.Resource] = ()
+    # Start every node AKS creates or re-creates under `uncertified` (the certifier lifts it on a pass:
+    # docs/fabric-certifier.md, which also says how AKS re-applies the pool's taints).
+    hold_until_certified: bool = False
+
+
+def pool_taints(args: IbNodePoolArgs) -> list[str]:
+    """The pool taint, and `uncertified` when the certifier holds new nodes. Set through `nodeTaints`:
+    the pinned azure-native (API 2025-09-01) has no `nodeInitializationTaints`, the field AKS leaves alone
+    after a node's creation; with `nodeTaints` AKS re-applies it on pool operations and the certifier lifts
+    it again from a node on the boot it certified (verify/certify.py)."""
+    return [fabric.IB_TAINT, *([fabric.UNCERTIFIED_TAINT] if args.hold_until_certified else [])]
 
 
 def pool_labels(sku: Sku) -> dict[str, str]:
@@ -50,7 +61,7 @@ class IbNodePool(pulumi.ComponentResource):
     - on GPU sizes `gpuProfile.driver = None`: the GPU Operator installs the driver (with
       GPUDirect RDMA support), and this cannot be changed once the pool exists;
     - the taint `fabric.IB_TAINT` keeps ordinary pods off; every DaemonSet that must run here
-      and the fabric test job tolerate it;
+      and the fabric test job tolerate it; with `hold_until_certified`, also `fabric.UNCERTIFIED_TAINT`;
     - created only after `args.wait_for` (the AKSInfinibandSupport wait), so the VMs land on one
       InfiniBand fabric.
     """
@@ -77,7 +88,7 @@ class IbNodePool(pulumi.ComponentResource):
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,
             enable_auto_scaling=False,
-            node_taints=[fabric.IB_TAINT],
+            node_taints=pool_taints(args),
             node_labels=pool_labels(sku),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
             # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next
