@@ -146,6 +146,7 @@ if fabric_job:
             schedule=ce.schedule if kind is ALL_REDUCE else "off",
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
             pushgateway_url=ce.pushgateway_url, wait_for=[fabric_job.job],
+            retest=fabric_job.retest if kind is ALL_REDUCE else None,
         ),
         opts=k8s_opts,
     )

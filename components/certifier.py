@@ -13,16 +13,18 @@ hash differs (verify/certify_cli.py): what runs is what the preview showed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
 from core import fabric
-from verify import certify
+from verify import certify, certify_recurring
 from verify.certify_cli import CODE_SHA256_ENV
 from verify.kube import VOLCANO_GROUP
 
@@ -34,13 +36,14 @@ SERVICE_ACCOUNT = "fabric-certifier"
 CODE_CONFIGMAP = "fabric-certifier-code"
 RESULT_CONFIGMAP = "fabric-certifier-result"
 HISTORY_CONFIGMAP = "fabric-certifier-history"
+TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
 CODE_DIR = "/opt/aks-infiniband"
 # python:3.12-slim, its multi-arch index digest as two unrelated public Dockerfiles pin it (the code
 # needs 3.11+: datetime.UTC). Any image with python3 >= 3.11 works (certifier.image).
 DEFAULT_IMAGE = "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
 DEFAULT_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
 # Below every workload: pods with no class get 0. Never preempts anyone; the kube-scheduler may preempt it.
-PRIORITY_CLASS = "aks-infiniband-idle"
+PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS
 PRIORITY_VALUE = -1000
 NOBODY = 65534
 LABELS = {"app.kubernetes.io/name": "fabric-certifier", "app.kubernetes.io/part-of": "aks-infiniband"}
@@ -60,6 +63,8 @@ class CertifierArgs:
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10
     pushgateway_url: str | None = None
+    # what a recurring run re-runs (components/nccl_job.py retest_template); None: no recurring runs
+    retest: Mapping[str, Any] | None = None
     # the fabric test job (its namespace must exist before the Role in it)
     wait_for: Sequence[pulumi.Resource] = ()
 
@@ -72,6 +77,7 @@ def policy_args(args: CertifierArgs) -> list[str]:
     writes the result ConfigMap: it holds what the stack outputs report)."""
     argv = ["--mode", args.mode, "--max-quarantine-share", f"{args.max_quarantine_share:g}",
             "--certifier-namespace", NAMESPACE, "--history-configmap", HISTORY_CONFIGMAP,
+            "--template-configmap", TEMPLATE_CONFIGMAP,
             "--history-size", str(args.history_size)]
     return argv + (["--pushgateway", args.pushgateway_url] if args.pushgateway_url else [])
 
@@ -127,11 +133,11 @@ def fabric_rules() -> list[rbac.PolicyRuleArgs]:
 
 
 def own_rules() -> list[rbac.PolicyRuleArgs]:
-    """In its own namespace: Events, and exactly its two ConfigMaps (create cannot be limited by name,
-    so the stack creates them and the certifier only patches them)."""
+    """In its own namespace: Events, and exactly its ConfigMaps (create cannot be limited by name, so the
+    stack creates them and the certifier only reads and patches them)."""
     return [rbac.PolicyRuleArgs(api_groups=[""], resources=["events"], verbs=["create"]),
             rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
-                                resource_names=[RESULT_CONFIGMAP, HISTORY_CONFIGMAP])]
+                                resource_names=[RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP])]
 
 
 class Certifier(pulumi.ComponentResource):
@@ -153,7 +159,8 @@ class Certifier(pulumi.ComponentResource):
             f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
             rules=cluster_rules(), opts=child)
         rbac.ClusterRoleBinding(
-            f"{name}-nodes-binding", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
+            f"{name}-nodes-binding",
+            metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
             role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
                                       name=self.cluster_role.metadata.name),
             subjects=[subject], opts=child)
@@ -187,7 +194,10 @@ class Certifier(pulumi.ComponentResource):
             opts=child)
         self.ready = [self.service_account, self.code, self.result, self.history]
         self.cron_job = None
-        if args.schedule != "off":
+        if args.schedule != "off" and args.retest is not None:
+            self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
+                name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
+                data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
             self.cron_job = k8s.batch.v1.CronJob(
                 f"{name}-recurring",
@@ -200,7 +210,7 @@ class Certifier(pulumi.ComponentResource):
                         template=core_v1.PodTemplateSpecArgs(
                             metadata=meta.ObjectMetaArgs(labels=LABELS),
                             spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.priority_class]))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
 

@@ -97,9 +97,12 @@ def json_patch(doc: dict, ops: list[dict]) -> dict:
 
 
 class FakeApi:
-    def __init__(self, *, nodes=(), pods=(), configmaps=(), jobs=(), logs: dict[str, str] | None = None):
+    def __init__(self, *, nodes=(), pods=(), configmaps=(), jobs=(), logs: dict[str, str] | None = None,
+                 run_job=None):
         self.objects: dict[str, dict] = {}
         self.logs = dict(logs or {})  # pod path -> log text
+        # run_job(job) -> (pods, launcher log): what a created Volcano job leaves behind, run to Completed at once
+        self.run_job = run_job
         self.writes: list[tuple[str, str, Any]] = []
         self.requests: list[tuple[str, str]] = []
         self.version = 100
@@ -172,7 +175,9 @@ class FakeApi:
                 return 200, self.objects[path]
             prefix = path.rstrip("/") + "/"
             found = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]]
-            if found or path.endswith(("/nodes", "/pods", "/events", "/configmaps")):
+            if path == "/api/v1/pods":  # every namespace's
+                found = [o for p, o in sorted(self.objects.items()) if "/pods/" in p]
+            if found or path.endswith(("/nodes", "/pods", "/events", "/configmaps", "/jobs")):
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {},
                              "items": [o for o in found if selected(o, query.get("labelSelector"))]}
             return 404, status(404, "NotFound", f"{path} not found")
@@ -183,6 +188,21 @@ class FakeApi:
             self.writes.append((method, path, body))
             self.put(f"{path}/{meta['name']}", obj)
             return 201, self.objects[f"{path}/{meta['name']}"]
+        if method == "POST" and path.startswith("/apis/batch.volcano.sh/") and path.endswith("/jobs"):
+            obj = copy.deepcopy(body)
+            namespace = path.split("/namespaces/")[1].split("/")[0]
+            obj["metadata"]["namespace"] = namespace
+            self.writes.append((method, path, body))
+            if self.run_job is None:
+                return 500, status(500, "InternalError", "the fake runs no job here")
+            pods, log = self.run_job(obj)
+            obj["status"] = {"state": {"phase": "Completed"}}
+            self.put(f"{path}/{obj['metadata']['name']}", obj)
+            for p in pods:
+                self.put(f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}", p)
+                if p["metadata"]["labels"].get("volcano.sh/task-spec") == "mpimaster":
+                    self.logs[f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}"] = log
+            return 201, obj
         if method == "PATCH":
             target_path = path[:-len("/status")] if path.endswith("/status") else path
             if target_path not in self.objects:

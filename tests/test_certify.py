@@ -319,3 +319,96 @@ def test_a_taint_aks_re_applied_to_an_unchanged_node_is_lifted_and_a_reimaged_no
     assert api.taints(name(1)) == [POOL, UNCERT]
     lifted = next(d for d in out["certification"]["decisions"] if d["node"] == name(0))
     assert "has not rebooted" in lifted["reason"] and lifted["evidence"]["at"] == "2026-02-01T00:00:00Z"
+
+
+# --- recurring certification on idle capacity ------------------------------------------------------
+def retest_template(max_nodes: int = 4) -> dict:
+    """The day-0 job's template as components/nccl_job.py's retest_template writes it (the dev stack's)."""
+    from conftest import rendered
+
+    spec = rendered().one("kubernetes:batch.volcano.sh/v1alpha1:Job", "fabric-test-job").inputs["spec"]
+    env = {str(n): {"NODES": str(n), "DOCTOR": "always", "DOCTOR_PAIR_ROUNDS": doctor.rounds_env(doctor.plan_pairs(n))}
+           for n in range(2, max_nodes + 1)}
+    return {"spec": spec, "env_by_nodes": env, "sku": H100.vm_size, "threshold_gbps": float(THRESHOLD),
+            "deadline_minutes": 75}
+
+
+def gpu_pod(node_name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "training-0", "namespace": "team-a", "labels": {}},
+            "spec": {"nodeName": node_name,
+                     "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Running"}}
+
+
+def run_retest(slow: tuple[int, ...] = ()):
+    """What a created re-test job leaves: a launcher and one worker per pinned node (in the affinity's
+    order), and a doctor log over those workers with the `slow` of them (indices into that order)."""
+    created = []
+
+    def run(job: dict):
+        created.append(job)
+        jname = job["metadata"]["name"]
+        (worker,) = [t for t in job["spec"]["tasks"] if t["name"] == "mpiworker"]
+        pinned = worker["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        pods = [{**pod(f"{jname}-mpimaster-0", "mpimaster", "aks-system-0")}] + [
+            pod(f"{jname}-mpiworker-{i}", "mpiworker", n) for i, n in enumerate(pinned)]
+        for p in pods:
+            p["metadata"]["labels"]["volcano.sh/job-name"] = jname
+        log = doctor_log(n=len(pinned), slow=slow).replace(f"{JOB}-mpiworker-", f"{jname}-mpiworker-")
+        return pods, log
+    return created, run
+
+
+def test_a_new_node_is_admitted_against_idle_certified_peers_at_the_lowest_priority(tmp_path, capsys):
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    created, run = run_retest()
+    nodes = [node(0, None, certified=True), node(1, None, certified=True), node(2, None, certified=True), node(3)]
+    with FakeApi(nodes=nodes, pods=[gpu_pod(name(2))], configmaps=[template], run_job=run) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        code = cli.main(["certify", "--recurring", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                         "--poll-seconds", "0.01", "--json"])
+        out = json.loads(capsys.readouterr().out)
+    assert code == 0, out
+    (job,) = created
+    (worker,) = [t for t in job["spec"]["tasks"] if t["name"] == "mpiworker"]
+    values = worker["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert values == [name(3), name(0), name(1)], "the new node and its idle certified peers; the busy one is left"
+    assert worker["replicas"] == 3 and job["spec"]["minAvailable"] == 4
+    assert job["spec"]["priorityClassName"] == worker["template"]["spec"]["priorityClassName"] == "aks-infiniband-idle"
+    (launcher,) = [t for t in job["spec"]["tasks"] if t["name"] == "mpimaster"]
+    env = {e["name"]: e.get("value") for e in launcher["template"]["spec"]["containers"][0]["env"]}
+    assert (env["NODES"], env["DOCTOR"]) == ("3", "always")  # the launcher's inputs for three nodes
+    assert api.taints(name(3)) == [POOL], "admitted"
+    assert api.condition(name(3), fabric.FABRIC_CONDITION)["status"] == "True"
+    assert node_writes(api) and not [p for p in node_writes(api) if name(2) in p], "the busy node is not touched"
+
+
+def test_a_recurring_dry_run_says_which_job_it_would_create_and_creates_none(tmp_path, capsys):
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    created, run = run_retest()
+    with FakeApi(nodes=[node(0, None, certified=True), node(1)], configmaps=[template], run_job=run) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        assert cli.main(["certify", "--recurring", "--dry-run", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                         "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+    assert created == [] and api.writes == []
+    assert out["writes"][0].startswith(f"would create Volcano job {NS}/fabric-retest-")
+
+
+def test_nothing_idle_nothing_created():
+    from verify import certify_recurring
+
+    nodes = [certify.facts(node(0)), certify.facts(node(1, None, certified=True))]
+    busy = certify_recurring.busy_nodes([gpu_pod(name(1))])
+    assert busy == {name(1): "team-a/training-0"}
+    under_test, peers = certify_recurring.idle_nodes(nodes, busy, certify.membership(nodes))
+    assert (under_test, peers) == ([name(0)], []), "one node alone cannot be paired: the run creates nothing"

@@ -210,7 +210,8 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render, tmp_pat
         (code / path).write_text(text)
     pods = [{"metadata": {"name": f"{name}-{task}-{i}", "namespace": ns, "creationTimestamp": "2026-03-01T12:00:00Z",
                           "labels": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task}},
-             "spec": {"nodeName": f"aks-hb-0000000{i}", "containers": [{"name": task}]}, "status": {"phase": "Succeeded"}}
+             "spec": {"nodeName": f"aks-hb-0000000{i}", "containers": [{"name": task}]},
+             "status": {"phase": "Succeeded"}}
             for i, task in ((0, collect_mod.LAUNCHER_TASK), (0, "mpiworker"), (1, "mpiworker"))]
     nodes = [{"metadata": {"name": f"aks-hb-0000000{i}", "labels": fabric.pool_node_selector()},
               "spec": {"taints": [dict(zip(("key", "value", "effect"), (fabric.IB_TAINT_KEY, "true", "NoSchedule"),

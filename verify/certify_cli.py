@@ -54,6 +54,8 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--certifier-namespace", help="where Events and the ConfigMaps are (default: --namespace)")
     p.add_argument("--run-id", help="what this run judges (the stack passes the test job's spec hash): a re-run "
                                     "whose job is gone reports the result recorded for it")
+    p.add_argument("--template-configmap", default="fabric-certifier-template",
+                   help="with --recurring: the ConfigMap holding the re-test job's template (default %(default)s)")
     p.add_argument("--recurring", action="store_true",
                    help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
     p.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
@@ -117,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
             from verify import certify_recurring
 
             args.job, args.nodes = certify_recurring.launch(api, args, nodes, member, writer)
-            if args.job is None:
-                return EXIT_OK  # nothing idle to certify, said on stderr
+            if args.job is None:  # nothing idle to certify (said on stderr), or a dry run
+                print(json.dumps({"writes": writer.writes}, indent=2) if args.json else "\n".join(writer.writes))
+                return EXIT_OK
         run_id = args.run_id or f"{args.namespace}/{args.job or 'membership'}@{at}"
         result, hosts = None, {}
         if args.job:

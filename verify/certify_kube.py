@@ -136,6 +136,11 @@ class Writer:
         self._do(f"{kind} Event {reason} on node {name}", self.api.post,
                  f"/api/v1/namespaces/{self.namespace}/events", body)
 
+    def create_job(self, namespace: str, job: dict) -> None:
+        name = job["metadata"]["name"]
+        self._do(f"create Volcano job {namespace}/{name} on {job['spec']['minAvailable'] - 1} node(s)", self.api.post,
+                 f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}", job)
+
     def configmap(self, name: str, data: dict[str, str]) -> None:
         self._do(f"update ConfigMap {self.namespace}/{name} ({', '.join(sorted(data))})", self.api.patch,
                  f"/api/v1/namespaces/{self.namespace}/configmaps/{name}", {"data": data}, MERGE_PATCH)
