@@ -145,7 +145,7 @@ if fabric_job:
             # recurring runs re-test with the all-reduce's doctor; a point-to-point test spans two nodes only
             schedule=ce.schedule if kind is ALL_REDUCE else "off",
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
-            pushgateway_url=ce.pushgateway_url, wait_for=[fabric_job.job],
+            pushgateway_url=ce.pushgateway_url, wait_for=[fabric_job.namespace],  # its Role lives there
             retest=fabric_job.retest if kind is ALL_REDUCE else None,
         ),
         opts=k8s_opts,

@@ -65,7 +65,7 @@ class CertifierArgs:
     pushgateway_url: str | None = None
     # what a recurring run re-runs (components/nccl_job.py retest_template); None: no recurring runs
     retest: Mapping[str, Any] | None = None
-    # the fabric test job (its namespace must exist before the Role in it)
+    # the fabric test job's namespace (it must exist before the Role in it)
     wait_for: Sequence[pulumi.Resource] = ()
 
     def __post_init__(self) -> None:
