@@ -105,6 +105,7 @@ class FakeApi:
         self.run_job = run_job
         self.writes: list[tuple[str, str, Any]] = []
         self.requests: list[tuple[str, str]] = []
+        self.pushed: list[tuple[str, str]] = []  # what was PUT to /metrics/job/... (the Pushgateway's API)
         self.version = 100
         self.lock = threading.Lock()
         for n in nodes:
@@ -137,8 +138,13 @@ class FakeApi:
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
+                raw = self.rfile.read(length) if length else b""
+                is_json = (self.headers.get("Content-Type") or "").startswith("application/")
+                body = (json.loads(raw) if is_json else raw.decode()) if raw else None
                 fake.requests.append((method, url.path))
+                if url.path.startswith("/metrics/job/") and method == "PUT":  # a Pushgateway's API, no token
+                    fake.pushed.append((url.path, body))
+                    return self._send(200, "")
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, status(401, "Unauthorized", "no or a wrong bearer token"))
                 with fake.lock:

@@ -412,3 +412,14 @@ def test_nothing_idle_nothing_created():
     assert busy == {name(1): "team-a/training-0"}
     under_test, peers = certify_recurring.idle_nodes(nodes, busy, certify.membership(nodes))
     assert (under_test, peers) == ([name(0)], []), "one node alone cannot be paired: the run creates nothing"
+
+
+def test_each_run_pushes_its_metrics_to_a_pushgateway(tmp_path, capsys):
+    with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
+        host, port = api.server.server_address[:2]
+        certify_run(api, tmp_path, capsys, "--pushgateway", f"http://{host}:{port}")
+    ((path, text),) = api.pushed
+    assert path == "/metrics/job/fabric-certifier"
+    assert f'aks_infiniband_fabric_node_state{{node="{name(3)}",state="quarantined"}} 1' in text  # as left
+    assert f'aks_infiniband_fabric_node_state{{node="{name(0)}",state="certified"}} 1' in text
+    assert "aks_infiniband_fabric_breaker_open 0" in text and "aks_infiniband_fabric_pair_busbw_gbps{" in text

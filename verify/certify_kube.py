@@ -231,8 +231,10 @@ def history_update(history: Mapping[str, list[dict]], plan: certify.Plan, *, at:
 def metrics_text(plan: certify.Plan, nodes: Sequence[certify.NodeFacts], at_epoch: float) -> str:
     """Prometheus text exposition for a Pushgateway (a batch job cannot be scraped)."""
     lines = ["# TYPE aks_infiniband_fabric_node_state gauge"]
-    for n in nodes:
-        lines.append(f'aks_infiniband_fabric_node_state{{node="{n.name}",state="{n.state}"}} 1')
+    after = {} if plan.breaker else {d.node: {certify.CERTIFY: "certified", certify.QUARANTINE: fabric.QUARANTINED}
+                                      .get(d.action) for d in plan.decisions}
+    for n in nodes:  # the state this run leaves (a tripped breaker leaves every node as it was)
+        lines.append(f'aks_infiniband_fabric_node_state{{node="{n.name}",state="{after.get(n.name) or n.state}"}} 1')
     lines.append("# TYPE aks_infiniband_fabric_pair_busbw_gbps gauge")
     for d in plan.decisions:
         for a in d.evidence.get("against") or []:
