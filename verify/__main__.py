@@ -1,4 +1,7 @@
-"""python -m verify report LOG ... | python -m verify collect ...
+"""python -m verify report LOG ... | python -m verify collect ... | python -m verify certify ...
+
+`certify` (verify/certify_cli.py, docs/fabric-certifier.md) judges a finished job as `collect` does and
+certifies or quarantines the IB nodes it ran on; it is what the stack runs in the cluster.
 
 Two kinds of result (core/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
 GB/s of bus bandwidth) and `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
