@@ -36,6 +36,7 @@ GOOD = {
     "fabricTest.allReduceArgs": "-b 8 -e 16G -f 2 -g 1",
     "fabricTest.thresholdGbps": 360,
     "fabricTest.p2pThresholdGbits": 390,
+    "certifier.pushgatewayUrl": "http://pushgateway.monitoring:9091",
 }
 HUGE = "x" * 5000
 BOUNDARIES = (-1, 0, 1, 2, 4, 5, 9, 10, 11, 99, 100, 101, 119, 120, 121, 127, 128, 129, 255, 256, 719, 720, 721,
