@@ -1,5 +1,5 @@
 """The certifier (`python -m verify certify`) against a fake API server that stores objects and records
-every write (tests/fake_kube.py): the scenarios of issue 21 and issue 23 item 2. Each runs the real CLI
+every write (tests/fake_kube_store.py): the scenarios of issue 21 and issue 23 item 2. Each runs the real CLI
 in this process on a finished 4-node fabric test job whose launcher log is CONSTRUCTED (tests/nccl_logs.py
 lines, doctor markers as the launcher prints them; nothing here was measured)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core import catalog, fabric
-from tests.fake_kube import FakeApi
+from tests.fake_kube_store import FakeApi
 from tests.nccl_logs import launcher_log
 from verify import __main__ as cli
 from verify import certify, doctor, sections
