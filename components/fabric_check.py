@@ -1,55 +1,53 @@
-"""Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
-turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL (or, with `fail_on="warn"`,
-anything but PASS) fails `pulumi up`.
+"""Row 9: the day-0 verdict, judged in the cluster. A `batch/v1` Job runs the project's own certifier
+(`python -m verify certify`, components/certifier.py's pod) against the fabric test job: it waits for the
+job, judges its log as `python -m verify collect` does (verify/readers.py), certifies or quarantines the
+nodes it ran on, and writes the typed result (verify/result.py) and its decisions into the result
+ConfigMap. `pulumi up` waits through the Kubernetes provider's own await of that Job (until its
+`Complete` condition; at once on `Failed`; `customTimeouts` lift the 10-minute default), not through a
+process on the deployer's machine, and no `az` credentials are needed for it. The stack's outputs are
+then one read of that ConfigMap (`ConfigMap.get`, seconds), parsed by `parse_result`.
 
-Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
-`P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
-result gives (`core.kinds.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
-collector's default, so the GPU command is unchanged).
+Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or `P2pJob`),
+whose `kind` says how the log is judged and which stack outputs the result gives (`core.kinds.Kind`).
+With `fail_on_low_bandwidth`, a FAIL (or, with `fail_on="warn"`, anything but PASS) makes the certifier
+exit 1: the Job fails, and so does `pulumi up`.
+A run that did not complete (the Volcano job failed, or never finished within the Job's deadline) is a
+FAIL with the reason, or a failed Job at the deadline.
 
-The step is a `pulumi_command.local.Command` that runs `<python> -m verify collect ... --json` from
-the project directory, with the interpreter that runs the program (`python_command`), named
-relative to the project: an absolute path would differ between checkouts and show as a diff in
-every other user's preview. No kubeconfig is among its inputs: the command line
-names the cluster (`--aks-resource-group RG --aks-cluster NAME --subscription ID`, stable and not
-secret) and the collector fetches the credentials itself with `az aks get-credentials --file -`.
-A Command with no `update` re-runs its create command whenever an input differs; the kubeconfig,
-read afresh on every run, differs after any credential or certificate rotation, and a re-run after
-the job's 24 h TTL would fail or block `pulumi up`. With stable inputs only the trigger (the job's
-spec hash) re-runs it, and a second `pulumi up` changes nothing. Progress goes to stderr, which
-Pulumi shows; the result is the one JSON object on stdout (verify/result.py, its published schema),
-read by `parse_result`. A run that did
-not complete (`--incomplete-as-fail`) is such a result too: verdict FAIL, its diagnosis as reasons.
+The Job is named after the fabric test job's spec hash: it is replaced (and the verdict re-judged)
+exactly when the test job is, or when the certifier's code changes (its hash is in the pod template); a
+re-run finds its earlier result for the same test job when that job has passed its TTL (`--run-id`).
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
+import dataclasses
+import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_azure_native as azure_native
-import pulumi_command as command
+import pulumi_kubernetes as k8s
 
+from components import certifier as certifier_mod
+from components.certifier import Certifier
 from components.fabric_test import FabricTestJob, number_arg
 from core.kinds import POINT_TO_POINT, Kind
-from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
+from verify.certify_cli import CERTIFICATION_KEY, RESULT_KEY
+from verify.collect import NODE_SETUP_BUDGET_MINUTES
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
 
-PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
-# How long the collector waits. The job is created as soon as the pool and the operators' releases
+# How long the certifier waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
 # test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
 # once that much time has passed since the IB nodes became Ready and a resource is still missing).
 # The pods' own deadline (activeDeadlineSeconds = timeoutMinutes, plus doctorMinutes when the fabric
 # doctor may run: the job's deadline_minutes) starts only when they do. So the
-# collector allows that setup, then the job's deadline, then a margin to report the job's real end
-# (Terminated at its deadline) rather than "still running"; Pulumi's own timeout is longer still.
+# certifier allows that setup, then the job's deadline, then a margin to report the job's real end
+# (Terminated at its deadline) rather than "still running"; its Job's deadline and Pulumi's timeout are
+# longer still.
 COLLECT_MARGIN_MINUTES = 5
 PULUMI_MARGIN_MINUTES = 5
 PENDING = "PENDING"
@@ -57,56 +55,37 @@ PENDING = "PENDING"
 
 @dataclass(frozen=True)
 class FabricCheckArgs:
-    # Where the collector fetches credentials (az aks get-credentials): stable, non-secret names.
-    resource_group_name: pulumi.Input[str]
-    cluster_name: pulumi.Input[str]
-    # The fabric test job to collect (NcclJob or P2pJob): which job, where, how it is judged, what it
-    # spans; the collect step waits for it and re-runs exactly when it is replaced.
+    # The fabric test job to judge (NcclJob or P2pJob): which job, where, how it is judged, what it
+    # spans; the certifier's Job waits for it and is replaced exactly when it is.
     job: FabricTestJob
+    # Where the certifier runs (its ServiceAccount, code, ConfigMaps) and its policy (mode, breaker).
+    certifier: Certifier
     # The fail threshold in the unit of the job's kind (job.kind.unit: GB/s busbw for the all-reduce,
     # Gb/s for point to point); None: the catalog's for the size.
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
     fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
-    # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
-    subscription_id: pulumi.Input[str] | None = None
+
     @property
     def collect_timeout_minutes(self) -> int:
         return NODE_SETUP_BUDGET_MINUTES + self.job.deadline_minutes + COLLECT_MARGIN_MINUTES
 
 
-def python_command(executable: str = sys.executable, project: Path = PROJECT_DIR) -> str:
-    """The interpreter that runs this program (so pip, uv and poetry toolchains all work), as the
-    collect command names it.
-
-    The command line is an input of the Command, and a Command with no `update` re-runs its create
-    command whenever an input differs: it must read the same in every checkout. An environment inside
-    the project (Pulumi.yaml's `virtualenv: .venv`, uv's `.venv`, poetry with
-    `virtualenvs.in-project`) is named relative to it, `.venv/bin/python` for everyone. One outside
-    (poetry's default cache) can only be named absolutely, which differs between machines: there a
-    preview by someone else shows the collect step as changed, and their `up` re-runs it."""
-    path = Path(executable)
-    try:
-        return path.relative_to(project).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
-def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
-    """The command line: the job, how to judge it, and the cluster's coordinates (nothing secret)."""
+def certify_argv(args: FabricCheckArgs) -> list[str]:
+    """`python -m verify` arguments of the day-0 certifier: the job, how to judge it, the policy."""
     job = args.job
     p2p = job.kind is POINT_TO_POINT
     argv = [
-        python_command(), "-m", "verify", "collect",
+        "certify",
         *(["--kind", job.kind.name] if p2p else []),
-        "--aks-resource-group", cluster.resource_group,
-        "--aks-cluster", cluster.name,
-        *(["--subscription", cluster.subscription] if cluster.subscription else []),
         "--namespace", job.namespace_name,
         "--job", job.job_name,
         "--sku", job.sku.vm_size,
         *([] if p2p else ["--nodes", str(job.node_count)]),  # p2p: always two nodes
-        "--timeout-minutes", str(args.collect_timeout_minutes),
+        "--wait-minutes", str(args.collect_timeout_minutes),
+        "--run-id", job.spec_sha256,
+        "--result-configmap", certifier_mod.RESULT_CONFIGMAP,
+        *certifier_mod.policy_args(args.certifier.args),
     ]
     if args.threshold is not None:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
@@ -114,11 +93,7 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         argv += ["--fail-on-low-bandwidth"] if args.fail_on == "fail" else ["--fail-on", args.fail_on]
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
-    # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are
-    # its diagnosis: reported in the outputs, and failing `pulumi up` only with failOnLowBandwidth,
-    # as any FAIL. (Without the flag it would exit 2: the step fails and no output says why.)
-    argv += ["--incomplete-as-fail", "--json"]
-    return shlex.join(argv)
+    return [*argv, "--json"]
 
 
 @dataclass(frozen=True)
@@ -140,7 +115,7 @@ class FabricResult:
     bw_at_max_size_gbits: float | None = None
     max_bw_gbits: float | None = None
     latency_us: float | None = None
-    # the fabric doctor's suspects, as `python -m verify` prints them: {host, hca, reason, evidence, verdict}
+    # the suspects as the certifier names them: {node, vm, host, hca, reason, evidence, verdict}
     suspects: tuple[dict[str, Any], ...] = ()
 
     @classmethod
@@ -173,20 +148,34 @@ class FabricResult:
         return f"{self.ranks} ranks (expected {expected})"
 
 
-def parse_result(stdout: str | None) -> FabricResult:
-    """The collect step's stdout -> the stack's result, read through the result type (verify/result.py,
-    the published schema). Empty stdout (a preview, the offline mocks, or a step that has not run) is
-    PENDING; anything the schema refuses is UNKNOWN, with the reason naming the key."""
-    text = (stdout or "").strip()
+def parse_result(data: dict[str, str] | None) -> FabricResult:
+    """The result ConfigMap's data -> the stack's result, read through the result type (verify/result.py,
+    the published schema), with the suspects as the certifier named them (node, VM, host, HCA). No
+    data (a preview, the offline mocks, or a certifier that has not written yet) is PENDING; anything
+    the schema refuses is UNKNOWN, with the reason naming the key."""
+    text = ((data or {}).get(RESULT_KEY) or "").strip()
     if not text:
-        return FabricResult(verdict=PENDING, reasons=("the collect step has produced no result yet",))
-    try:  # the collector prints one object (indented); a last line of JSON is read as well
-        read = VerifyResult.loads(text if text.startswith("{") else text.splitlines()[-1])
+        return FabricResult(verdict=PENDING, reasons=("the certifier has written no result yet",))
+    try:
+        read = VerifyResult.loads(text)
     except ResultError as err:
-        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step printed no fabric result: {err}",))
+        return FabricResult(verdict="UNKNOWN", reasons=(f"the certifier's result is no fabric result: {err}",))
     if read.verdict is None:
-        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step had no result: {read.error}",))
-    return FabricResult.of(read)
+        return FabricResult(verdict="UNKNOWN", reasons=(f"the certifier had no result: {read.error}",))
+    result = FabricResult.of(read)
+    try:
+        certification = json.loads((data or {}).get(CERTIFICATION_KEY) or "{}")
+    except ValueError:
+        certification = {}
+    named = certification.get("suspects") if isinstance(certification, dict) else None
+    if isinstance(named, list) and all(isinstance(s, dict) for s in named):
+        keys = ("node", "vm", "host", "hca", "reason", "evidence", "verdict")
+        reasons = certification.get("reasons")
+        result = dataclasses.replace(
+            result, suspects=tuple({k: s.get(k) for k in keys} for s in named),
+            reasons=tuple(map(str, reasons)) if isinstance(reasons, list) else result.reasons,
+            verdict=str(certification.get("verdict") or result.verdict))
+    return result
 
 
 class FabricCheck(pulumi.ComponentResource):
@@ -198,7 +187,8 @@ class FabricCheck(pulumi.ComponentResource):
     `latency_us`. Each says PENDING / None until a run has produced it.
     """
 
-    collect: command.local.Command
+    certify: k8s.batch.v1.Job
+    read: k8s.core.v1.ConfigMap
     result: pulumi.Output[FabricResult]
     verdict: pulumi.Output[str]
     max_busbw_gbps: pulumi.Output[float | None]
@@ -216,34 +206,40 @@ class FabricCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
-        subscription_id = (args.subscription_id if args.subscription_id is not None else
-                           azure_native.authorization.get_client_config_output(
-                               opts=pulumi.InvokeOptions(parent=self)).subscription_id)
-        create = pulumi.Output.all(args.resource_group_name, args.cluster_name, subscription_id).apply(
-            lambda v: collect_command(args, AksCluster(resource_group=v[0], name=v[1], subscription=v[2] or None)))
-        self.collect = command.local.Command(
-            f"{name}-collect",
-            command.local.CommandArgs(
-                create=create,
-                # no environment: the collector fetches the kubeconfig itself (module docstring)
-                # a new job (its spec hash) is a new run to collect; nothing else re-runs it
-                triggers=[args.job.spec_sha256],
-                # progress (stderr) is shown during `pulumi up`; the JSON result (stdout) is captured
-                logging=command.local.Logging.STDERR,
+        cert, job = args.certifier, args.job
+        self.certify = k8s.batch.v1.Job(
+            f"{name}-certify",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=f"fabric-certify-{job.spec_sha256[:12]}", namespace=cert.namespace.name,
+                labels=certifier_mod.LABELS,
+                # a failed verdict is re-judged by the next `up` (a new Job), not awaited again
+                annotations={"pulumi.com/replaceUnready": "true"}),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=0,  # a verdict is not retried: a FAIL is the answer
+                active_deadline_seconds=(args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES) * 60,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=certifier_mod.LABELS),
+                    spec=certifier_mod.pod_spec(cert.args.image, certify_argv(args), cert.code_sha256, cert.files)),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[args.job.job],
+                depends_on=[job.job, *cert.ready],
+                delete_before_replace=True,  # a fixed name
                 custom_timeouts=pulumi.CustomTimeouts(
-                    create=f"{args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES}m"
-                ),
+                    create=f"{args.collect_timeout_minutes + 2 * PULUMI_MARGIN_MINUTES}m",
+                    update=f"{args.collect_timeout_minutes + 2 * PULUMI_MARGIN_MINUTES}m"),
             ),
         )
-        self.result = self.collect.stdout.apply(parse_result)
+        # One read once the Job has completed: its id is known only then (unknown in a first preview).
+        self.read = k8s.core.v1.ConfigMap.get(
+            f"{name}-result",
+            self.certify.metadata.apply(lambda m: f"{m.namespace}/{certifier_mod.RESULT_CONFIGMAP}"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.certify]),
+        )
+        self.result = self.read.data.apply(parse_result)
         self.verdict = self.result.apply(lambda r: r.verdict)
         self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
         self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
-        job = args.job
         self.ranks = self.result.apply(
             lambda r: f"not counted: point to point, one rank on each of {job.node_count} nodes"
             if job.kind is POINT_TO_POINT else r.ranks_text(job.node_count, job.sku.gpus_per_vm)

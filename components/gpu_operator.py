@@ -70,7 +70,7 @@ def chart_values() -> dict[str, Any]:
         },
         "toolkit": {"env": [dict(e) for e in TOOLKIT_ENV]},
         # Every operand DaemonSet (driver, toolkit, device plugin, validator, ...) runs on the IB pool.
-        "daemonsets": {"tolerations": [CHART_DEFAULT_TOLERATION, fabric.toleration()]},
+        "daemonsets": {"tolerations": [CHART_DEFAULT_TOLERATION, *fabric.fabric_tolerations()]},
         # The stack installs no Prometheus Operator, so there is no ServiceMonitor CRD; since 26.7
         # the chart defaults this to true.
         "dcgmExporter": {"serviceMonitor": {"enabled": False}},

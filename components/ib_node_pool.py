@@ -35,6 +35,9 @@ class IbNodePoolArgs:
     vnet_subnet_id: str | None = None  # an existing subnet (the system pool's VNet); None: AKS's VNet
     # Set: the AKS cluster autoscaler runs the pool between this and node_count; 0 lets it go idle.
     min_node_count: int | None = None
+    # Start every node AKS creates or re-creates under `uncertified` (the certifier lifts it on a pass:
+    # docs/fabric-certifier.md, which also says how AKS re-applies the pool's taints).
+    hold_until_certified: bool = False
 
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
@@ -44,6 +47,14 @@ def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
     if args.min_node_count is None:
         return {"enable_auto_scaling": False}
     return {"enable_auto_scaling": True, "min_count": args.min_node_count, "max_count": args.node_count}
+
+
+def pool_taints(args: IbNodePoolArgs) -> list[str]:
+    """The pool taint, and `uncertified` when the certifier holds new nodes. Set through `nodeTaints`:
+    the pinned azure-native (API 2025-09-01) has no `nodeInitializationTaints`, the field AKS leaves alone
+    after a node's creation; with `nodeTaints` AKS re-applies it on pool operations and the certifier lifts
+    it again from a node on the boot it certified (verify/certify.py)."""
+    return [fabric.IB_TAINT, *([fabric.UNCERTIFIED_TAINT] if args.hold_until_certified else [])]
 
 
 def pool_labels(sku: Sku) -> dict[str, str]:
@@ -62,7 +73,7 @@ class IbNodePool(pulumi.ComponentResource):
     - on GPU sizes `gpuProfile.driver = None`: the GPU Operator installs the driver (with
       GPUDirect RDMA support), and this cannot be changed once the pool exists;
     - the taint `fabric.IB_TAINT` keeps ordinary pods off; every DaemonSet that must run here
-      and the fabric test job tolerate it;
+      and the fabric test job tolerate it; with `hold_until_certified`, also `fabric.UNCERTIFIED_TAINT`;
     - created only after `args.wait_for` (the AKSInfinibandSupport wait), so the VMs land on one
       InfiniBand fabric.
     """
@@ -90,7 +101,7 @@ class IbNodePool(pulumi.ComponentResource):
             enable_node_public_ip=False,
             vnet_subnet_id=args.vnet_subnet_id,
             **autoscale(args),
-            node_taints=[fabric.IB_TAINT],
+            node_taints=pool_taints(args),
             node_labels=pool_labels(sku),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
             # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next

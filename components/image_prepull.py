@@ -69,7 +69,7 @@ def pod_spec(image: str) -> core.PodSpecArgs:
     """One pod per IB node: pull `image` (init container), then hold the pod with pause."""
     return core.PodSpecArgs(
         node_selector=fabric.pool_node_selector(),
-        tolerations=[core.TolerationArgs(**fabric.toleration())],
+        tolerations=[core.TolerationArgs(**t) for t in fabric.fabric_tolerations()],
         automount_service_account_token=False,
         enable_service_links=False,
         termination_grace_period_seconds=1,

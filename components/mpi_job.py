@@ -121,7 +121,7 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
             run_as_user=RANK_USER_ID, seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")
         ),
         node_selector=fabric.pool_node_selector(),
-        tolerations=[core.TolerationArgs(**fabric.toleration())],
+        tolerations=[core.TolerationArgs(**t) for t in fabric.fabric_tolerations()],
         affinity=affinity,
         init_containers=init_containers or None,
         containers=containers,

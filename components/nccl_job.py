@@ -8,6 +8,7 @@ this file holds what is NCCL's: the environment, the topology file, the GPU requ
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,16 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     }
 
 
+def retest_template(args: NcclJobArgs, spec: dict[str, Any]) -> dict[str, Any]:
+    """What the recurring certifier needs to run this job again on n idle nodes (verify/certify_recurring.py):
+    the spec, and per n from 2 to the pool's size the launcher inputs that depend on n, with the doctor
+    always on (its pairs are what certify a node), all computed here as for the day-0 job."""
+    by_nodes = {str(n): {"NODES": str(n), **doctor_env(dataclasses.replace(args, node_count=n, doctor="always"))}
+                for n in range(2, args.node_count + 1)}
+    return {"spec": spec, "env_by_nodes": by_nodes, "sku": args.sku.vm_size, "threshold_gbps": args.threshold_gbps,
+            "deadline_minutes": dataclasses.replace(args, doctor="always").deadline_minutes}
+
+
 def uses_topology_file(args: NcclJobArgs) -> bool:
     return args.topology_file and bool(args.sku.nccl_topology)
 
@@ -215,5 +226,6 @@ class NcclJob(pulumi.ComponentResource):
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")
         self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256
+        self.retest = retest_template(args, declared.spec)
         self.register_outputs({"job_name": args.job_name, "namespace": self.namespace.name,
                                "spec_sha256": self.spec_sha256})

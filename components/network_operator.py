@@ -90,7 +90,7 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
             }
         },
         # Injected into every DaemonSet the operator creates from this policy.
-        "tolerations": [fabric.toleration()],
+        "tolerations": fabric.fabric_tolerations(),
         "ofedDriver": {
             "repository": IMAGE_REPOSITORY,
             "image": DOCA_DRIVER_IMAGE,

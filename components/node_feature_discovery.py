@@ -43,7 +43,7 @@ def chart_values() -> dict[str, Any]:
     return {
         "worker": {
             # The worker must run on the IB pool (that is what it labels).
-            "tolerations": [fabric.toleration()],
+            "tolerations": fabric.fabric_tolerations(),
             "config": {
                 "sources": {
                     "pci": {

@@ -74,7 +74,7 @@ def toleration() -> dict[str, str]:
 def fabric_toleration() -> dict[str, str]:
     """Tolerates the certifier's taints, whatever their value: for pods that run on a node before it is
     certified or while it is quarantined."""
-    return {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    return {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}
 
 
 def pool_node_selector() -> dict[str, str]:
@@ -84,3 +84,25 @@ def pool_node_selector() -> dict[str, str]:
 # The Azure tag by which a cluster says it is production (config `production`): the policy pack's
 # access guardrails are mandatory on a cluster that carries it, advisory elsewhere.
 PRODUCTION_TAG = "aks-infiniband-production"
+
+# --- the certifier's marks (verify/certify.py, docs/fabric-certifier.md) ---------------------------
+# One taint key, two values: `uncertified` is set on the AgentPool (nodeTaints), so every node AKS
+# creates or re-images starts held; `quarantined` is set by the certifier on a FAIL suspect. Both
+# NoSchedule: running pods are never evicted by the certifier.
+UNCERTIFIED = "uncertified"
+QUARANTINED = "quarantined"
+FABRIC_TAINT_EFFECT = "NoSchedule"
+UNCERTIFIED_TAINT = f"{FABRIC_TAINT_KEY}={UNCERTIFIED}:{FABRIC_TAINT_EFFECT}"  # AKS nodeTaints syntax
+# The node condition the certifier owns (nodes/status), and the label that shows its state where
+# the `label only` mode leaves taints alone.
+FABRIC_CONDITION = "FabricCertified"
+FABRIC_STATE_LABEL = "aks-infiniband.io/fabric-state"
+# Fabric membership: every IB node must share these (the topology labels above, written by the
+# labeler DaemonSet and read by the certifier's membership check from here only).
+MEMBERSHIP_LABELS = (PLACEMENT_GROUP_LABEL, PKEY_LABEL)
+
+
+def fabric_tolerations() -> list[dict[str, str]]:
+    """What every pod that must run on an IB node before it is certified tolerates: the pool taint and
+    both values of the fabric taint (operator Exists: uncertified and quarantined alike)."""
+    return [toleration(), fabric_toleration()]

@@ -90,9 +90,10 @@ def _cli_value(value: Any) -> str:
 
 
 def stack_output_sample(reference: Path) -> str:
-    """`pulumi stack output` of a 2 × ND96asr_v4 stack whose collect step read Azure's published log:
-    the dev stack's configuration with that size, rendered offline (engine.render), the collect step
-    answering with the report's JSON. Secret values as the CLI shows them, `[secret]`."""
+    """`pulumi stack output` of a 2 × ND96asr_v4 stack whose certifier judged Azure's published log:
+    the dev stack's configuration with that size, rendered offline (engine.render), the read of the
+    certifier's result ConfigMap answering with the report's JSON. Secret values as the CLI shows them,
+    `[secret]`."""
     from offline import engine
     from offline.mocks import OfflineMocks
 
@@ -101,8 +102,8 @@ def stack_output_sample(reference: Path) -> str:
     class Collected(OfflineMocks):
         def new_resource(self, args):  # type: ignore[no-untyped-def]
             rid, state = super().new_resource(args)
-            if args.typ == "command:local:Command" and args.name.endswith("-collect"):
-                state["stdout"] = json.dumps(result.to_json())
+            if args.typ == "kubernetes:core/v1:ConfigMap" and args.name == "fabric-check-result":
+                state["data"] = {"result.json": json.dumps(result.to_json())}
             return rid, state
 
     config = engine.stack_file_config("dev")

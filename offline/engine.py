@@ -50,6 +50,8 @@ class Resource:
     remote: bool
     # the former identities the resource answers to (renames): each alias's non-empty fields
     aliases: list[dict[str, str]] = field(default_factory=list)
+    # read, not created: a `.get` of an existing object or a StackReference (nothing is applied)
+    read: bool = False
 
     @property
     def short_type(self) -> str:
@@ -164,7 +166,7 @@ class RecordingMonitor(sdk.MockMonitor):
                      inputs=sdk.deserialize(request.properties), secret_inputs=[],
                      dependencies=sorted(request.dependencies), provider=request.provider, protect=False,
                      retain_on_delete=False, custom_timeouts={}, ignore_changes=[],
-                     additional_secret_outputs=list(request.additionalSecretOutputs), remote=False)
+                     additional_secret_outputs=list(request.additionalSecretOutputs), remote=False, read=True)
         )
         return response
 

@@ -76,8 +76,9 @@ def to_yaml(value: Any) -> str:
 # --- Kubernetes objects and Helm releases ---------------------------------------------------------
 def k8s_api_kind(resource: Resource) -> tuple[str, str] | None:
     """(apiVersion, kind) when the resource is one Kubernetes object the provider applies as is;
-    None for providers, Helm releases, manifests expanded by the provider (yaml/v2, kustomize)."""
-    if not resource.type.startswith("kubernetes:") or not resource.custom:
+    None for providers, Helm releases, manifests expanded by the provider (yaml/v2, kustomize), and reads
+    (a `.get` of an object the certifier writes: nothing the stack applies)."""
+    if not resource.type.startswith("kubernetes:") or not resource.custom or resource.read:
         return None
     group_version, kind = resource.type[len("kubernetes:"):].rsplit(":", 1)
     if group_version.startswith(("helm.sh/", "yaml", "kustomize")) or kind.endswith("List"):

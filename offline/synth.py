@@ -20,7 +20,6 @@ offline/objects.py; the time estimate (plan.md's and timeline.json's) is offline
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -64,11 +63,16 @@ class FabricTestPlan:
 
 
 def _collect_argv(rendering: Rendering) -> list[str] | None:
+    """`python -m verify` arguments of the step that judges the fabric test: the day-0 certifier Job's
+    container (components/fabric_check.py)."""
     for r in rendering.resources:
-        create = r.inputs.get("create") if r.type == "command:local:Command" else None
-        if isinstance(create, str) and " -m verify collect " in create:
-            argv = shlex.split(create)
-            return argv[argv.index("verify") + 1:]
+        if r.type != "kubernetes:batch/v1:Job":
+            continue
+        pod = ((r.inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            command = container.get("command") or []
+            if command[2:5] == ["-m", "verify", "certify"]:
+                return command[4:]
     return None
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.certifier import Certifier, CertifierArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.image_prepull import ImagePrepull, ImagePrepullArgs
@@ -97,19 +98,32 @@ def declare(cfg: StackConfig, cluster: ClusterHandle) -> KubernetesPart:
         )
     elif ft.enabled:
         raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
-    fabric_check = (
-        FabricCheck(
+    # 10. The certifier: the same verify code in the cluster. It judges the test for `pulumi up` (a Job the
+    # Kubernetes provider awaits), holds new nodes until they pass, re-certifies idle ones on a schedule.
+    fabric_check = None
+    if fabric_job:
+        ce = cfg.certifier
+        certifier = Certifier(
+            "certifier",
+            CertifierArgs(
+                fabric_namespace=fabric_job.namespace_name, image=ce.image, mode=ce.mode,
+                # recurring runs re-test with the all-reduce's doctor; a point-to-point test spans two nodes only
+                schedule=ce.schedule if kind is ALL_REDUCE else "off",
+                max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
+                pushgateway_url=ce.pushgateway_url, wait_for=[fabric_job.namespace],  # its Role lives there
+                retest=fabric_job.retest if kind is ALL_REDUCE else None,
+            ),
+            opts=k8s_opts,
+        )
+        fabric_check = FabricCheck(
             "fabric-check",
             FabricCheckArgs(
-                resource_group_name=cluster.resource_group_name,  # the collector fetches credentials itself
-                cluster_name=cluster.cluster_name,
                 job=fabric_job,
+                certifier=certifier,
                 threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
                 fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
                 fail_on=ft.fail_on,
             ),
+            opts=k8s_opts,
         )
-        if fabric_job
-        else None
-    )
     return KubernetesPart(fabric_check=fabric_check)

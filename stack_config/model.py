@@ -80,6 +80,16 @@ class FabricTest:
 
 
 @dataclass(frozen=True)
+class Certifier:
+    mode: str  # verify.certify.MODES
+    schedule: str  # cron, or "off"
+    max_quarantine_percent: int
+    history_size: int
+    image: str
+    pushgateway_url: str | None = None
+
+
+@dataclass(frozen=True)
 class StackConfig:
     stack: str
     location: str
@@ -92,6 +102,7 @@ class StackConfig:
     versions: Versions
     fabric_test: FabricTest
     feature_wait_timeout_minutes: int
+    certifier: Certifier
     tags: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
     # The platform-team options (core/enterprise.py); the defaults are today's dev cluster.
@@ -239,6 +250,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         raise ConfigError(problems)
 
     v, ib, sp, ft = values["versions"], values["ibPool"], values["systemPool"], values["fabricTest"]
+    ce = values["certifier"]
     sku = catalog.lookup(ib["vmSize"])
     return StackConfig(
         stack=stack,
@@ -260,6 +272,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             sharp=ft["sharp"], topology_file=ft["topologyFile"], fail_on=ft["failOn"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
+        certifier=Certifier(mode=ce["mode"], schedule=ce["schedule"], max_quarantine_percent=ce["maxQuarantinePercent"],
+                            history_size=ce["historySize"], image=ce["image"], pushgateway_url=ce["pushgatewayUrl"]),
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
         **enterprise.records(values),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from core import enterprise, fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
-from verify import gate
+from verify import certify, gate
 from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"
@@ -55,6 +55,13 @@ VERSION_PINS: dict[str, pins.Pin] = {
 # reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
 # (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+
+# The in-cluster certifier's image: python:3.12-slim by its multi-arch index digest, as two unrelated
+# public Dockerfiles pin it (the certifier needs Python 3.11+ and nothing else: docs/fabric-certifier.md).
+DEFAULT_CERTIFIER_IMAGE = (
+    "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+)
+DEFAULT_CERTIFIER_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
 
@@ -135,6 +142,24 @@ SCHEMA: tuple[Key, ...] = (
                 "GPU sizes with a published NCCL topology file (ND v4, ND v5): mount it as `NCCL_TOPO_FILE`, as "
                 "Azure's AKS NCCL test does; false lets NCCL detect the topology, as Azure's health checks do "
                 "since azurehpc-health-checks#143 (docs/nccl-tuning.md).", default=True),
+        )),
+    Key("certifier", "object", "The in-cluster fabric certifier (docs/fabric-certifier.md): judges the fabric test "
+        "for `pulumi up`, holds new IB nodes until they pass, re-certifies idle ones, quarantines a failing one.",
+        fields=(
+            Key("mode", "string", "`taint`: new nodes start with the `uncertified` taint (on the AgentPool) and a "
+                "failing node is quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
+                "(no taint anywhere); `off`: judge and report only.", default="taint", check=one_of(*certify.MODES)),
+            Key("schedule", "string", "When to re-certify idle IB nodes (a cron schedule, UTC), or `off`.",
+                default=DEFAULT_CERTIFIER_SCHEDULE, check=checks.cron_or_off),
+            Key("maxQuarantinePercent", "integer", "The circuit breaker: never more than this share of the pool "
+                "quarantined (and never the last two certified nodes).", default=25, check=int_range(0, 100)),
+            Key("historySize", "integer", "Certification records kept per node (a ConfigMap ring).", default=10,
+                check=int_range(1, 50)),
+            Key("image", "string", "Image with Python 3.11+ that runs the certifier (the code is mounted).",
+                default=DEFAULT_CERTIFIER_IMAGE, check=pins.IMAGE_REF.problem),
+            Key("pushgatewayUrl", "string", "Prometheus Pushgateway to push each run's metrics to.",
+                default_doc="none: Events and node conditions only",
+                check=optional(regex(r"https?://[^\s]+", "an http(s) URL such as http://pushgateway.monitoring:9091"))),
         )),
     Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
         default=30, check=int_range(1, 120)),

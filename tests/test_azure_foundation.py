@@ -161,8 +161,10 @@ def test_cpu_only_pool_has_no_gpu_profile(render):
 
 def test_pool_taint_and_labels_are_the_fabric_contract(dev):
     pool = dev.one(POOL).inputs
-    assert pool["nodeTaints"] == [fabric.IB_TAINT]
+    # the pool taint, and the certifier's hold on new nodes (docs/fabric-certifier.md)
+    assert pool["nodeTaints"] == [fabric.IB_TAINT, fabric.UNCERTIFIED_TAINT]
     assert fabric.IB_TAINT == "aks-infiniband.io/ib-pool=true:NoSchedule"
+    assert fabric.UNCERTIFIED_TAINT == "aks-infiniband.io/fabric=uncertified:NoSchedule"
     assert pool["nodeLabels"][fabric.IB_POOL_ROLE_LABEL] == fabric.IB_POOL_ROLE
     assert set(fabric.pool_node_selector().items()) <= set(pool["nodeLabels"].items())
 

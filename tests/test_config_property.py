@@ -54,6 +54,7 @@ GOOD = {
     "network.dnsServiceIp": "10.0.0.10",
     "network.outboundType": "managedNATGateway",
     "azureStack": "platform-team/aks-infiniband/private-azure",
+    "certifier.pushgatewayUrl": "http://pushgateway.monitoring:9091",
 }
 # Good lists for the array fields: their near misses are built from these.
 GOOD_LISTS = {

@@ -103,12 +103,13 @@ def test_the_cpu_test_names_the_network_drivers_only(render):
 @pytest.mark.parametrize("versions", [{"docaDriver": "doca3.4.1-26.04-1.1.0.0-2"}, {"gpuOperator": "v26.7.1"}],
                          ids=["doca-driver", "gpu-operator"])
 def test_a_driver_change_reruns_the_test(dev, render, versions):
-    """A new spec hash replaces the Job (replaceOnChanges spec) and re-triggers the collect step."""
+    """A new spec hash replaces the Job (replaceOnChanges spec) and the day-0 certifier Job (named after it)."""
     changed = render(versions=versions)
     before, after = dev.one(VOLCANO_JOB), changed.one(VOLCANO_JOB)
     assert before.inputs["spec"] != after.inputs["spec"]
-    triggers = {r.one("command:local:Command", "fabric-check-collect").inputs["triggers"][0] for r in (dev, changed)}
-    assert len(triggers) == 2
+    certifiers = {r.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["metadata"]["name"]
+                  for r in (dev, changed)}
+    assert len(certifiers) == 2
     assert list(versions.values())[0] in str(after.inputs["spec"])
 
 

@@ -4,7 +4,6 @@ all, and its fabric test is the MPI point-to-point Volcano job, which passes the
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 import sys
@@ -12,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components import fabric_check
-from components.fabric_check import PENDING, FabricCheckArgs, collect_command, parse_result
+from components.fabric_check import PENDING, parse_result
 from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
 from core import catalog, fabric, kinds, modes
 from offline import engine
@@ -44,6 +42,8 @@ def test_no_gpu_object_anywhere_in_the_render(hb):
     types = {r.type for r in hb.resources}
     assert not any("GpuOperator" in t or "NcclJob" in t or "NcclTopology" in t for t in types), types
     for r in hb.resources:
+        if r.name == "certifier-code":  # the verify package itself, which knows both kinds
+            continue
         text = json.dumps(r.inputs, default=str).lower()
         assert fabric.GPU_RESOURCE not in text, f"{r.type} {r.name} mentions {fabric.GPU_RESOURCE}"
         assert "gpu-operator" not in text and "nccl_topo" not in text, f"{r.type} {r.name}"
@@ -86,7 +86,7 @@ def test_workers_request_rdma_and_ipc_lock_on_the_tainted_pool(render, mode):
     want = modes.rdma_mode(mode).request(sku)
     for name, task in _tasks(r).items():
         pod = task["template"]["spec"]
-        assert pod["tolerations"] == [fabric.toleration()], name
+        assert pod["tolerations"] == fabric.fabric_tolerations(), name
         assert pod["nodeSelector"] == fabric.pool_node_selector(), name
         for c in pod["containers"]:
             sc = c.get("securityContext", {})
@@ -122,93 +122,65 @@ def test_launcher_script_is_valid_bash():
     subprocess.run(["bash", "-n", str(LAUNCHER_SCRIPT)], check=True)
 
 
-# --- row 9 on CPU-only sizes: the collect step judges the p2p job --------------------------------
-COMMAND = "command:local:Command"
-COLLECT = "fabric-check-collect"
+# --- row 9 on CPU-only sizes: the certifier judges the p2p job ---------------------------------
+CERTIFY_JOB = "kubernetes:batch/v1:Job"
+CERTIFY = "fabric-check-certify"
 CHECK_TYPE = "aks-infiniband:verify:FabricCheck"
 
 
-def _collect_argv(r: engine.Rendering) -> list[str]:
-    return shlex.split(r.one(COMMAND, COLLECT).inputs["create"])
+def _certify_argv(r: engine.Rendering) -> list[str]:
+    (container,) = r.one(CERTIFY_JOB, CERTIFY).inputs["spec"]["template"]["spec"]["containers"]
+    return container["command"]
 
 
 def _option(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
-def test_hb_stack_collects_the_p2p_job_with_the_p2p_kind(hb):
-    check, collect, job = hb.one(CHECK_TYPE, "fabric-check"), hb.one(COMMAND, COLLECT), _job(hb)
-    assert collect.parent == check.urn
-    assert hb.depends_on(collect, job)
-    args = _collect_argv(hb)
-    assert args[:4] == [fabric_check.python_command(), "-m", "verify", "collect"]
+def test_hb_stack_certifies_the_p2p_job_with_the_p2p_kind(hb):
+    check, certify, job = hb.one(CHECK_TYPE, "fabric-check"), hb.one(CERTIFY_JOB, CERTIFY), _job(hb)
+    assert certify.parent == check.urn
+    assert hb.depends_on(certify, job)
+    args = _certify_argv(hb)
+    assert args[:5] == ["python3", "-S", "-m", "verify", "certify"]
     assert _option(args, "--kind") == kinds.P2P
     assert _option(args, "--namespace") == job.inputs["metadata"]["namespace"]
     assert _option(args, "--job") == job.inputs["metadata"]["name"]
     assert _option(args, "--sku") == HB
-    # the collector fetches its own credentials for this cluster (no kubeconfig among its inputs)
-    assert _option(args, "--aks-resource-group") == hb.outputs["resourceGroupName"]
-    assert _option(args, "--aks-cluster") == hb.outputs["clusterName"]
-    assert "environment" not in collect.inputs
     # a point-to-point result is judged in Gb/s and spans two nodes: no GB/s threshold, no --nodes
     assert "--nodes" not in args and "--threshold-gbps" not in args and "--threshold-gbits" not in args
-    # matplotlib is a dev requirement: the deploy-time step never plots (docs/verify-cli.md: plot afterwards)
     assert "--plot" not in args
-    # the collector looks for the launcher under the task name the p2p job gives it
+    # the certifier looks for the launcher under the task name the p2p job gives it
     assert collect_mod.LAUNCHER_TASK in _tasks(hb)
 
 
-def test_hb_collect_trigger_is_the_p2p_jobs_spec_hash(hb):
-    from components.mpi_job import spec_hash
-    from tests.schema_checks import as_api
-
-    job = as_api(_job(hb).inputs)
-    meta = job["metadata"]
-    assert hb.one(COMMAND, COLLECT).inputs["triggers"] == [
-        spec_hash({"namespace": meta["namespace"], "name": meta["name"], "spec": job["spec"]})]
+def test_hb_pool_is_not_held_and_has_no_recurring_run(hb):
+    """The two-node test cannot admit the pool's other nodes: no `uncertified` hold, no CronJob."""
+    (pool,) = hb.of_type("azure-native:containerservice:AgentPool")[-1:]
+    assert fabric.UNCERTIFIED_TAINT not in pool.inputs["nodeTaints"]
+    assert hb.of_type("kubernetes:batch/v1:CronJob") == []
 
 
 def test_hb_outputs_are_pending_offline_never_a_number(hb):
     assert hb.outputs["fabricVerdict"] == PENDING
-    assert hb.outputs["fabricVerdictReasons"] == ["the collect step has produced no result yet"]
+    assert hb.outputs["fabricVerdictReasons"] == ["the certifier has written no result yet"]
     for key in ("p2pBandwidthAtMaxSizeGbits", "p2pMaxBandwidthGbits", "p2pLatencyUs"):
         assert key in hb.outputs and hb.outputs[key] is None, key
     # the all-reduce's outputs belong to GPU sizes only
     assert not [k for k in hb.outputs if k.startswith("allReduce") or k in ("ncclVersion", "fabricRanks")]
 
 
-def test_hb_threshold_and_fail_switch_reach_the_command(render):
-    args = _collect_argv(render(ibPool={"vmSize": HB}, fabricTest={"p2pThresholdGbits": 350,
-                                                                   "failOnLowBandwidth": True}))
+def test_hb_threshold_and_fail_switch_reach_the_certifier(render):
+    args = _certify_argv(render(ibPool={"vmSize": HB}, fabricTest={"p2pThresholdGbits": 350,
+                                                                    "failOnLowBandwidth": True}))
     assert _option(args, "--threshold-gbits") == "350" and "--fail-on-low-bandwidth" in args
     assert "--threshold-gbps" not in args
 
 
-def test_hb_no_collect_step_when_the_test_is_disabled(render):
+def test_hb_no_certifier_when_the_test_is_disabled(render):
     r = render(ibPool={"vmSize": HB}, fabricTest={"enabled": False})
     assert r.of_type(CHECK_TYPE) == [] and r.outputs["fabricVerdict"].startswith("not run")
     assert "p2pBandwidthAtMaxSizeGbits" not in r.outputs
-
-
-class _Job:
-    """A fabric test job as FabricCheckArgs sees it (the FabricTestJob protocol), without Pulumi."""
-
-    def __init__(self, kind: kinds.Kind, sku: str, node_count: int):
-        self.kind, self.sku, self.node_count = kind, catalog.lookup(sku), node_count
-        self.namespace_name, self.job_name, self.deadline_minutes = "fabric-test", "j", 60
-        self.spec_sha256, self.job, self.sharp = "0" * 64, None, False
-
-
-def test_the_threshold_goes_out_in_the_unit_of_the_jobs_kind():
-    """One rule, the kind's: the all-reduce's threshold is GB/s busbw, point to point's Gb/s."""
-    cluster = collect_mod.AksCluster("rg", "aks")
-    p2p = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(kinds.POINT_TO_POINT, HB, WORKERS),
-                                                      threshold=150.0), cluster))
-    assert _option(p2p, "--threshold-gbits") == "150" and "--threshold-gbps" not in p2p
-    gpu = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(kinds.ALL_REDUCE,
-                                                                        "Standard_ND96asr_v4", 2), threshold=150.0),
-                                      cluster))
-    assert _option(gpu, "--threshold-gbps") == "150" and "--threshold-gbits" not in gpu
 
 
 def test_the_other_kinds_threshold_is_named_as_the_wrong_one():
@@ -218,30 +190,47 @@ def test_the_other_kinds_threshold_is_named_as_the_wrong_one():
     assert kinds.threshold_problems(kinds.ALL_REDUCE, thresholds) == {}
 
 
-def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path):
-    """End to end, offline: the command line the HB stack renders, run as the Pulumi step runs it
-    (credentials from a fake logged-in `az` on PATH, nothing in the environment) against the fake API
-    serving a real two-VM HBv3 log; its stdout read by the stack's own parse_result. The figure is the
-    one the fixture's last row gives."""
-    from tests.fake_kube import FakeKube, az_calls, fake_az
+def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render, tmp_path):
+    """End to end, offline: the command the HB stack's certifier Job runs (`python3 -S`: the standard
+    library only, from the shipped files alone), given a kubeconfig instead of its ServiceAccount,
+    against the fake API serving a real two-VM HBv3 log; the ConfigMap it writes read by the stack's own
+    parse_result. The figure is the one the fixture's last row gives."""
+    from components import certifier as certifier_mod
+    from tests.fake_kube_store import FakeApi
     from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
+    from verify import certify
 
     hbv3 = "Standard_HB120rs_v3"
     stack = render(ibPool={"vmSize": hbv3})
-    args, job = _collect_argv(stack), _job(stack)
-    assert args[0] == fabric_check.python_command()
-    args = [sys.executable, *args[1:], "--poll-seconds", "0.05"]
+    args, job = _certify_argv(stack), _job(stack)
+    ns, name = job.inputs["metadata"]["namespace"], job.inputs["metadata"]["name"]
+    code = tmp_path / "code"  # what the ConfigMap mounts: core/ and verify/ only
+    for path, text in certify.code_files(ROOT).items():
+        (code / path).parent.mkdir(parents=True, exist_ok=True)
+        (code / path).write_text(text)
+    pods = [{"metadata": {"name": f"{name}-{task}-{i}", "namespace": ns, "creationTimestamp": "2026-03-01T12:00:00Z",
+                          "labels": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task}},
+             "spec": {"nodeName": f"aks-hb-0000000{i}", "containers": [{"name": task}]},
+             "status": {"phase": "Succeeded"}}
+            for i, task in ((0, collect_mod.LAUNCHER_TASK), (0, "mpiworker"), (1, "mpiworker"))]
+    nodes = [{"metadata": {"name": f"aks-hb-0000000{i}", "labels": fabric.pool_node_selector()},
+              "spec": {"taints": [dict(zip(("key", "value", "effect"), (fabric.IB_TAINT_KEY, "true", "NoSchedule"),
+                                           strict=True))]},
+              "status": {"conditions": []}} for i in (0, 1)]
+    result_cm = {"metadata": {"name": certifier_mod.RESULT_CONFIGMAP, "namespace": certifier_mod.NAMESPACE}, "data": {}}
+    history_cm = {"metadata": {"name": certifier_mod.HISTORY_CONFIGMAP, "namespace": certifier_mod.NAMESPACE},
+                  "data": {}}
+    volcano_job = {"metadata": {"name": name, "namespace": ns}, "status": {"state": {"phase": "Completed"}}}
     log = HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text()
-    with FakeKube(["Running", "Completed"], log, namespace=job.inputs["metadata"]["namespace"],
-                  job=job.inputs["metadata"]["name"]) as kube:
-        bindir, calls = fake_az(tmp_path, stdout=kube.kubeconfig())
-        env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": "/nonexistent"}
-        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    (call,) = az_calls(calls)
-    assert call[:6] == ["aks", "get-credentials", "--resource-group", stack.outputs["resourceGroupName"],
-                        "--name", stack.outputs["clusterName"]]
-    result = parse_result(done.stdout)
+    with FakeApi(nodes=nodes, pods=pods, jobs=[volcano_job], configmaps=[result_cm, history_cm],
+                 logs={f"/api/v1/namespaces/{ns}/pods/{name}-{collect_mod.LAUNCHER_TASK}-0": log}) as api:
+        kubeconfig = tmp_path / "kubeconfig.json"
+        kubeconfig.write_text(api.kubeconfig())
+        argv = [sys.executable if a == "python3" else a for a in args] + ["--kubeconfig", str(kubeconfig)]
+        done = subprocess.run(argv, cwd=code, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        result = parse_result(api.configmap(certifier_mod.NAMESPACE, certifier_mod.RESULT_CONFIGMAP)["data"])
     rows = raw_rows(HBV3_BW)
     assert result.verdict == "PASS"
     assert result.bw_at_max_size_gbits == round(float(rows[max(rows)][0]) * 8 / 1000, 2)

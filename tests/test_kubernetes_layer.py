@@ -176,7 +176,10 @@ def daemonset_tolerations(rendering: engine.Rendering) -> dict[str, list[dict]]:
 def test_every_daemonset_owner_tolerates_the_taint_the_pool_carries(render, size):
     rendering = render(ibPool={"vmSize": size})
     pool_taints = rendering.one(AGENT_POOL).inputs["nodeTaints"]
-    assert pool_taints == [fabric.IB_TAINT]
+    held = not catalog.lookup(size).has_gpus  # CPU-only sizes run the two-node test: no admission hold
+    assert pool_taints == [fabric.IB_TAINT, *([] if held else [fabric.UNCERTIFIED_TAINT])]
+    # and the certifier's own quarantine, which the operators' pods must tolerate as well
+    pool_taints = [*pool_taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:{fabric.FABRIC_TAINT_EFFECT}"]
     owners = daemonset_tolerations(rendering)
     assert len(owners) == (5 if catalog.lookup(size).has_gpus else 4)
     for owner, tolerations in owners.items():
@@ -188,6 +191,8 @@ def test_the_toleration_check_is_not_vacuous():
     assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], fabric.IB_TAINT)
     assert not tolerates([{**fabric.toleration(), "value": "false"}], fabric.IB_TAINT)
     assert tolerates([fabric.toleration()], fabric.IB_TAINT)
+    assert not tolerates([fabric.toleration()], fabric.UNCERTIFIED_TAINT)
+    assert tolerates(fabric.fabric_tolerations(), fabric.UNCERTIFIED_TAINT)
 
 
 def test_volcano_owns_no_daemonset(reference):

@@ -349,8 +349,10 @@ def test_job_waits_for_nothing_else(dev):
 def test_no_nccl_job_for_cpu_only_sizes(render):
     stack = render(ibPool={"vmSize": "Standard_HB120rs_v3"})
     assert not [r for r in stack.of_type(JOB) if r.name == "fabric-test-job"]
-    # the collect step there judges the MPI point-to-point job (tests/test_hb_stack.py), not an all-reduce
-    assert "--kind p2p" in stack.one("command:local:Command", "fabric-check-collect").inputs["create"]
+    # the certifier there judges the MPI point-to-point job (tests/test_hb_stack.py), not an all-reduce
+    (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"]["spec"][
+        "containers"]
+    assert container["command"][container["command"].index("--kind") + 1] == "p2p"
     assert "allReduceMaxBusBwGbps" not in stack.outputs
 
 

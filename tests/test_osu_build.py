@@ -253,7 +253,8 @@ def test_workers_build_osu_in_an_init_container_with_the_pinned_tarball(hb):
     script_mount = _mount_of(init, p2p.OSU_BUILD_CONTAINER)
     assert init["command"][-1].startswith(script_mount["mountPath"] + "/")
     (cm_volume,) = [v for v in spec["volumes"] if v["name"] == p2p.OSU_BUILD_CONTAINER]
-    (cm,) = [c for c in hb.of_type(CONFIGMAP) if c.inputs["metadata"]["name"] == cm_volume["configMap"]["name"]]
+    (cm,) = [c for c in hb.of_type(CONFIGMAP)
+             if not c.read and c.inputs["metadata"]["name"] == cm_volume["configMap"]["name"]]
     assert cm.inputs["data"] == {Path(init["command"][-1]).name: p2p.BUILD_SCRIPT.read_text()}
     (job,) = hb.of_type(JOB_TYPE)
     assert hb.depends_on(job, cm)

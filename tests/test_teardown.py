@@ -128,9 +128,8 @@ def test_releases_and_job_are_removed_before_their_namespaces(dev):
 
 
 def test_the_result_collection_goes_before_the_job(dev):
-    collect = [r for r in dev.of_type("command:local:Command") if r.name.endswith("-collect")]
-    assert collect, "no result-collection command"
-    assert removed_before(dev, collect[0], dev.one(JOB))
+    certify = dev.one("kubernetes:batch/v1:Job", "fabric-check-certify")  # the in-cluster certifier
+    assert removed_before(dev, certify, dev.one(JOB))
 
 
 def test_nothing_in_the_cluster_waits_for_the_cluster_in_reverse(dev):

@@ -1,4 +1,7 @@
-"""python -m verify report LOG ... | python -m verify collect ...
+"""python -m verify report LOG ... | python -m verify collect ... | python -m verify certify ...
+
+`certify` (verify/certify_cli.py, docs/fabric-certifier.md) judges a finished job as `collect` does and
+certifies or quarantines the IB nodes it ran on; it is what the stack runs in the cluster.
 
 Two kinds of result (core/kinds.py; each read and judged by its verify.readers.Reader, one path
 for both): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in GB/s of bus bandwidth) and
@@ -40,7 +43,7 @@ import sys
 from pathlib import Path
 
 from core import catalog, kinds
-from verify import cli_args, p2p, readers, sections
+from verify import certify_cli, cli_args, p2p, readers, sections
 from verify import collect as collect_mod
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
@@ -159,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
                           "as its reasons: exit 0 (1 with --fail-on) instead of 2")
     _judging_args(col, collect=True)
+    certify_cli.add_parser(sub, lambda p: _judging_args(p, collect=False), EXIT_CODES)
     return parser
 
 
@@ -348,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
+        if args.command == "certify":
+            return certify_cli.run(args)
         return _collect(args)
     except RuntimeError as exc:  # e.g. --plot without matplotlib
         return _error(str(exc), as_json)

@@ -1,0 +1,219 @@
+"""Row 10: the in-cluster certifier's home: its namespace, ServiceAccount and least-privilege RBAC, the
+project's own verify code as a content-hashed ConfigMap, the ConfigMaps it writes (result, history),
+the lowest PriorityClass, and the CronJob that re-certifies idle nodes. The day-0 Job that `pulumi up`
+awaits is components/fabric_check.py's; both run `pod_spec`.
+
+How the code reaches the cluster (docs/fabric-certifier.md weighs it against ACR Tasks): the files of
+`core/` and `verify/` in this checkout, as ConfigMap data, mounted into a public Python image pinned by
+digest. The pod imports only the standard library (verify/kube_api.py), so nothing is downloaded when it
+starts and a cluster with no egress runs it once the image is mirrored (`az acr import` keeps the
+digest). The pods carry the code's sha256 (CODE_SHA256_ENV) and the certifier refuses to run code whose
+hash differs (verify/certify_cli.py): what runs is what the preview showed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.namespace import Namespace, NamespaceArgs
+from core import fabric
+from verify import certify, certify_recurring
+from verify.certify_cli import CODE_SHA256_ENV
+from verify.kube import VOLCANO_GROUP
+
+core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "fabric-certifier"
+SERVICE_ACCOUNT = "fabric-certifier"
+CODE_CONFIGMAP = "fabric-certifier-code"
+RESULT_CONFIGMAP = "fabric-certifier-result"
+HISTORY_CONFIGMAP = "fabric-certifier-history"
+TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
+CODE_DIR = "/opt/aks-infiniband"
+# python:3.12-slim, its multi-arch index digest as two unrelated public Dockerfiles pin it (the code
+# needs 3.11+: datetime.UTC). Any image with python3 >= 3.11 works (certifier.image).
+DEFAULT_IMAGE = "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+DEFAULT_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
+# Below every workload: pods with no class get 0. Never preempts anyone; the kube-scheduler may preempt it.
+PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS
+PRIORITY_VALUE = -1000
+NOBODY = 65534
+LABELS = {"app.kubernetes.io/name": "fabric-certifier", "app.kubernetes.io/part-of": "aks-infiniband"}
+
+
+def config_key(path: str) -> str:
+    """A ConfigMap key for a file path (keys allow [-._a-zA-Z0-9]): `verify/doctor.py` -> `verify.doctor.py`."""
+    return path.replace("/", ".")
+
+
+@dataclass(frozen=True)
+class CertifierArgs:
+    fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
+    image: str = DEFAULT_IMAGE
+    mode: str = "taint"  # verify.certify.MODES
+    schedule: str = DEFAULT_SCHEDULE  # cron, or "off": no recurring certification
+    max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
+    history_size: int = 10
+    pushgateway_url: str | None = None
+    # what a recurring run re-runs (components/nccl_job.py retest_template); None: no recurring runs
+    retest: Mapping[str, Any] | None = None
+    # the fabric test job's namespace (it must exist before the Role in it)
+    wait_for: Sequence[pulumi.Resource] = ()
+
+    def __post_init__(self) -> None:
+        certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
+
+
+def policy_args(args: CertifierArgs) -> list[str]:
+    """The certifier's policy flags, the same for the day-0 Job and the CronJob (only the day-0 Job
+    writes the result ConfigMap: it holds what the stack outputs report)."""
+    argv = ["--mode", args.mode, "--max-quarantine-share", f"{args.max_quarantine_share:g}",
+            "--certifier-namespace", NAMESPACE, "--history-configmap", HISTORY_CONFIGMAP,
+            "--template-configmap", TEMPLATE_CONFIGMAP,
+            "--history-size", str(args.history_size)]
+    return argv + (["--pushgateway", args.pushgateway_url] if args.pushgateway_url else [])
+
+
+def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str],
+             priority_class: str | None = None) -> core_v1.PodSpecArgs:
+    """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only."""
+    return core_v1.PodSpecArgs(
+        service_account_name=SERVICE_ACCOUNT,
+        restart_policy="Never",
+        priority_class_name=priority_class,
+        node_selector={"kubernetes.io/os": "linux"},
+        security_context=core_v1.PodSecurityContextArgs(
+            run_as_non_root=True, run_as_user=NOBODY, run_as_group=NOBODY,
+            seccomp_profile=core_v1.SeccompProfileArgs(type="RuntimeDefault")),
+        containers=[core_v1.ContainerArgs(
+            name="certify",
+            image=image,
+            image_pull_policy="IfNotPresent",
+            command=["python3", "-S", "-m", "verify", *argv],  # -S: the standard library only
+            working_dir=CODE_DIR,
+            env=[core_v1.EnvVarArgs(name=CODE_SHA256_ENV, value=code_sha),
+                 core_v1.EnvVarArgs(name="PYTHONDONTWRITEBYTECODE", value="1")],
+            resources=core_v1.ResourceRequirementsArgs(requests={"cpu": "100m", "memory": "128Mi"},
+                                                       limits={"cpu": "1", "memory": "512Mi"}),
+            security_context=core_v1.SecurityContextArgs(
+                allow_privilege_escalation=False, read_only_root_filesystem=True, run_as_non_root=True,
+                capabilities=core_v1.CapabilitiesArgs(drop=["ALL"])),
+            volume_mounts=[core_v1.VolumeMountArgs(name="code", mount_path=CODE_DIR, read_only=True),
+                           core_v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],  # noqa: S108 (emptyDir)
+        )],
+        volumes=[
+            core_v1.VolumeArgs(name="code", config_map=core_v1.ConfigMapVolumeSourceArgs(
+                name=CODE_CONFIGMAP, items=[core_v1.KeyToPathArgs(key=config_key(p), path=p) for p in files])),
+            core_v1.VolumeArgs(name="tmp", empty_dir=core_v1.EmptyDirVolumeSourceArgs(size_limit="16Mi")),
+        ],
+    )
+
+
+def cluster_rules() -> list[rbac.PolicyRuleArgs]:
+    """Nodes: read, taint and label (patch), the FabricCertified condition (nodes/status); pods: read,
+    cluster-wide, to see which IB nodes run GPU work (idle capacity)."""
+    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch", "patch"]),
+            rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
+            rbac.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list"])]
+
+
+def fabric_rules() -> list[rbac.PolicyRuleArgs]:
+    """In the fabric test's namespace: the test pods' logs, and its own Volcano test jobs."""
+    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+            rbac.PolicyRuleArgs(api_groups=[VOLCANO_GROUP], resources=["jobs"],
+                                verbs=["get", "list", "create", "delete"])]
+
+
+def own_rules() -> list[rbac.PolicyRuleArgs]:
+    """In its own namespace: Events, and exactly its ConfigMaps (create cannot be limited by name, so the
+    stack creates them and the certifier only reads and patches them)."""
+    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["events"], verbs=["create"]),
+            rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
+                                resource_names=[RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP])]
+
+
+class Certifier(pulumi.ComponentResource):
+    """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole (+ `-binding`), `{name}-fabric`
+    Role in the fabric test's namespace and `{name}-own` in its own (each + `-binding`), `{name}-code`,
+    `{name}-result`, `{name}-history` ConfigMaps, `{name}-priority` PriorityClass, and `{name}-recurring`
+    CronJob unless `schedule` is off."""
+
+    def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
+        self.args = args
+        child = pulumi.ResourceOptions(parent=self)
+        self.namespace = Namespace(f"{name}-namespace", NamespaceArgs(namespace_name=NAMESPACE), opts=child)
+        ns = self.namespace.name
+        self.service_account = core_v1.ServiceAccount(
+            f"{name}-sa", metadata=meta.ObjectMetaArgs(name=SERVICE_ACCOUNT, namespace=ns, labels=LABELS), opts=child)
+        subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
+        self.cluster_role = rbac.ClusterRole(
+            f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
+            rules=cluster_rules(), opts=child)
+        rbac.ClusterRoleBinding(
+            f"{name}-nodes-binding",
+            metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
+            role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
+                                      name=self.cluster_role.metadata.name),
+            subjects=[subject], opts=child)
+        in_fabric = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
+        for role, namespace, rules, ropts in (("fabric", args.fabric_namespace, fabric_rules(), in_fabric),
+                                              ("own", ns, own_rules(), child)):
+            r = rbac.Role(f"{name}-{role}", metadata=meta.ObjectMetaArgs(
+                name="fabric-certifier", namespace=namespace, labels=LABELS), rules=rules, opts=ropts)
+            rbac.RoleBinding(f"{name}-{role}-binding", metadata=meta.ObjectMetaArgs(
+                name="fabric-certifier", namespace=namespace, labels=LABELS),
+                role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=r.metadata.name),
+                subjects=[subject], opts=ropts)
+        files = certify.code_files(ROOT)
+        self.code_sha256 = certify.code_sha256(files)
+        self.files = tuple(files)
+        self.code = core_v1.ConfigMap(
+            f"{name}-code", metadata=meta.ObjectMetaArgs(
+                name=CODE_CONFIGMAP, namespace=ns, labels=LABELS,
+                annotations={"aks-infiniband.io/code-sha256": self.code_sha256}),
+            data={config_key(p): text for p, text in files.items()}, opts=child)
+        # The certifier writes their data; the stack only creates them (and must not undo those writes).
+        written = pulumi.ResourceOptions(parent=self, ignore_changes=["data"])
+        self.result = core_v1.ConfigMap(f"{name}-result", metadata=meta.ObjectMetaArgs(
+            name=RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written)
+        self.history = core_v1.ConfigMap(f"{name}-history", metadata=meta.ObjectMetaArgs(
+            name=HISTORY_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written)
+        self.priority_class = k8s.scheduling.v1.PriorityClass(
+            f"{name}-priority", metadata=meta.ObjectMetaArgs(name=PRIORITY_CLASS, labels=LABELS),
+            value=PRIORITY_VALUE, preemption_policy="Never", global_default=False,
+            description="aks-infiniband's recurring fabric certification: below every workload, preempts no one.",
+            opts=child)
+        self.ready = [self.service_account, self.code, self.result, self.history]
+        self.cron_job = None
+        if args.schedule != "off" and args.retest is not None:
+            self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
+                name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
+                data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
+            argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
+            self.cron_job = k8s.batch.v1.CronJob(
+                f"{name}-recurring",
+                metadata=meta.ObjectMetaArgs(name="fabric-certifier", namespace=ns, labels=LABELS),
+                spec=k8s.batch.v1.CronJobSpecArgs(
+                    schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
+                    successful_jobs_history_limit=3, failed_jobs_history_limit=3,
+                    job_template=k8s.batch.v1.JobTemplateSpecArgs(spec=k8s.batch.v1.JobSpecArgs(
+                        backoff_limit=0, active_deadline_seconds=3600, ttl_seconds_after_finished=24 * 3600,
+                        template=core_v1.PodTemplateSpecArgs(
+                            metadata=meta.ObjectMetaArgs(labels=LABELS),
+                            spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
+
+
+def admission_taints(mode: str) -> list[str]:
+    """The AgentPool's taints for the certifier's mode: `uncertified` only where the certifier may lift it."""
+    return [fabric.UNCERTIFIED_TAINT] if mode == "taint" else []

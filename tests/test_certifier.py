@@ -1,0 +1,141 @@
+"""Row 10: the certifier's objects in the render (components/certifier.py): least-privilege RBAC exactly as
+issue 21 lists it, the code shipped by content hash, the lowest PriorityClass, the recurring CronJob, the
+AgentPool's hold and the tolerations of it; each object against the Kubernetes schema of the stack's
+version (kubernetes-validate)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import stack_config
+from components import certifier as certifier_mod
+from core import fabric
+from stack_config.schema import DEFAULT_CERTIFIER_SCHEDULE
+from tests import schema_checks as sc
+from verify import certify, certify_cli
+
+ROOT = certifier_mod.ROOT
+CRONJOB, JOB, CM = "kubernetes:batch/v1:CronJob", "kubernetes:batch/v1:Job", "kubernetes:core/v1:ConfigMap"
+RBAC = "kubernetes:rbac.authorization.k8s.io/v1"
+
+
+def certifier_objects(stack) -> list:
+    return [r for r in stack.resources if r.type.startswith("kubernetes:") and r.custom
+            and (r.name.startswith("certifier-") or r.name == "fabric-check-certify")]
+
+
+def test_every_certifier_object_passes_the_kubernetes_schema_of_the_stack(dev):
+    objects = certifier_objects(dev)
+    kinds = {r.inputs["kind"] for r in objects}
+    assert kinds >= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                     "ConfigMap", "PriorityClass", "CronJob", "Job"}
+    for r in objects:
+        assert sc.kubernetes_errors(r.inputs) == [], f"{r.type} {r.name}"
+
+
+def test_the_schema_check_is_not_vacuous(dev):
+    cron = dict(dev.one(CRONJOB, "certifier-recurring").inputs)
+    assert sc.kubernetes_errors({**cron, "spec": {**cron["spec"], "concurrencyPolicy": ["Forbid"]}})
+    assert sc.kubernetes_errors({**cron, "spec": {**cron["spec"], "scheduel": "x"}})
+
+
+def rules(stack, type_: str, name: str) -> list[tuple]:
+    return sorted((tuple(r.get("apiGroups") or ()), tuple(r["resources"]), tuple(sorted(r["verbs"])),
+                   tuple(r.get("resourceNames") or ())) for r in stack.one(f"{RBAC}:{type_}", name).inputs["rules"])
+
+
+def test_rbac_is_what_the_certifier_uses_and_nothing_more(dev):
+    """Issue 21: nodes get/list/watch/patch and nodes/status, pods and pods/log read, its own jobs, events
+    create, its history objects. No secrets, no wildcard, no cluster-admin."""
+    assert rules(dev, "ClusterRole", "certifier-nodes") == [
+        (("",), ("nodes",), ("get", "list", "patch", "watch"), ()),
+        (("",), ("nodes/status",), ("patch",), ()),
+        (("",), ("pods",), ("get", "list"), ())]
+    assert rules(dev, "Role", "certifier-fabric") == [
+        (("",), ("pods/log",), ("get",), ()),
+        (("batch.volcano.sh",), ("jobs",), ("create", "delete", "get", "list"), ())]
+    assert rules(dev, "Role", "certifier-own") == [
+        (("",), ("configmaps",), ("get", "patch"), (certifier_mod.RESULT_CONFIGMAP, certifier_mod.HISTORY_CONFIGMAP,
+                                                   certifier_mod.TEMPLATE_CONFIGMAP)),
+        (("",), ("events",), ("create",), ())]
+    text = json.dumps([r.inputs for r in certifier_objects(dev) if r.type.startswith(RBAC)])
+    assert "secrets" not in text and '"*"' not in text and "cluster-admin" not in text
+    binding = dev.one(f"{RBAC}:ClusterRoleBinding", "certifier-nodes-binding").inputs
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": certifier_mod.SERVICE_ACCOUNT,
+                                    "namespace": certifier_mod.NAMESPACE}]
+    assert binding["roleRef"]["name"] == dev.one(f"{RBAC}:ClusterRole", "certifier-nodes").inputs["metadata"]["name"]
+
+
+def pods(stack) -> list[dict]:
+    job = stack.one(JOB, "fabric-check-certify").inputs["spec"]["template"]["spec"]
+    cron = stack.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return [job, cron]
+
+
+def test_the_code_is_the_checkouts_own_by_content_hash_and_runs_on_the_standard_library(dev):
+    files = certify.code_files(ROOT)
+    code = dev.one(CM, "certifier-code").inputs
+    assert code["data"] == {certifier_mod.config_key(p): t for p, t in files.items()}
+    assert set(files) >= {"verify/__main__.py", "verify/certify.py", "verify/kube_api.py", "core/fabric.py",
+                          "verify/schema/fabric-result.v1.json"}
+    sha = certify.code_sha256(files)
+    assert code["metadata"]["annotations"]["aks-infiniband.io/code-sha256"] == sha
+    for pod in pods(dev):
+        (container,) = pod["containers"]
+        assert container["command"][:4] == ["python3", "-S", "-m", "verify"]  # -S: no site-packages at all
+        assert {"name": certify_cli.CODE_SHA256_ENV, "value": sha} in container["env"]
+        assert "@sha256:" in container["image"]  # pinned by digest: nothing resolved at pod start
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "code"]
+        assert {i["path"] for i in volume["configMap"]["items"]} == set(files)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["serviceAccountName"] == certifier_mod.SERVICE_ACCOUNT
+
+
+def test_a_pod_refuses_code_that_is_not_what_the_preview_showed(monkeypatch, capsys):
+    monkeypatch.setenv(certify_cli.CODE_SHA256_ENV, "0" * 64)
+    from verify import __main__ as cli
+
+    assert cli.main(["certify", "--namespace", "x"]) == 2
+    assert "the mounted code's sha256 is" in capsys.readouterr().err
+
+
+def test_the_recurring_run_is_below_every_workload_and_preempts_no_one(dev):
+    pc = dev.one("kubernetes:scheduling.k8s.io/v1:PriorityClass", "certifier-priority").inputs
+    assert pc["value"] < 0 and pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False
+    cron = dev.one(CRONJOB, "certifier-recurring").inputs["spec"]
+    assert cron["schedule"] == DEFAULT_CERTIFIER_SCHEDULE
+    assert cron["concurrencyPolicy"] == "Forbid"
+    (container,) = cron["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert "--recurring" in container["command"]
+    assert cron["jobTemplate"]["spec"]["template"]["spec"]["priorityClassName"] == pc["metadata"]["name"]
+    assert "--result-configmap" not in container["command"], "only day 0 writes what the outputs report"
+
+
+def test_the_schedule_can_be_off_and_a_bad_one_is_refused_by_name(render):
+    assert render(certifier={"schedule": "off"}).of_type(CRONJOB) == []
+    with pytest.raises(stack_config.ConfigError) as err:
+        stack_config.parse({**_raw(), "aks-infiniband:certifier": {"schedule": "every day"}}, "dev")
+    (line,) = err.value.problems
+    assert "certifier.schedule" in line and "'every day'" in line and "off" in line
+
+
+def _raw() -> dict:
+    from conftest import dev_config
+
+    return dev_config()
+
+
+def test_the_pool_holds_new_nodes_and_everything_that_must_run_there_tolerates_it(dev, render):
+    pool = [r for r in dev.of_type("azure-native:containerservice:AgentPool") if r.name == "ib-pool"][0]
+    assert pool.inputs["nodeTaints"] == [fabric.IB_TAINT, fabric.UNCERTIFIED_TAINT]
+    for mode in ("label", "off"):  # nothing would lift it
+        pool = [r for r in render(certifier={"mode": mode}).of_type("azure-native:containerservice:AgentPool")
+                if r.name == "ib-pool"][0]
+        assert pool.inputs["nodeTaints"] == [fabric.IB_TAINT]
+    job = dev.one("kubernetes:batch.volcano.sh/v1alpha1:Job", "fabric-test-job").inputs
+    for task in job["spec"]["tasks"]:
+        tolerations = task["template"]["spec"]["tolerations"]
+        for value in (fabric.UNCERTIFIED, fabric.QUARANTINED):
+            assert any(t["key"] == fabric.FABRIC_TAINT_KEY and t["operator"] == "Exists" for t in tolerations), value

@@ -1,0 +1,233 @@
+"""`python -m verify certify`: judge a fabric test job that has finished (or wait for it, `--wait-minutes`),
+then certify, hold or quarantine the IB nodes it ran on (verify/certify.py decides, verify/certify_kube.py
+writes). Runs in the cluster (the stack's day-0 Job and CronJob: the pod's ServiceAccount) or anywhere
+with `--kubeconfig`. Exit codes as the other commands: 0 judged (and applied); 1 the verdict tripped
+--fail-on (fail: FAIL; warn: anything but PASS; --fail-on-low-bandwidth is --fail-on fail); 2 no result
+(API error, no job, no credentials, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from core import kinds
+from verify import certify, certify_kube, cli_args, readers
+from verify.kube import iso
+from verify.kube_api import ApiError, connect
+from verify.result import Collected, FabricResult
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+# The result ConfigMap's keys: the typed result of the run, and the certifier's decisions.
+RESULT_KEY, CERTIFICATION_KEY = "result.json", "certification.json"
+CODE_SHA256_ENV = "AKS_INFINIBAND_CODE_SHA256"  # set by the stack's pods (components/certifier.py)
+LAUNCHER_TASK = "mpimaster"
+LOG_TAIL_LINES = 30
+
+
+def add_parser(sub, judging_args, epilog: str) -> None:
+    p = sub.add_parser("certify", help="judge a finished fabric test job and certify / quarantine its nodes",
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", help="kubeconfig file (token or client certificate); default: the pod's "
+                                        "ServiceAccount (in-cluster)")
+    p.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL)
+    p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where Events and "
+                                                      "the certifier's ConfigMaps are written)")
+    p.add_argument("--job", help="the Volcano Job to judge; without it only membership and NPD are checked")
+    p.add_argument("--task", default=LAUNCHER_TASK, help="the launcher task (default %(default)s)")
+    p.add_argument("--wait-minutes", type=float, default=0.0,
+                   help="wait this long for the job to finish (default 0: it must have finished)")
+    p.add_argument("--poll-seconds", type=float, default=15.0)
+    p.add_argument("--mode", choices=certify.MODES, default="taint",
+                   help="taint: taints, condition, label, Events; label: all but taints; off: judge and print only")
+    p.add_argument("--dry-run", action="store_true", help="print the decisions and the writes; change nothing")
+    p.add_argument("--max-quarantine-share", type=float, default=certify.DEFAULT_MAX_QUARANTINE_SHARE,
+                   help="the circuit breaker: never more than this share of the pool quarantined (default %(default)s)")
+    p.add_argument("--result-configmap", help="write the result (verify's JSON + the decisions) into this ConfigMap")
+    p.add_argument("--history-configmap", help="keep the last --history-size records per node in this ConfigMap")
+    p.add_argument("--history-size", type=int, default=certify_kube.HISTORY_KEEP)
+    p.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
+    p.add_argument("--certifier-namespace", help="where Events and the ConfigMaps are (default: --namespace)")
+    p.add_argument("--run-id", help="what this run judges (the stack passes the test job's spec hash): a re-run "
+                                    "whose job is gone reports the result recorded for it")
+    p.add_argument("--template-configmap", default="fabric-certifier-template",
+                   help="with --recurring: the ConfigMap holding the re-test job's template (default %(default)s)")
+    p.add_argument("--recurring", action="store_true",
+                   help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
+    cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")
+    p.add_argument("--sharp", action="store_true", help="the job ran with SHARP (recorded in the result)")
+    judging_args(p)
+
+
+def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricResult:
+    """The same judgement as `collect` (verify/readers.py), with where the run was found."""
+    reader = readers.reader(args.kind)
+    threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
+    job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
+    settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed)
+    try:
+        judged = reader.judge(log, settings)
+    except readers.PARSE_ERRORS as exc:
+        judged = reader.unread(log, settings, exc)
+    collected = Collected(namespace=args.namespace, job=args.job, job_phase=phase, pod=pod,
+                          log_tail=tuple(log.rstrip("\n").splitlines()[-LOG_TAIL_LINES:]), diagnosis=(), gave_up=None,
+                          waited_minutes=None, sharp=args.sharp if reader.measures_sharp else None)
+    return dataclasses.replace(judged.result, collected=collected)
+
+
+def _problem(args: argparse.Namespace) -> str | None:
+    """The arguments' problem, in one line (None: all good), before anything is read."""
+    try:
+        certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
+    except ValueError as exc:
+        return f"--{exc}"
+    if args.kind == kinds.NCCL and (args.job or args.recurring) and args.nodes is None and not args.recurring:
+        return "--nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)"
+    if args.job and args.recurring:
+        return "--job and --recurring exclude each other (--recurring creates its own job)"
+    expected = os.environ.get(CODE_SHA256_ENV)
+    if expected:  # in the stack's pods: run only the code the preview showed
+        found = certify.code_sha256(certify.code_files(Path(__file__).resolve().parent.parent))
+        if found != expected:
+            return (f"the mounted code's sha256 is {found}, the pod was created for {expected}: "
+                    "the code ConfigMap changed under this pod; the next run uses the new one")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    policy = certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
+    now = time.time()
+    at = iso(now)
+    home = args.certifier_namespace or args.namespace  # Events and the ConfigMaps
+    try:
+        api = connect(args.kubeconfig)
+        nodes = certify_kube.ib_nodes(api)
+        node_facts = [certify.facts(n) for n in nodes]
+        member = certify.membership(node_facts)
+        if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
+            certify_kube._say(member.reason)
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or args.mode == "off")
+        if args.recurring:
+            from verify import certify_recurring
+
+            args.job, args.nodes = certify_recurring.launch(api, args, nodes, member, writer)
+            if args.job is None:  # nothing idle to certify (said on stderr), or a dry run
+                print(json.dumps({"writes": writer.writes}, indent=2) if args.json else "\n".join(writer.writes))
+                return EXIT_OK
+        run_id = args.run_id or f"{args.namespace}/{args.job or 'membership'}@{at}"
+        result, hosts = None, {}
+        if args.job:
+            try:
+                result, hosts = _judge_job(api, args, member)
+            except ApiError as exc:
+                kept = _kept(api, args, home) if exc.status == 404 else None
+                if kept is None:
+                    raise
+                certify_kube._say(f"{exc}; the result of run {args.run_id} is already recorded: reporting it")
+                return _report(args, kept, [], args.run_id)
+        plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
+        certify_kube.apply(writer, plan, nodes, policy, at=at)
+        history = certify_kube.history_records(api, home, args.history_configmap) if args.history_configmap else {}
+        out = _document(result, plan, member, certify.relative_warnings(history, plan.decisions), args, at)
+        out["certification"]["run_id"] = run_id
+        if args.history_configmap:
+            writer.configmap(args.history_configmap,
+                             certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
+        if args.result_configmap:
+            writer.configmap(args.result_configmap, {
+                RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
+                CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
+        if args.pushgateway and not writer.dry_run:
+            certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
+    except (ApiError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return _report(args, out, writer.writes, run_id)
+
+
+def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tuple[FabricResult, dict[str, str]]:
+    """Wait for (or read) the finished job, judge its launcher log; the worker pods' host -> node map."""
+    if args.wait_minutes > 0:
+        phase = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
+                                          poll_seconds=args.poll_seconds)
+    else:
+        phase = _phase(api, args)
+        if phase not in certify_kube.DONE | certify_kube.FAILED:
+            raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
+                           "pass --wait-minutes to wait for it")
+    pods = certify_kube.job_pods(api, args.namespace, args.job)
+    pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
+    result = _judge(args, log, phase, pod)
+    if member.reason:  # the split explains the run: its finding comes first
+        result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
+    return result, certify_kube.worker_hosts(pods, args.task)
+
+
+def _kept(api, args: argparse.Namespace, home: str) -> dict | None:
+    """The recorded document of this --run-id (a re-run after the test job's TTL), else None."""
+    if not (args.run_id and args.result_configmap):
+        return None
+    try:
+        data = api.get(f"/api/v1/namespaces/{home}/configmaps/{args.result_configmap}").get("data") or {}
+        kept = {"result": json.loads(data.get(RESULT_KEY) or "null"),
+                "certification": json.loads(data.get(CERTIFICATION_KEY) or "{}")}
+    except (ApiError, ValueError):
+        return None
+    return kept if kept["certification"].get("run_id") == args.run_id else None
+
+
+def _report(args: argparse.Namespace, out: dict, writes: list[str], run_id: str) -> int:
+    out["writes"] = writes
+    print(json.dumps(out, indent=2) if args.json else _text(out))
+    verdict = out["certification"].get("verdict")
+    if cli_args.tripped(args, verdict):
+        print(f"{verdict}: {run_id}", file=sys.stderr)
+        for reason in out["certification"].get("reasons") or ():
+            print(f"  - {reason}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _phase(api, args: argparse.Namespace) -> str:
+    from verify.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, get
+
+    job = api.get(f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/{VOLCANO_PLURAL}/{args.job}")
+    return get(job, "status", "state", "phase") or "Pending"
+
+
+def _document(result: FabricResult | None, plan: certify.Plan, member: certify.Membership, warnings: list[str],
+              args: argparse.Namespace, at: str) -> dict:
+    """What certify prints and keeps: `result`, the run's typed result (verify/result.py; null when no job
+    was judged), and `certification`: the verdict with the membership and history findings, the
+    suspects named by node and VM (the pod host name kept as evidence), and the decisions."""
+    verdict = result.verdict if result else ("FAIL" if member.reason else "PASS")
+    reasons = list(result.reasons) if result else ([member.reason] if member.reason else [])
+    reasons += [f"WARN {w}" for w in warnings]
+    if warnings and verdict == "PASS":
+        verdict = "WARN"
+    vms = {d.node: d.vm for d in plan.decisions}
+    outside = [{"node": n, "vm": vms.get(n), "host": None, "hca": None, "reason": member.reason,
+                "evidence": member.evidence, "verdict": "FAIL"} for n in member.outside]
+    return {"result": result.to_json() if result else None,
+            "certification": {"at": at, "mode": args.mode, "dry_run": args.dry_run, "verdict": verdict,
+                              "reasons": reasons, "suspects": outside + list(plan.suspects), **plan.as_dict()}}
+
+
+def _text(out: dict) -> str:
+    cert = out["certification"]
+    lines = [f"VERDICT: {cert['verdict']}"] + [f"  - {r}" for r in cert["reasons"]]
+    if cert["breaker"]:
+        lines.append(f"BREAKER: {cert['breaker']}")
+    for d in cert["decisions"]:
+        lines.append(f"{d['action']:>10} {d['node']} ({d['vm'] or 'vm unknown'}): {d['reason']}")
+    lines += [f"note: {n}" for n in cert["notes"]] + [f"  {w}" for w in out["writes"]]
+    return "\n".join(lines)

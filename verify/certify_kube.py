@@ -1,0 +1,256 @@
+"""The certifier against the API server: read the IB nodes and the fabric test job, write what
+verify/certify.py decided (taints, the FabricCertified condition, labels, Events, the history ring, the
+day-0 result) and push metrics. Every write goes through `Writer`, which in dry-run records instead.
+
+What it writes, and why that way (the API reference):
+- taints: a JSON Patch (RFC 6902) whose first op `test`s the resourceVersion read, then replaces
+  `spec.taints`: `taints` has no patch strategy, so a merge would replace the list anyway, and the test
+  makes a concurrent change (kubectl taint, AKS) fail the write (422) instead of being overwritten;
+- the condition: a strategic-merge PATCH of nodes/status (conditions merge by `type`, as NPD writes);
+- Events: core/v1 Events in the certifier's namespace, involvedObject the Node (`kubectl describe
+  node` lists them);
+- history and result: merge PATCHes of ConfigMaps the stack created (the RBAC names them).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import fabric
+from verify import certify, kube
+from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
+from verify.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError
+
+HISTORY_KEEP = 10  # records per node in the history ring
+EVENT_MESSAGE_CHARS = 1024  # an Event's message is for people; the full evidence is in the history
+DONE, FAILED = frozenset({"Completed"}), frozenset({"Failed", "Aborted", "Terminated"})
+
+
+def _say(message: str) -> None:
+    print(f"[verify certify] {message}", file=sys.stderr, flush=True)
+
+
+def ib_nodes(api: Api) -> list[dict]:
+    selector = f"{fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}"
+    return kube.items(api.get("/api/v1/nodes", labelSelector=selector))
+
+
+def job_pods(api: Api, namespace: str, job: str) -> list[dict]:
+    return kube.items(api.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{JOB_NAME_LABEL}={job}"))
+
+
+def host_to_node(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each pod's host name (spec.hostname, which Volcano's svc plugin sets to the pod name; else the pod
+    name, as gethostname() returns it in the pod) -> the node it ran on (spec.nodeName)."""
+    out = {}
+    for pod in pods:
+        node = kube.get(pod, "spec", "nodeName")
+        if node:
+            out[str(kube.get(pod, "spec", "hostname") or kube.name(pod))] = str(node)
+            out[kube.name(pod)] = str(node)
+    return out
+
+
+def worker_hosts(pods: Sequence[Mapping[str, Any]], launcher_task: str) -> dict[str, str]:
+    """host_to_node of the worker pods only (the launcher runs no rank)."""
+    return host_to_node([p for p in pods if (kube.get(p, "metadata", "labels") or {}).get(TASK_SPEC_LABEL)
+                         != launcher_task])
+
+
+def wait_for_job(api: Api, namespace: str, job: str, *, timeout_seconds: float, poll_seconds: float,
+                 sleep=time.sleep, now=time.monotonic) -> str:
+    """The Volcano Job's final phase; ApiError at the timeout. The pod-side wait is bounded by the
+    certifier Job's activeDeadlineSeconds too. (`python -m verify collect` explains a wait; run it from a
+    workstation to see why a job does not start.)"""
+    path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}/{job}"
+    start, said = now(), None
+    while True:
+        phase = kube.get(api.get(path), "status", "state", "phase") or "Pending"
+        if phase != said:
+            _say(f"job {namespace}/{job}: {phase}")
+            said = phase
+        if phase in DONE or phase in FAILED:
+            return phase
+        if now() - start + poll_seconds > timeout_seconds:
+            raise ApiError(f"timed out after {now() - start:.0f}s waiting for Volcano job {namespace}/{job} "
+                           f"(last phase {phase})")
+        sleep(poll_seconds)
+
+
+def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], task: str) -> tuple[str, str]:
+    launchers = [p for p in pods if (kube.get(p, "metadata", "labels") or {}).get(TASK_SPEC_LABEL) == task]
+    if not launchers:
+        raise ApiError(f"no launcher pod (task {task}) among the job's pods in {namespace}")
+    pod = max(launchers, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
+    containers = kube.get(pod, "spec", "containers") or [{}]
+    text = api.text(f"/api/v1/namespaces/{namespace}/pods/{kube.name(pod)}/log", container=containers[0].get("name"))
+    return kube.name(pod), text
+
+
+@dataclass
+class Writer:
+    """Applies a plan; in dry run, records what it would write and writes nothing."""
+
+    api: Api
+    namespace: str  # where Events and the ConfigMaps live
+    dry_run: bool
+    writes: list[str] = field(default_factory=list)
+
+    def _do(self, what: str, call, *args) -> None:
+        self.writes.append(("would " if self.dry_run else "") + what)
+        if not self.dry_run:
+            call(*args)
+
+    def taints(self, node: Mapping[str, Any], taints: list[dict], why: str) -> None:
+        body = [{"op": "test", "path": "/metadata/resourceVersion", "value": kube.get(node, "metadata",
+                                                                                     "resourceVersion")},
+                {"op": "add", "path": "/spec/taints", "value": taints}]  # add replaces an existing member
+        self._do(f"set taints of node {kube.name(node)}: {why}", self.api.patch,
+                 f"/api/v1/nodes/{kube.name(node)}", body, JSON_PATCH)
+
+    def metadata(self, node: str, labels: dict, annotations: dict) -> None:
+        self._do(f"label/annotate node {node}: {labels}", self.api.patch, f"/api/v1/nodes/{node}",
+                 {"metadata": {"labels": labels, "annotations": annotations}}, MERGE_PATCH)
+
+    def condition(self, node: str, status: str, reason: str, message: str, at: str) -> None:
+        cond = {"type": fabric.FABRIC_CONDITION, "status": status, "reason": reason, "message": message[:1024],
+                "lastTransitionTime": at, "lastHeartbeatTime": at}
+        self._do(f"condition {fabric.FABRIC_CONDITION}={status} ({reason}) on node {node}", self.api.patch,
+                 f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}}, STRATEGIC_MERGE)
+
+    def event(self, node: Mapping[str, Any], kind: str, reason: str, message: str, at: str) -> None:
+        name = kube.name(node)
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{name}.fabric-", "namespace": self.namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name,
+                                   "uid": kube.get(node, "metadata", "uid")},
+                "type": kind, "reason": reason, "message": message[:EVENT_MESSAGE_CHARS],
+                "source": {"component": certify.CERTIFIER}, "reportingComponent": certify.CERTIFIER,
+                "reportingInstance": certify.CERTIFIER, "firstTimestamp": at, "lastTimestamp": at, "count": 1}
+        self._do(f"{kind} Event {reason} on node {name}", self.api.post,
+                 f"/api/v1/namespaces/{self.namespace}/events", body)
+
+    def create_job(self, namespace: str, job: dict) -> None:
+        name = job["metadata"]["name"]
+        self._do(f"create Volcano job {namespace}/{name} on {job['spec']['minAvailable'] - 1} node(s)", self.api.post,
+                 f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}", job)
+
+    def configmap(self, name: str, data: dict[str, str]) -> None:
+        self._do(f"update ConfigMap {self.namespace}/{name} ({', '.join(sorted(data))})", self.api.patch,
+                 f"/api/v1/namespaces/{self.namespace}/configmaps/{name}", {"data": data}, MERGE_PATCH)
+
+
+def _without_fabric_taint(node: Mapping[str, Any], keep_quarantine: bool) -> list[dict]:
+    return [t for t in kube.get(node, "spec", "taints") or [] if not (
+        t.get("key") == fabric.FABRIC_TAINT_KEY and not (keep_quarantine and t.get("value") == fabric.QUARANTINED))]
+
+
+def apply(writer: Writer, plan: certify.Plan, nodes: Sequence[Mapping[str, Any]], policy: certify.Policy,
+          *, at: str) -> None:
+    """Write the plan. A tripped breaker writes one Warning Event per node it would have quarantined and
+    nothing else. Mode `off` writes nothing; `label` writes everything but taints."""
+    if policy.mode == "off":
+        return
+    by_name = {kube.name(n): n for n in nodes}
+    if plan.breaker:
+        for d in plan.decisions:
+            if d.action == certify.QUARANTINE:
+                writer.event(by_name[d.node], "Warning", "FabricCircuitBreakerOpen",
+                             f"{plan.breaker}. Evidence: {d.reason}", at)
+        return
+    taint = policy.mode == "taint"
+    for d in plan.decisions:
+        node = by_name[d.node]
+        f = certify.facts(node)
+        if d.action == certify.CERTIFY:
+            # a quarantined taint that a person set stays: it is theirs to remove
+            person_quarantine = f.state == fabric.QUARANTINED and not f.ours
+            if taint and f.state in (fabric.UNCERTIFIED, fabric.QUARANTINED) and not person_quarantine:
+                writer.taints(node, _without_fabric_taint(node, keep_quarantine=False),
+                              f"remove {fabric.FABRIC_TAINT_KEY}={f.state}: {d.reason}")
+            record = {"at": d.evidence.get("at") or at, "run": d.evidence.get("run"),
+                      "against": d.evidence.get("against"), "boot_id": f.boot_id}  # a re-image changes it
+            writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "certified"}, {
+                certify.CERTIFIED_AT_ANNOTATION: json.dumps(record),
+                **({certify.QUARANTINED_BY_ANNOTATION: None} if f.ours else {})})
+            writer.condition(d.node, "True", "FabricTestPassed", d.reason, at)
+            writer.event(node, "Normal", "FabricCertified", d.reason
+                         + (" (released from quarantine)" if f.state == fabric.QUARANTINED else ""), at)
+        elif d.action == certify.QUARANTINE:
+            if taint:
+                taints = _without_fabric_taint(node, keep_quarantine=False) + [
+                    {"key": fabric.FABRIC_TAINT_KEY, "value": fabric.QUARANTINED, "effect": fabric.FABRIC_TAINT_EFFECT}]
+                writer.taints(node, taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}: {d.reason}")
+            writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "quarantined"},
+                            {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint else {})
+            writer.condition(d.node, "False", "FabricTestFailed", d.reason, at)
+            writer.event(node, "Warning", "FabricQuarantined",
+                         f"{d.reason}. Evidence: {json.dumps(d.evidence, sort_keys=True)}", at)
+        elif d.action == certify.HOLD:
+            writer.event(node, "Warning", "FabricNotCertified", d.reason, at)
+
+
+def history_records(api: Api, namespace: str, name: str) -> dict[str, list[dict]]:
+    try:
+        data = kube.get(api.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}"), "data") or {}
+    except ApiError as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    out = {}
+    for node, text in data.items():
+        try:
+            records = json.loads(text)
+        except ValueError:
+            continue
+        out[node] = [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
+    return out
+
+
+def history_update(history: Mapping[str, list[dict]], plan: certify.Plan, *, at: str, run: str,
+                   keep: int = HISTORY_KEEP) -> dict[str, str]:
+    """The ring's new entries for the nodes this run judged: the last `keep` records per node."""
+    out = {}
+    for d in plan.decisions:
+        if d.action == certify.KEEP and d.verdict == "UNKNOWN":
+            continue
+        against = d.evidence.get("against") or []
+        record = {"at": at, "run": run, "action": d.action, "verdict": d.verdict, "reason": d.reason,
+                  "busbw_gbps": max((a.get("busbw_gbps") or 0 for a in against), default=None) or None,
+                  "peers": [a["peer"] for a in against], "breaker": plan.breaker}
+        out[d.node] = json.dumps([*history.get(d.node, []), record][-keep:], sort_keys=True)
+    return out
+
+
+def metrics_text(plan: certify.Plan, nodes: Sequence[certify.NodeFacts], at_epoch: float) -> str:
+    """Prometheus text exposition for a Pushgateway (a batch job cannot be scraped)."""
+    lines = ["# TYPE aks_infiniband_fabric_node_state gauge"]
+    after = {} if plan.breaker else {d.node: {certify.CERTIFY: "certified", certify.QUARANTINE: fabric.QUARANTINED}
+                                      .get(d.action) for d in plan.decisions}
+    for n in nodes:  # the state this run leaves (a tripped breaker leaves every node as it was)
+        lines.append(f'aks_infiniband_fabric_node_state{{node="{n.name}",state="{after.get(n.name) or n.state}"}} 1')
+    lines.append("# TYPE aks_infiniband_fabric_pair_busbw_gbps gauge")
+    for d in plan.decisions:
+        for a in d.evidence.get("against") or []:
+            if a.get("busbw_gbps") is not None:
+                lines.append(f'aks_infiniband_fabric_pair_busbw_gbps{{node="{d.node}",peer="{a["peer"]}"}} '
+                             f'{a["busbw_gbps"]}')
+    lines += ["# TYPE aks_infiniband_fabric_breaker_open gauge",
+              f"aks_infiniband_fabric_breaker_open {1 if plan.breaker else 0}",
+              "# TYPE aks_infiniband_fabric_last_run_timestamp_seconds gauge",
+              f"aks_infiniband_fabric_last_run_timestamp_seconds {at_epoch:.0f}"]
+    return "\n".join(lines) + "\n"
+
+
+def push_metrics(url: str, text: str, timeout: float = 10) -> None:
+    """PUT the group to a Pushgateway (its API: /metrics/job/<job>, text format)."""
+    req = urllib.request.Request(f"{url.rstrip('/')}/metrics/job/{certify.CERTIFIER}", data=text.encode(),
+                                 method="PUT", headers={"Content-Type": "text/plain; version=0.0.4"})
+    with urllib.request.urlopen(req, timeout=timeout):  # noqa: S310 (a configured Pushgateway)
+        pass

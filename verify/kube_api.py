@@ -1,0 +1,196 @@
+"""A Kubernetes API client in the standard library only (urllib, ssl, json), for the certifier.
+
+Why not the `kubernetes` package: the certifier runs in the cluster from a pinned public Python image
+with this repository's code beside it (docs/fabric-certifier.md); no such image has the package, and
+installing it at pod start would download code (no egress in a private cluster). The certifier needs
+a dozen REST calls, each written here as the API reference gives it.
+
+Credentials, in order: a kubeconfig file (`--kubeconfig`: a bearer token, or client certificate and
+key data, with the cluster's CA; an exec plugin such as kubelogin is refused with one line), else the
+pod's ServiceAccount (the token and CA the kubelet mounts at SERVICE_ACCOUNT_DIR, the API server at
+$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT), as client-go's rest.InClusterConfig reads them.
+The token file is re-read on every request: the kubelet rotates projected tokens (about hourly).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+REQUEST_TIMEOUT_SECONDS = 30
+# PATCH bodies by kind (the API reference, "Patch operations"): RFC 6902 JSON Patch, whose `test` op
+# makes a taint change conditional on the resourceVersion read; strategic merge, under which a node's
+# `status.conditions` merge by `type` (patchMergeKey), as the node problem detector writes them.
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(RuntimeError):
+    """A non-2xx answer or no answer: one line with the status and the API's own message."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Credentials:
+    server: str
+    token_file: Path | None = None
+    token: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+    def bearer(self) -> str | None:
+        if self.token_file is not None:
+            return self.token_file.read_text().strip()
+        return self.token
+
+
+def in_cluster(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port or not (sa_dir / "token").is_file():
+        raise ApiError("no --kubeconfig and not in a pod (no KUBERNETES_SERVICE_HOST or no ServiceAccount token "
+                       f"under {sa_dir}): pass --kubeconfig FILE")
+    host = f"[{host}]" if ":" in host else host  # an IPv6 service address
+    return Credentials(server=f"https://{host}:{port}", token_file=sa_dir / "token", ca_file=str(sa_dir / "ca.crt"))
+
+
+def _data_file(data: str, suffix: str) -> str:
+    """Certificate data from a kubeconfig as a private temporary file (ssl loads only files)."""
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(fd, "wb") as f:
+        f.write(base64.b64decode(data))
+    return path
+
+
+def _load(path: str) -> Any:
+    """A kubeconfig: JSON (valid YAML, read by the standard library), else YAML with PyYAML (the deploy
+    requirements; the in-cluster certifier never reads a kubeconfig and its image has no PyYAML)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ApiError(f"--kubeconfig {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        import yaml
+    except ImportError:
+        raise ApiError(f"--kubeconfig {path}: YAML needs PyYAML (pip install -r requirements.txt), "
+                       "or pass it as JSON (kubectl config view --raw -o json)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ApiError(f"--kubeconfig {path}: not YAML ({exc.__class__.__name__})") from None
+
+
+def from_kubeconfig(path: str) -> Credentials:
+    doc = _load(path)
+    if not isinstance(doc, dict):
+        raise ApiError(f"--kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
+    by_name = lambda key: {e.get("name"): e.get(key[:-1]) or {} for e in doc.get(key) or [] if isinstance(e, dict)}  # noqa: E731
+    context = by_name("contexts").get(doc.get("current-context")) or {}
+    cluster = by_name("clusters").get(context.get("cluster")) or {}
+    user = by_name("users").get(context.get("user")) or {}
+    if not cluster.get("server"):
+        raise ApiError(f"--kubeconfig {path}: its current context names no cluster server")
+    if user.get("exec") or user.get("auth-provider"):
+        raise ApiError(f"--kubeconfig {path}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
+                       "the certifier takes a token or a client certificate (e.g. `az aks get-credentials --admin`, "
+                       "or a ServiceAccount token)")
+    ca_data = cluster.get("certificate-authority-data")
+    ca = cluster.get("certificate-authority") or (_data_file(ca_data, ".crt") if ca_data else None)
+    cert = user.get("client-certificate") or (
+        _data_file(user["client-certificate-data"], ".crt") if user.get("client-certificate-data") else None)
+    key = user.get("client-key") or (
+        _data_file(user["client-key-data"], ".key") if user.get("client-key-data") else None)
+    token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
+    return Credentials(server=str(cluster["server"]).rstrip("/"), token=user.get("token"), token_file=token_file,
+                       ca_file=ca, cert_file=cert, key_file=key,
+                       insecure=bool(cluster.get("insecure-skip-tls-verify")))
+
+
+class Api:
+    """GET, LIST, PATCH, POST, PUT as JSON. Paths are the API's own (`/api/v1/nodes/NAME`)."""
+
+    def __init__(self, creds: Credentials, timeout: float = REQUEST_TIMEOUT_SECONDS):
+        self.creds, self.timeout = creds, timeout
+        self._ssl: ssl.SSLContext | None = None
+        if creds.server.startswith("https:"):
+            ctx = ssl.create_default_context(cafile=creds.ca_file) if creds.ca_file else ssl.create_default_context()
+            if creds.insecure:
+                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            if creds.cert_file and creds.key_file:
+                ctx.load_cert_chain(creds.cert_file, creds.key_file)
+            self._ssl = ctx
+
+    def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+                content_type: str = "application/json", text: bool = False) -> Any:
+        url = self.creds.server + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "*/*" if text else "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        token = self.creds.bearer()
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:  # noqa: S310 (the API server)
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise ApiError(f"{method} {path}: Kubernetes API answered {exc.code} {_message(exc)}".rstrip(),
+                           exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiError(f"{method} {path}: no answer from {self.creds.server} ({reason})") from None
+        if text:
+            return raw.decode("utf-8", errors="replace")
+        return json.loads(raw) if raw else None
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def text(self, path: str, **query: Any) -> str:
+        return self.request("GET", path, query=query, text=True)
+
+    def patch(self, path: str, body: Any, content_type: str) -> Any:
+        return self.request("PATCH", path, body=body, content_type=content_type)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body=body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body=body)
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    """The Status object's reason and message (the API's own words), else HTTP's reason."""
+    try:
+        status = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    return ": ".join(str(x) for x in (status.get("reason") or exc.reason, status.get("message")) if x)
+
+
+def connect(kubeconfig: str | None) -> Api:
+    return Api(from_kubeconfig(kubeconfig) if kubeconfig else in_cluster())
