@@ -16,10 +16,17 @@ from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.p2p_job import P2pJob, P2pJobArgs
-from components.volcano import Volcano, VolcanoArgs
+from components.volcano import ManifestError, Volcano, VolcanoArgs, checked_manifest
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
+try:  # Volcano's release manifest, checked against its pinned sha256 before any resource exists
+    volcano_manifest = checked_manifest(cfg.versions.volcano)
+except ManifestError as err:
+    raise pulumi.RunError(f"{err} (nothing was created)") from None
+if cfg.untested:
+    pulumi.log.warn("untested combination (allowUntestedVersions): "
+                    + ", ".join(f"{k} {v}" for k, v in cfg.untested) + "; the compatibility matrix is in pins.py")
 
 # 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
 # for, or, on sizes that must not have it (GB200), checked to be absent.
@@ -84,7 +91,7 @@ network_operator = NetworkOperator(
 gpu_operator = (
     GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
 )
-volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
+volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest), opts=k8s_opts)
 
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
@@ -154,6 +161,8 @@ pulumi.export("vmSize", sku.vm_size)
 pulumi.export("nodeCount", cfg.ib_pool.node_count)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("featureState", feature.state)
+if cfg.untested:
+    pulumi.export("untestedVersions", {k: v for k, v in cfg.untested})
 if fabric_check:
     for output_name, value in fabric_check.stack_outputs().items():
         pulumi.export(output_name, value)

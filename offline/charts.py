@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+import pins
 from offline import reference, synth
 from offline.engine import ROOT, Rendering
 
@@ -80,8 +81,14 @@ class Release:
     repo: str  # the chart repository the release installs from
 
     @property
+    def packaged_version(self) -> str:
+        """The version of the package rendered: the pin, or the closest packaged release the pin
+        table names where the final's package was not obtainable (pins.Component.packaged)."""
+        return pins.reference_version(self.chart, self.version)
+
+    @property
     def archive_name(self) -> str:
-        return f"{self.chart}-{self.version}.tgz"
+        return f"{self.chart}-{self.packaged_version}.tgz"
 
 
 @dataclass(frozen=True)
@@ -190,10 +197,10 @@ def pull(rendering: Rendering, out_dir: Path, helm: Path | None = None) -> list[
     for rel in releases(rendering):
         target = out_dir / rel.archive_name
         if not target.is_file():
-            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.version,
+            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.packaged_version,
                             "--destination", str(out_dir)], check=True, timeout=300)
         if not target.is_file():
-            raise RuntimeError(f"helm pull {rel.chart} {rel.version} from {rel.repo} did not write {target}")
+            raise RuntimeError(f"helm pull {rel.chart} {rel.packaged_version} from {rel.repo} did not write {target}")
         paths.append(target)
     return paths
 
@@ -209,7 +216,9 @@ def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
     for r in rendered:
         rel = r.release
         header = [
-            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference),",
+            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference"
+            + (f"; the final's package is not obtainable, so {rel.packaged_version} is rendered" if
+               rel.packaged_version != rel.version else "") + "),",
             f"# namespace {rel.namespace}, values helm/{synth._slug(rel.name)}.values.yaml.",
             f"# Rendered offline by `helm template` (Helm {HELM_VERSION}) for Kubernetes {kube}: "
             f"{len(r.objects)} objects.",

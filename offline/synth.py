@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 import catalog
-from offline import durations
+from offline import config_groups, durations
 from offline.engine import SECRET, Rendering, Resource
 from offline.timeline import Step, Timeline
 
@@ -492,6 +492,12 @@ def options_text(resource: Resource) -> str:
     return ", ".join(opts) or "—"
 
 
+def _object_count(entry: str) -> int:
+    """1 for a manifest file, N for a ConfigGroup's folder entry "manifests/<group>/ (N objects)"."""
+    m = re.search(r"\((\d+) objects\)$", entry)
+    return int(m.group(1)) if m else 1
+
+
 def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
             test: FabricTestPlan | None = None) -> str:
     ids = _display_ids(rendering)
@@ -503,10 +509,13 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         "Azure-computed values (ids, FQDNs, the kubeconfig) are not known offline.",
         "",
     ]
+    if rendering.outputs.get("untestedVersions"):  # allowUntestedVersions: say it before anything else
+        lines += ["**untested**: outside the compatibility matrix (pins.MATRIX): " + ", ".join(
+            f"`{k}` `{v}`" for k, v in sorted(rendering.outputs["untestedVersions"].items())), ""]
     nodes = [r for r in rendering.resources if _is_node(r)]
     comps = [r for r in rendering.resources if not _is_node(r)]
     lines += [f"{len(nodes)} resources in {len(comps)} components; "
-              f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
+              f"{sum(_object_count(f) for f in files.values())} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
     if test:
@@ -605,6 +614,12 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
             header += "# a server-side-apply patch of an object that exists already\n"
         out[f"manifests/{name}"] = header + to_yaml(obj)
         manifest_files[r.urn] = f"manifests/{name}"
+    for r in sorted(rendering.resources, key=lambda r: r.urn):
+        group = config_groups.objects(r)  # a ConfigGroup's objects, under manifests/<group>/
+        for obj in group:
+            out[f"manifests/{_slug(r.name)}/{manifest_filename(obj, r)}"] = to_yaml(normalize(obj))
+        if group:
+            manifest_files[r.urn] = f"manifests/{_slug(r.name)}/ ({len(group)} objects)"
     for r in sorted((r for r in rendering.resources if r.type in HELM_TYPES), key=lambda r: r.urn):
         inputs = redacted_inputs(r)
         repo = (inputs.get("repositoryOpts") or {}).get("repo", "")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import catalog
+import pins
 from components import fabric_test, nccl_sizing
 from stack_config import engine
 from stack_config.engine import ConfigError
@@ -87,6 +88,8 @@ class StackConfig:
     feature_wait_timeout_minutes: int
     tags: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
+    # Each (key, value) outside the compatibility matrix, accepted by allowUntestedVersions (pins.untested).
+    untested: tuple[tuple[str, str], ...] = ()
 
     @property
     def sku(self) -> catalog.Sku:
@@ -116,9 +119,11 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
             problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
-    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch != "amd64":
+    default_platforms = pins.component("ncclTestsImage").platforms
+    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
         problems.append(
-            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
+            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is "
+            f"{'/'.join(default_platforms)} only; "
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
@@ -133,6 +138,29 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
                         f"{fabric_test.kind_for(sku).test}, which has no NCCL and no SHARP setting: remove the key "
                         f"or set it to false")
     return problems
+
+
+def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+    """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
+    or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
+    values that passed their own check are compared; a Volcano tag needs a sha256 either way."""
+    problems: list[str] = []
+    versions = {k: v for k, v in (values["versions"] or {}).items() if v is not None}
+    volcano = versions.get("volcano")
+    if volcano and pins.volcano_manifest(volcano)[1] is None:
+        del versions["volcano"]  # one line for the key: this one
+        problems.append(f"{prefix}versions.volcano: got {volcano!r}; no sha256 of its installer/volcano-development.yaml "
+                        f"is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how to get it)")
+    if not values["kubernetesVersion"]:
+        return problems, ()
+    found = pins.untested(values["kubernetesVersion"], {k: v.partition("@")[0] if k == "volcano" else v
+                                                        for k, v in versions.items()})
+    if values[pins.UNTESTED_KEY]:
+        return problems, tuple((key, value) for key, value, _ in found)
+    for key, value, allowed in found:
+        problems.append(f"{prefix}{key}: got {value!r}; expected {allowed} (or set {prefix}{pins.UNTESTED_KEY}: "
+                        f"true to run a combination nobody has tested)")
+    return problems, ()
 
 
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
@@ -166,6 +194,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             f"(set it with `pulumi config set azure-native:location eastus`)"
         )
     problems += _cross_key_problems(values, prefix)
+    matrix_problems, untested = _matrix_problems(values, prefix)
+    problems += matrix_problems
     if problems:
         raise ConfigError(problems)
 
@@ -193,6 +223,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
+        untested=untested,
     )
 
 
