@@ -142,7 +142,7 @@ class Component:
 COMPONENTS: tuple[Component, ...] = (
     # renovate: datasource=helm depName=node-feature-discovery registryUrl=https://kubernetes-sigs.github.io/node-feature-discovery/charts
     Component("nodeFeatureDiscovery", "0.19.0", CHART_VERSION,
-              "kubernetes-sigs/node-feature-discovery v0.19.0 (reference/chart-values/node-feature-discovery.*.v0.19.0)"),
+              "kubernetes-sigs/node-feature-discovery v0.19.0 (reference/chart-values/node-feature-discovery.*)"),
     # Final v26.7.0: PR Mellanox/network-operator#3078 "release Network Operator v26.7.0", merged
     # 2026-08-25, after the newest obtainable snapshot; its chart is not obtainable here, so the
     # offline checks render the closest packaged one, 26.7.0-rc.2 (docs/upgrading-pins.md).
@@ -250,7 +250,8 @@ class MatrixRow:
 
 
 MATRIX: tuple[MatrixRow, ...] = (
-    MatrixRow("1.34", "AKS GA; inside AKS's three supported GA minors while 1.36 is the newest (upstream EOL 2026-10-27)", {
+    MatrixRow("1.34", "AKS GA; one of its three supported minors while 1.36 is the newest (upstream EOL 2026-10-27)",
+              {
         "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
         "networkOperator": ("26.7.0", _NETWORK_OPERATOR_K8S),
         "docaDriver": ("doca3.5.0-26.07-0.7.3.0-0", "released with network-operator v26.7.0"),
@@ -297,7 +298,8 @@ def untested(kubernetes_version: str, versions: dict[str, str]) -> list[tuple[st
     for key, value in versions.items():
         tested = row.tested.get(key)
         if tested and value != tested[0]:
-            found.append((f"versions.{key}", value, f"{tested[0]}, the version tested with Kubernetes {row.kubernetes}"))
+            found.append((f"versions.{key}", value,
+                          f"{tested[0]}, the version tested with Kubernetes {row.kubernetes}"))
     return found
 
 

@@ -56,7 +56,9 @@ def _download(url: str) -> bytes:
 
 def checked_manifest(version: str, cache: Path | None = None, fetch: Callable[[str], bytes] = _download) -> str:
     """The manifest of `version` (a `versions.volcano` value), from the cache, or fetched once into
-    it; its sha256 checked against the pin in either case. Raises ManifestError."""
+    it; its sha256 checked against the pin in either case. Raises ManifestError (ValueError for a
+    value that is no release tag: no URL or file name is built from it)."""
+    pins.VOLCANO_TAG.require("versions.volcano", version)
     tag, expected = pins.volcano_manifest(version)
     if expected is None:
         raise ManifestError(f"versions.volcano: no sha256 is pinned for {tag}; give it as {tag}@sha256:<64 hex>")
@@ -68,8 +70,8 @@ def checked_manifest(version: str, cache: Path | None = None, fetch: Callable[[s
         try:
             data = fetch(url)
         except OSError as err:
-            raise ManifestError(f"Volcano {tag}: {path} is not cached and {url} could not be fetched ({err}); "
-                                f"fetch it there with network access, or set {CACHE_ENV} to a folder holding it") from None
+            raise ManifestError(f"Volcano {tag}: {path} is not cached and {url} could not be fetched ({err}); fetch "
+                                f"it there with network access, or set {CACHE_ENV} to a folder holding it") from None
         where = url
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:

@@ -40,12 +40,13 @@ def validation_args(resource: Resource) -> ValidationArgs:
     return ValidationArgs(resource_type=resource.type, name=resource.name, urn=resource.urn, props=props)
 
 
-def violations(rendering: Rendering) -> list[Violation]:
-    """Every mandatory violation the pack would report for this render (all its rules are mandatory)."""
+def violations(rendering: Rendering, advisory: bool = False) -> list[Violation]:
+    """Every mandatory violation the pack would report for this render (with `advisory`, what its
+    advisory rules report instead: shown by the pack, never stopping `pulumi up`)."""
     found: list[Violation] = []
     for resource in rendering.resources:
         args = validation_args(resource)
-        for rule in rules.POLICIES:
+        for rule in (r for r in rules.POLICIES if r.advisory == advisory):
             rule.validate(args, lambda message, urn=None, rule=rule, resource=resource: found.append(
                 Violation(rule.name, resource.name, str(message))))
     return found
@@ -54,7 +55,8 @@ def violations(rendering: Rendering) -> list[Violation]:
 def report(stack: str, found: list[Violation]) -> str:
     """Markdown: the verdict for one stack, one line per violation."""
     if not found:
-        return f"- `{stack}`: every rule of the policy pack passes ({len(rules.POLICIES)} mandatory rules)"
+        mandatory = sum(1 for r in rules.POLICIES if not r.advisory)
+        return f"- `{stack}`: every rule of the policy pack passes ({mandatory} mandatory rules)"
     lines = [f"- `{stack}`: **{len(found)} mandatory violation(s)**"]
     lines += [f"  - `{v.policy}` on `{v.resource}`: {v.message}" for v in found]
     return "\n".join(lines)

@@ -617,7 +617,9 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
     for r in sorted(rendering.resources, key=lambda r: r.urn):
         group = config_groups.objects(r)  # a ConfigGroup's objects, under manifests/<group>/
         for obj in group:
-            out[f"manifests/{_slug(r.name)}/{manifest_filename(obj, r)}"] = to_yaml(normalize(obj))
+            obj = normalize(obj)
+            head = {k: obj.pop(k) for k in ("apiVersion", "kind", "metadata") if k in obj}
+            out[f"manifests/{_slug(r.name)}/{manifest_filename(head, r)}"] = to_yaml({**head, **obj})
         if group:
             manifest_files[r.urn] = f"manifests/{_slug(r.name)}/ ({len(group)} objects)"
     for r in sorted((r for r in rendering.resources if r.type in HELM_TYPES), key=lambda r: r.urn):

@@ -20,7 +20,8 @@ PolicyPack(
     name="aks-infiniband",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[
-        ResourceValidationPolicy(name=rule.name, description=rule.description, validate=rule.validate)
+        ResourceValidationPolicy(name=rule.name, description=rule.description, validate=rule.validate,
+                                 enforcement_level=EnforcementLevel.ADVISORY if rule.advisory else None)
         for rule in rules.POLICIES
     ],
 )

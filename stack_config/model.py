@@ -149,8 +149,8 @@ def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tu
     volcano = versions.get("volcano")
     if volcano and pins.volcano_manifest(volcano)[1] is None:
         del versions["volcano"]  # one line for the key: this one
-        problems.append(f"{prefix}versions.volcano: got {volcano!r}; no sha256 of its installer/volcano-development.yaml "
-                        f"is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how to get it)")
+        problems.append(f"{prefix}versions.volcano: got {volcano!r}; no sha256 of its installer/volcano-development"
+                        f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
     if not values["kubernetesVersion"]:
         return problems, ()
     found = pins.untested(values["kubernetesVersion"], {k: v.partition("@")[0] if k == "volcano" else v

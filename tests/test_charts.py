@@ -18,6 +18,7 @@ import schema_checks as sc
 import yaml
 
 import fabric
+import pins
 import stack_config
 from components import gpu_operator
 from offline import charts
@@ -191,14 +192,15 @@ def test_pull_fetches_each_release_chart_at_its_pinned_version_once(dev, tmp_pat
                     'touch "$8/$2-$6.tgz"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     out = tmp_path / "charts"
-    (out / "gpu-operator-v26.7.0.tgz").parent.mkdir()
-    (out / "gpu-operator-v26.7.0.tgz").write_bytes(b"already here")
+    gpu = out / f"gpu-operator-{stack_config.DEFAULT_VERSIONS['gpuOperator']}.tgz"
+    gpu.parent.mkdir()
+    gpu.write_bytes(b"already here")
     paths = charts.pull(dev, out, helm=fake)
     assert sorted(p.name for p in paths) == sorted(r.archive_name for r in charts.releases(dev))
     calls = log.read_text().splitlines()
     assert sorted(calls) == [
         f"pull network-operator --repo https://helm.ngc.nvidia.com/nvidia --version "
-        f"{stack_config.DEFAULT_VERSIONS['networkOperator']} --destination {out}",
+        f"{pins.component('networkOperator').reference_version} --destination {out}",  # the package rendered
         f"pull node-feature-discovery --repo https://kubernetes-sigs.github.io/node-feature-discovery/charts "
         f"--version {stack_config.DEFAULT_VERSIONS['nodeFeatureDiscovery']} --destination {out}",
     ]

@@ -23,7 +23,7 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 POOL = "azure-native:containerservice:AgentPool"
 POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
 

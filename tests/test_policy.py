@@ -7,6 +7,7 @@ No PolicyPack is constructed here."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pulumi_policy.proxy import unknown_checking_proxy
 import catalog
 import fabric
 import pins
+import stack_config
+from components import volcano
 from offline import engine
 from policy import rules
 
@@ -51,8 +54,9 @@ def violations(rule: rules.Validate, args: FakeArgs) -> list[str]:
     return found
 
 
-def all_violations(rendering: engine.Rendering) -> list[str]:
-    return [f"{p.name}: {m}" for r in rendering.resources for p in rules.POLICIES
+def all_violations(rendering: engine.Rendering, advisory: bool = False) -> list[str]:
+    """What the mandatory rules report (with `advisory`, what the advisory ones report)."""
+    return [f"{p.name}: {m}" for r in rendering.resources for p in rules.POLICIES if p.advisory == advisory
             for m in violations(p.validate, as_args(r))]
 
 
@@ -77,7 +81,7 @@ def test_the_rules_see_what_they_guard(dev):
     types = {r.type for r in dev.resources}
     for t in (rules.AGENT_POOL, rules.MANAGED_CLUSTER, rules.NIC_CLUSTER_POLICY, rules.VOLCANO_JOB):
         assert t in types
-    assert types & set(rules.HELM_RELEASES) and types & set(rules.MANIFEST_FILES)
+    assert types & set(rules.HELM_RELEASES) and types & set(rules.CONFIG_GROUPS)
     job = dev.one(rules.VOLCANO_JOB)
     assert len(list(rules.job_containers(as_args(job).props))) >= 2
 
@@ -161,13 +165,33 @@ def test_job_image_by_digest_is_pinned(dev):
 
 
 @pytest.mark.parametrize("ref", ["master", "main", "latest"])
-def test_release_manifest_names_a_tag(dev, ref):
-    manifest = dev.of_type(rules.MANIFEST_FILES[0])[0]
-    pinned = manifest.inputs["file"]
-    assert pins.CHART_VERSION.ok(next(s for s in pinned.split("/") if pins.CHART_VERSION.ok(s)))
-    url = pinned.replace(next(s for s in pinned.split("/") if pins.CHART_VERSION.ok(s)), ref)
-    found = violations(rules.versions_pinned, broken(manifest, lambda i: i.update(file=url)))
-    assert len(found) == 1 and url in found[0]
+def test_a_manifest_from_a_url_is_refused_and_a_branch_named_too(dev, ref):
+    """The stack applies Volcano from checked content; a ConfigFile (or ConfigGroup `files`) of a URL
+    is read at deploy time: refused, and a branch in it is named as well."""
+    group = dev.one(rules.CONFIG_GROUPS[0], "volcano-manifest")
+    assert violations(rules.versions_pinned, as_args(group)) == []
+    tagged = volcano.manifest_url(pins.component("volcano").version)
+    url = tagged.replace(f"/{pins.component('volcano').version}/", f"/{ref}/")
+    as_file = dataclasses.replace(group, type=rules.MANIFEST_FILES[0], inputs={"file": tagged})
+    (found,) = violations(rules.versions_pinned, as_args(as_file))
+    assert "fetched at deploy time" in found and tagged in found
+    found = violations(rules.versions_pinned, broken(group, lambda i: i.update(files=[url])))
+    assert len(found) == 2 and all(url in f for f in found) and "does not name a release tag" in found[1]
+
+
+def test_a_tag_only_image_is_flagged_advisory_and_a_digest_is_not(dev):
+    """Advisory (it does not stop `pulumi up`) until the digests are filled (docs/upgrading-pins.md)."""
+    (rule,) = [p for p in rules.POLICIES if p.name == "images-pinned-by-digest"]
+    assert rule.advisory
+    found = all_violations(dev, advisory=True)
+    image = stack_config.DEFAULT_NCCL_TESTS_IMAGE
+    assert found and all(f"image {image!r} is pinned by tag only" in f for f in found)
+    assert not any("pause" in f for f in found)  # pinned by digest
+    job = dev.one(rules.VOLCANO_JOB)
+    digest = image + "@sha256:" + "0" * 64
+    pinned = broken(job, lambda i: [c.update(image=digest) for t in i["spec"]["tasks"]
+                                    for c in t["template"]["spec"]["containers"]])
+    assert violations(rule.validate, pinned) == []
 
 
 def test_no_public_ip_on_the_ib_pool(dev):
@@ -249,7 +273,7 @@ def test_every_rule_is_in_the_pack():
     assert len(set(names)) == len(names)
     assert all(n.replace("-", "").isalnum() and n == n.lower() for n in names)
     functions = {rules.ib_size_in_catalog, rules.versions_pinned, rules.no_public_node_ips,
-                 rules.job_pods_unprivileged_with_rdma, rules.gpu_pool_driver_none}
+                 rules.job_pods_unprivileged_with_rdma, rules.gpu_pool_driver_none, rules.images_by_digest}
     assert {p.validate for p in rules.POLICIES} == functions
 
 

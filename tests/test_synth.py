@@ -12,7 +12,7 @@ import yaml
 
 import catalog
 from offline import __main__ as cli
-from offline import docblocks, durations, engine, synth
+from offline import config_groups, docblocks, durations, engine, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 
@@ -65,8 +65,9 @@ def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
 
 def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
     objects = [r for r in dev.resources if synth.k8s_api_kind(r) is not None]
+    grouped = [o for r in dev.resources for o in config_groups.objects(r)]  # Volcano's checked manifest
     manifests = {p: yaml.safe_load(d) for p, d in files.items() if p.startswith("manifests/")}
-    assert len(manifests) == len(objects) > 0
+    assert len(manifests) == len(objects) + len(grouped) > len(grouped) > 0
     for path, obj in manifests.items():
         assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path
         assert obj["metadata"].get("name"), f"{path}: no metadata.name"
