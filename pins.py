@@ -239,7 +239,6 @@ _GPU_OPERATOR_K8S = ("NVIDIA/cloud-native-docs#488 (2026-09-04): GPU Operator 26
 _NETWORK_OPERATOR_K8S = "network-operator chart kubeVersion '>= 1.32.0-0' (Chart.yaml at v26.7.0-rc.2, f928ef2)"
 _VOLCANO_K8S = "volcano-sh/volcano README.md 'Kubernetes compatibility' at v1.15.1: v1.15 up to 1.35"
 _NFD_K8S = "no range stated upstream (chart has no kubeVersion); checked here at this minor"
-_IMAGE_K8S = "not Kubernetes-dependent (runs in a pod)"
 
 
 @dataclass(frozen=True)
@@ -297,7 +296,8 @@ def untested(kubernetes_version: str, versions: dict[str, str]) -> list[tuple[st
         row = MATRIX_BY_MINOR[DEFAULT_KUBERNETES]
     for key, value in versions.items():
         tested = row.tested.get(key)
-        if tested and value != tested[0]:
+        # a Volcano tag may carry its manifest's sha256 (versions.volcano: v1.15.1@sha256:...)
+        if tested and (value.partition("@")[0] if key == "volcano" else value) != tested[0]:
             found.append((f"versions.{key}", value,
                           f"{tested[0]}, the version tested with Kubernetes {row.kubernetes}"))
     return found

@@ -153,8 +153,7 @@ def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tu
                         f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
     if not values["kubernetesVersion"]:
         return problems, ()
-    found = pins.untested(values["kubernetesVersion"], {k: v.partition("@")[0] if k == "volcano" else v
-                                                        for k, v in versions.items()})
+    found = pins.untested(values["kubernetesVersion"], versions)
     if values[pins.UNTESTED_KEY]:
         return problems, tuple((key, value) for key, value, _ in found)
     for key, value, allowed in found:
