@@ -26,7 +26,7 @@ except ManifestError as err:
     raise pulumi.RunError(f"{err} (nothing was created)") from None
 if cfg.untested:
     pulumi.log.warn("untested combination (allowUntestedVersions): "
-                    + ", ".join(f"{k} {v}" for k, v in cfg.untested) + "; the compatibility matrix is in pins.py")
+                    + ", ".join(f"{k} {v}" for k, v in cfg.untested) + "; the compatibility matrix is in core/pins.py")
 
 # 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
 # for, or, on sizes that must not have it (GB200), checked to be absent.

@@ -21,7 +21,7 @@ from verify import kinds
 if TYPE_CHECKING:
     import pulumi
 
-    from catalog import Sku
+    from core.catalog import Sku
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from catalog import IbFeature
+from core.catalog import IbFeature
 
 FEATURE_NAME = "AKSInfinibandSupport"
 PROVIDER_NAMESPACE = "Microsoft.ContainerService"

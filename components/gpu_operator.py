@@ -8,10 +8,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
+from core import fabric, pins
 
 CHART = Chart(name="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure_native
 
-import fabric
-from catalog import Sku
+from core import fabric
+from core.catalog import Sku
 
 cs = azure_native.containerservice
 

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
 from components.namespace import Namespace, NamespaceArgs
+from core import fabric, pins
 
 core = k8s.core.v1
 meta = k8s.meta.v1

@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
 from components.namespace import Namespace, NamespaceArgs
+from core import fabric
 
 core = k8s.core.v1
 meta = k8s.meta.v1

@@ -16,15 +16,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
-from catalog import Sku
 from components import mpi_job, nccl_sizing
 from components.fabric_test import ALL_REDUCE, Kind
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
+from core import fabric, pins
+from core.catalog import Sku
 from verify import doctor
 from verify.verdict import pass_line_gbps
 
@@ -125,7 +124,7 @@ def uses_topology_file(args: NcclJobArgs) -> bool:
 
 
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
-    """Every GPU of the node and the RDMA resource of the configured mode (fabric.py)."""
+    """Every GPU of the node and the RDMA resource of the configured mode (core/fabric.py)."""
     rdma = fabric.rdma_request(args.rdma_mode, args.sku)
     gpus = args.sku.gpus_per_vm
     extended = {fabric.GPU_RESOURCE: str(gpus), rdma.resource: str(rdma.count)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog import Sku
+from core.catalog import Sku
 
 TOPOLOGY_DIR = "/opt/nccl-topology"
 TOPOLOGY_KEY = "topo.xml"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from catalog import Sku
+from core.catalog import Sku
 
 # all_reduce_perf from 8 B doubling to -e: the largest rows judge the fabric.
 MAX_ALL_REDUCE_GIB = 16

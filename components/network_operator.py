@@ -9,10 +9,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
+from core import fabric, pins
 
 CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"

@@ -8,10 +8,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
+from core import fabric, pins
 
 CHART = Chart(name="node-feature-discovery", repo="https://kubernetes-sigs.github.io/node-feature-discovery/charts")
 NODE_FEATURE_RULE_API_VERSION = "nfd.k8s-sigs.io/v1alpha1"

@@ -35,12 +35,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-import fabric
-import pins
-from catalog import Sku
 from components import mpi_job
 from components.fabric_test import POINT_TO_POINT, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
+from core import fabric, pins
+from core.catalog import Sku
 
 core = k8s.core.v1
 
@@ -100,7 +99,7 @@ class P2pJobArgs:
 
 
 def worker_resources(args: P2pJobArgs) -> core.ResourceRequirementsArgs:
-    """The RDMA resource of the configured mode (fabric.py), a little CPU and memory, no GPU."""
+    """The RDMA resource of the configured mode (core/fabric.py), a little CPU and memory, no GPU."""
     rdma = fabric.rdma_request(args.rdma_mode, args.sku)
     return core.ResourceRequirementsArgs(
         requests={rdma.resource: str(rdma.count), "cpu": WORKER_CPU, "memory": WORKER_MEMORY},

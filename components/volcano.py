@@ -19,7 +19,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-import pins
+from core import pins
 
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
 # Namespace the manifest itself creates (with the scheduler, controllers and admission webhook).

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-import pins
+from core import pins
 from offline import reference, synth
 from offline.engine import ROOT, Rendering
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-import catalog
+from core import catalog
 from offline import config_groups, durations
 from offline.engine import SECRET, Rendering, Resource
 from offline.timeline import Step, Timeline

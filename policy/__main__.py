@@ -1,7 +1,7 @@
 """The aks-infiniband policy pack: `pulumi preview --policy-pack policy` (from the project directory).
 
 The rules live in rules.py as plain functions; this file only wraps each in a mandatory
-ResourceValidationPolicy. The rules import the project's `catalog` and `fabric`, which sit in this
+ResourceValidationPolicy. The rules import the project's `core` package, which sits in this
 directory's parent: the analyzer runs this file from policy/, so the parent is put on sys.path here.
 """
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for path in (HERE.parent, HERE):  # the project root (catalog, fabric), then this directory (rules)
+for path in (HERE.parent, HERE):  # the project root (core/), then this directory (rules)
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

@@ -6,8 +6,8 @@ The analyzer gives `props` as read-only Mapping/Sequence proxies and numbers as 
 here tests for `dict`/`list` or `int`. No `pulumi_policy` import: the tests call these functions
 with inputs taken from the offline render, and `__main__.py` wraps them in a `PolicyPack`.
 
-The facts come from the project's own modules (`catalog` for SKUs, `fabric` for resource names,
-`pins` for what a pinned version, tag or image looks like); the project root must be on `sys.path`,
+The facts come from the project's own modules (`core.catalog` for SKUs, `core.fabric` for resource
+names, `core.pins` for what a pinned version, tag or image looks like); the project root must be on `sys.path`,
 which `policy/__main__.py` arranges. The pins are the same predicates the configuration schema and
 the component Args call: three copies of that rule drifted apart once, and a value passed one check
 and failed another after resources existed.
@@ -20,9 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import catalog
-import fabric
-import pins
+from core import catalog, fabric, pins
 
 ReportViolation = Callable[..., None]  # report_violation(message, urn=None)
 Validate = Callable[[Any, ReportViolation], None]

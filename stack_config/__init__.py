@@ -7,7 +7,7 @@ key with the value received and what is allowed - before any resource is declare
 
 The package, one job per module:
 - `engine`: what a declared key is, how a raw value becomes its type, the one-line problems;
-- `checks`: the checks of this stack's keys (pins are `pins`' predicates, shared with the
+- `checks`: the checks of this stack's keys (pins are `core.pins`' predicates, shared with the
   component Args and the policy pack);
 - `schema`: every key and the pinned versions (`SCHEMA`, `DEFAULT_VERSIONS`);
 - `model`: the typed result, `parse()`, `load()` and the rules that span several keys;

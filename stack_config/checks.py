@@ -1,5 +1,5 @@
 """The checks of this stack's keys that are more than a range or a pattern. Each returns None when
-the value is fine, else what is allowed. Pins (versions, tags, images) are `pins`' predicates, the
+the value is fine, else what is allowed. Pins (versions, tags, images) are `core.pins`' predicates, the
 same ones the component Args and the policy pack call."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import catalog
+from core import catalog
 from stack_config.engine import Check
 
 

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import catalog
-import pins
 from components import fabric_test, nccl_sizing
+from core import catalog, pins
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (

@@ -3,8 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-import fabric
-import pins
+from core import fabric, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify.doctor import DOCTOR_MODES
@@ -27,7 +26,7 @@ VERSION_DESCRIPTIONS = {
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied (checked by sha256).",
 }
-# What kind of pin each version is (pins.py): the same predicate the component taking it checks.
+# What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
 VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERSION_KEYS}
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd: pins.COMPONENTS "ncclTestsImage".
 DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version

@@ -30,8 +30,8 @@ import kubernetes_validate.utils as kv_utils
 import referencing
 import yaml
 
-import pins
 import stack_config
+from core import pins
 
 KUBERNETES_VERSION = stack_config.DEFAULT_KUBERNETES_VERSION
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large

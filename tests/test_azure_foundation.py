@@ -2,10 +2,8 @@
 
 import pytest
 
-import catalog
-import fabric
-import pins
 from components.cluster import decode_kubeconfig
+from core import catalog, fabric, pins
 from offline import mocks
 
 COMMAND = "command:local:Command"

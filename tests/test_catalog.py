@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
-import fabric
+from core import catalog, fabric
 
 REQUIRED = [
     "Standard_ND96asr_v4",

@@ -17,10 +17,9 @@ import pytest
 import schema_checks as sc
 import yaml
 
-import fabric
-import pins
 import stack_config
 from components import gpu_operator
+from core import fabric, pins
 from offline import charts
 
 RELEASES = {"node-feature-discovery", "network-operator", "gpu-operator"}

@@ -9,8 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-import pins
 import stack_config
+from core import pins
 from offline import engine
 from tests.conftest import dev_config
 

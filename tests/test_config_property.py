@@ -253,7 +253,7 @@ def test_the_walk_covers_every_declared_key_and_field():
 def test_the_walk_would_catch_a_value_that_passes_validation_and_fails_later():
     """The bug the walk exists for: a check looser than the component (the old Volcano check, which
     took 1.15.1 and let VolcanoArgs raise after resources were declared)."""
-    import pins
+    from core import pins
 
     loose = pins.Pin("loose", "anything", lambda v: True)
     versions = stack_config.SCHEMA_BY_NAME["versions"]

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-import catalog
+from core import catalog
 from verify import doctor
 from verify.doctor import Expectations, HcaBandwidth, NodeCheck, PairRun
 from verify.hca import HcaPort

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import dev_config, rendered
 
-import catalog
+from core import catalog
 from tests import launcher_stubs
 from verify import sections
 from verify.__main__ import main as verify_main

@@ -10,8 +10,8 @@ import inspect
 import pulumi_azure_native as azure_native
 import pytest
 
-import fabric
 from components import gpu_operator, mpi_job, network_operator
+from core import fabric
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"

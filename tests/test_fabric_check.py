@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 from conftest import dev_config
 
-import catalog
 import stack_config
 from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, parse_result
+from core import catalog
 from offline import engine, mocks
 from tests.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 from verify.collect import AksCluster

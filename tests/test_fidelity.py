@@ -27,9 +27,9 @@ import schema_checks as sc
 import yaml
 from conftest import dev_config, rendered
 
-import pins
 import stack_config
 from components import volcano as volcano_component
+from core import pins
 from offline import engine
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"

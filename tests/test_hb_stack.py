@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import catalog
-import fabric
 from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, FabricCheckArgs, collect_command, parse_result
 from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
+from core import catalog, fabric
 from offline import engine
 from verify import collect as collect_mod
 from verify import kinds

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-import fabric
 import stack_config
 from components import image_prepull
+from core import fabric
 from tests.schema_checks import as_api, chart_values, core_errors
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("components", "offline", "stack_config", "verify", "policy")
+PACKAGES = ("core", "components", "offline", "stack_config", "verify", "policy")
 
 
 def _modules() -> dict[str, Path]:

@@ -7,12 +7,11 @@ import json
 
 import pytest
 
-import catalog
-import fabric
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
 from components.network_operator import NetworkOperatorArgs
 from components.volcano import VolcanoArgs, checked_manifest, manifest_url
+from core import catalog, fabric
 from offline import engine
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-import catalog
-import fabric
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
+from core import catalog, fabric
 from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
 

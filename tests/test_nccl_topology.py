@@ -4,8 +4,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import catalog
 from components import nccl_topology
+from core import catalog
 
 
 def canonical(el: ET.Element) -> tuple:

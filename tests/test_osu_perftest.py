@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
+from core import catalog
 from verify import osu, p2p, perftest
 
 DATA = Path(__file__).parent / "data"

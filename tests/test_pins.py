@@ -1,4 +1,4 @@
-"""What a pin looks like (pins.py): one predicate per kind, and every layer calls the same one."""
+"""What a pin looks like (core/pins.py): one predicate per kind, and every layer calls the same one."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-import pins
 import stack_config
 from components.gpu_operator import GpuOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscoveryArgs
 from components.volcano import VolcanoArgs
+from core import pins
 from offline import engine, synth
 from offline.engine import ROOT
 from tests.conftest import dev_config
@@ -83,12 +83,12 @@ def _python_regex(renovate_regex: str) -> re.Pattern[str]:
 
 
 def renovate_matches() -> list[dict[str, str]]:
-    """What Renovate's regex managers extract from pins.py, as Renovate applies them (every match of
+    """What Renovate's regex managers extract from core/pins.py, as Renovate applies them (every match of
     every matchString over the whole file)."""
-    text = (ROOT / "pins.py").read_text()
+    text = (ROOT / "core" / "pins.py").read_text()
     found = []
     for manager in RENOVATE["customManagers"]:
-        assert any(re.search(p.strip("/"), "pins.py") for p in manager["managerFilePatterns"])
+        assert any(re.search(p.strip("/"), "core/pins.py") for p in manager["managerFilePatterns"])
         for pattern in manager["matchStrings"]:
             found += [{k: v for k, v in m.groupdict().items() if v} for m in _python_regex(pattern).finditer(text)]
     return found
@@ -107,9 +107,10 @@ def test_renovates_patterns_match_every_pin_in_the_table_exactly_once():
     assert sorted(extracted) == sorted(c.version for c in pins.COMPONENTS)
 
 
-def test_the_renovate_check_fails_when_an_entry_has_no_comment(monkeypatch, tmp_path):
+def test_the_renovate_check_fails_when_an_entry_has_no_comment():
     """Not vacuous: a pin without its `# renovate` comment is not matched."""
-    text = (ROOT / "pins.py").read_text().replace("    # renovate: datasource=helm depName=gpu-operator", "    #", 1)
+    comment = "    # renovate: datasource=helm depName=gpu-operator"
+    text = (ROOT / "core" / "pins.py").read_text().replace(comment, "    #", 1)
     patterns = [_python_regex(p) for m in RENOVATE["customManagers"] for p in m["matchStrings"]]
     values = [m["currentValue"] for rx in patterns for m in rx.finditer(text)]
     assert pins.component("gpuOperator").version not in values

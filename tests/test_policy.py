@@ -20,11 +20,9 @@ import yaml
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
-import catalog
-import fabric
-import pins
 import stack_config
 from components import volcano
+from core import catalog, fabric, pins
 from offline import engine
 from policy import rules
 

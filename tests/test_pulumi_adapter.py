@@ -11,8 +11,8 @@ import pulumi
 import pytest
 from google.protobuf import struct_pb2
 
-import catalog
 from components import mpi_job, nccl_job, p2p_job
+from core import catalog
 from offline import engine
 from offline import pulumi_adapter as sdk
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import catalog
+from core import catalog
 from offline import __main__ as cli
 from offline import config_groups, docblocks, durations, engine, synth
 from offline.engine import Rendering, Resource

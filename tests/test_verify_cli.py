@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
+from core import catalog
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, PT_BW, raw_rows
 from verify import p2p
 

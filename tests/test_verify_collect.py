@@ -22,10 +22,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-import catalog
-import fabric
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
+from core import catalog, fabric
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect, kube

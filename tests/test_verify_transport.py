@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
+from core import catalog
 from tests.nccl_logs import launcher_log, worker_hosts
 from verify import nccl, transport
 from verify.loglines import ROW_COLUMNS, nccl_line, untag

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import catalog
+from core import catalog
 from tests.nccl_logs import launcher_log, worker_hosts
 from verify.nccl import parse, parse_file
 from verify.verdict import (

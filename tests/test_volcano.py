@@ -12,8 +12,8 @@ import pulumi
 import pytest
 from conftest import dev_config
 
-import pins
 from components import volcano
+from core import pins
 from offline import config_groups, engine, synth
 
 TAG = pins.component("volcano").version

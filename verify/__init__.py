@@ -4,7 +4,7 @@ nccl-tests all-reduce on GPU sizes (here); OSU / perftest point to point on CPU-
 
 Pure Python, no Pulumi: the same code runs inside the stack (the collect step) and from a shell
 (`python -m verify report LOG`, `python -m verify collect ...`). SKU expectations come from
-`catalog`, the one place that holds them.
+`core.catalog`, the one place that holds them.
 """
 
 from verify.nccl import Measurement, NcclResult, ParseError, Rank, Row, parse, parse_file

@@ -35,7 +35,7 @@ import os
 import sys
 from pathlib import Path
 
-import catalog
+from core import catalog
 from verify import collect as collect_mod
 from verify import doctor_report, kinds, p2p, sections
 from verify.nccl import ParseError, parse

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import fabric
+from core import fabric
 from verify import kube
 from verify.kube import get, items, name
 

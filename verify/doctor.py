@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import catalog
+from core import catalog
 from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
 from verify.verdict import Verdict, pass_line_gbps
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import catalog
+from core import catalog
 from verify import sections
 from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
 from verify.verdict import Verdict

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import catalog
+from core import catalog
 from verify import kinds, osu, perftest
 from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
 from verify.verdict import Verdict, headline

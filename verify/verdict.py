@@ -37,7 +37,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-import catalog
+from core import catalog
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog import Sku
+from core.catalog import Sku
 
 # The IB pool's taint. NoSchedule keeps every ordinary pod off the expensive GPU/IB nodes; each
 # component that must run there tolerates exactly this key.
