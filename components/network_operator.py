@@ -18,8 +18,8 @@ NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
 # The operator reconciles only the policy of this name.
 NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
 
-# Images released with the operator (reference/examples/example-nicclusterpolicy_cr.v26.4.1.yaml);
-# their tags are pinned in stack_config.DEFAULT_VERSIONS.
+# Images released with the operator (its hack/release.yaml; reference/examples/example-nicclusterpolicy_cr.*);
+# their tags are pinned in the pin table (core/pins.py COMPONENTS), the public registry, never nvstaging.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_IMAGE = "doca-driver"
 RDMA_SHARED_DEVICE_PLUGIN_IMAGE = "k8s-rdma-shared-dev-plugin"
@@ -35,8 +35,9 @@ RDMA_HCA_MAX = 63
 # Deliberately not set: UNLOAD_THIRD_PARTY_RDMA_MODULES (default false). It matters only when a
 # non-Mellanox RDMA module holds ib_core, e.g. mana_ib on a VM whose frontend NIC is Azure's MANA:
 # then the DOCA reload cannot unload ib_core (the Go entrypoint stops with "third-party RDMA modules
-# are loaded"; Mellanox/doca-driver-build@e5decdd (network-operator-v26.4.1)
-# entrypoint/internal/entrypoint/entrypoint.go). The catalog's sizes do not get MANA: Azure lists the
+# are loaded"; Mellanox/doca-driver-build@e5decdd (network-operator-v26.4.1; the same at
+# network-operator-v26.7.0-beta.4) entrypoint/internal/entrypoint/entrypoint.go). The catalog's sizes
+# do not get MANA: Azure lists the
 # existing sizes placed on MANA hardware as D/E/B/F/G/L series only, MANA otherwise coming with the
 # v6 Intel sizes (MicrosoftDocs/azure-docs@03e5750 articles/virtual-network/
 # accelerated-networking-mana-existing-sizes.md), and ND A100 v4, ND H100/H200 v5, HB v3/v4 and HX
@@ -70,9 +71,9 @@ OFED_UPGRADE_POLICY = {
 
 @dataclass(frozen=True)
 class NetworkOperatorArgs:
-    # Chart version (stack_config.DEFAULT_VERSIONS["networkOperator"]).
+    # Chart version (core/pins.py COMPONENTS "networkOperator").
     version: str
-    # Image tags (stack_config.DEFAULT_VERSIONS: docaDriver, rdmaSharedDevicePlugin, sriovDevicePlugin).
+    # Image tags (core/pins.py COMPONENTS: docaDriver, rdmaSharedDevicePlugin, sriovDevicePlugin).
     doca_driver_version: str
     rdma_shared_device_plugin_version: str
     sriov_device_plugin_version: str

@@ -82,13 +82,22 @@ class Release:
 
     @property
     def packaged_version(self) -> str:
-        """The version of the package rendered: the pin, or the closest packaged release the pin
-        table names where the final's package was not obtainable (pins.Component.packaged)."""
+        """The closest packaged release the pin table names where the final's package could not be
+        obtained here (pins.Component.packaged), else the pin itself."""
         return pins.reference_version(self.chart, self.version)
 
     @property
     def archive_name(self) -> str:
-        return f"{self.chart}-{self.packaged_version}.tgz"
+        """The pinned release's archive, as `helm pull` writes it."""
+        return f"{self.chart}-{self.version}.tgz"
+
+    def archive(self, charts_dir: Path) -> Path:
+        """The archive rendered: the pinned release's where it is there (CI pulls it), else the
+        closest packaged one (pins.Component.packaged: the final's package was not obtainable here)."""
+        for name in dict.fromkeys([self.archive_name, f"{self.chart}-{self.packaged_version}.tgz"]):
+            if (charts_dir / name).is_file():
+                return charts_dir / name
+        return charts_dir / self.archive_name
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,7 @@ class RenderedRelease:
     text: str  # helm template's output, verbatim (its `# Source:` lines name each template)
     objects: tuple[dict[str, Any], ...]  # the same, parsed
     crds: tuple[dict[str, Any], ...]  # the CRDs the chart installs from crds/ (not in `text`)
+    archive: str = ""  # the archive rendered (Release.archive: the pin's, or the closest packaged one)
 
     def of_kind(self, kind: str, api_version: str | None = None) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind and api_version in (None, o["apiVersion"])]
@@ -165,7 +175,7 @@ def split_sources(text: str) -> list[tuple[str, str]]:
 
 
 def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: Sequence[str]) -> RenderedRelease:
-    archive = charts_dir / release.archive_name
+    archive = release.archive(charts_dir)
     if not archive.is_file():
         have = ", ".join(sorted(p.name for p in charts_dir.glob("*.tgz"))) or "none"
         raise Unavailable(f"no chart archive {archive} for release {release.name} (have: {have})")
@@ -173,7 +183,7 @@ def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: S
     crd_docs = [doc for path, doc in sources if "/crds/" in path]
     text = "".join(f"---\n{doc}" for path, doc in sources if "/crds/" not in path)
     crds = tuple(d for d in _documents("\n---\n".join(crd_docs)) if d["kind"] == CRD_KIND)
-    return RenderedRelease(release, text, tuple(_documents(text)), crds)
+    return RenderedRelease(release, text, tuple(_documents(text)), crds, archive.name)
 
 
 def render_all(rendering: Rendering, helm: Path | None = None, archives: Path | None = None) -> list[RenderedRelease]:
@@ -197,10 +207,10 @@ def pull(rendering: Rendering, out_dir: Path, helm: Path | None = None) -> list[
     for rel in releases(rendering):
         target = out_dir / rel.archive_name
         if not target.is_file():
-            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.packaged_version,
+            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.version,
                             "--destination", str(out_dir)], check=True, timeout=300)
         if not target.is_file():
-            raise RuntimeError(f"helm pull {rel.chart} {rel.packaged_version} from {rel.repo} did not write {target}")
+            raise RuntimeError(f"helm pull {rel.chart} {rel.version} from {rel.repo} did not write {target}")
         paths.append(target)
     return paths
 
@@ -216,9 +226,10 @@ def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
     for r in rendered:
         rel = r.release
         header = [
-            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference"
-            + (f"; the final's package is not obtainable, so {rel.packaged_version} is rendered" if
-               rel.packaged_version != rel.version else "") + "),",
+            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({r.archive}"
+            + ("" if r.archive == rel.archive_name else
+               ": the pinned release's package is not obtainable here, so the closest packaged one is rendered")
+            + "),",
             f"# namespace {rel.namespace}, values helm/{synth._slug(rel.name)}.values.yaml.",
             f"# Rendered offline by `helm template` (Helm {HELM_VERSION}) for Kubernetes {kube}: "
             f"{len(r.objects)} objects.",

@@ -19,7 +19,7 @@ import yaml
 
 import stack_config
 from components import gpu_operator
-from core import fabric, pins
+from core import fabric
 from offline import charts
 
 RELEASES = {"node-feature-discovery", "network-operator", "gpu-operator"}
@@ -199,7 +199,7 @@ def test_pull_fetches_each_release_chart_at_its_pinned_version_once(dev, tmp_pat
     calls = log.read_text().splitlines()
     assert sorted(calls) == [
         f"pull network-operator --repo https://helm.ngc.nvidia.com/nvidia --version "
-        f"{pins.component('networkOperator').reference_version} --destination {out}",  # the package rendered
+        f"{stack_config.DEFAULT_VERSIONS['networkOperator']} --destination {out}",
         f"pull node-feature-discovery --repo https://kubernetes-sigs.github.io/node-feature-discovery/charts "
         f"--version {stack_config.DEFAULT_VERSIONS['nodeFeatureDiscovery']} --destination {out}",
     ]
