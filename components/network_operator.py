@@ -37,8 +37,8 @@ RDMA_HCA_MAX = 63
 # then the DOCA reload cannot unload ib_core (the Go entrypoint stops with "third-party RDMA modules
 # are loaded"; Mellanox/doca-driver-build@e5decdd (network-operator-v26.4.1; the same at
 # network-operator-v26.7.0-beta.4) entrypoint/internal/entrypoint/entrypoint.go). The catalog's sizes
-# do not get MANA: Azure lists the
-# existing sizes placed on MANA hardware as D/E/B/F/G/L series only, MANA otherwise coming with the
+# do not get MANA: Azure lists the existing sizes placed on MANA hardware as D/E/B/F/G/L series only,
+# MANA otherwise coming with the
 # v6 Intel sizes (MicrosoftDocs/azure-docs@03e5750 articles/virtual-network/
 # accelerated-networking-mana-existing-sizes.md), and ND A100 v4, ND H100/H200 v5, HB v3/v4 and HX
 # are not among them. The system pool (D-series) may get MANA, but the DOCA driver never runs there
