@@ -16,6 +16,7 @@ from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.p2p_job import P2pJob, P2pJobArgs
+from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from components.volcano import ManifestError, Volcano, VolcanoArgs, checked_manifest
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
@@ -92,6 +93,9 @@ gpu_operator = (
     GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
 )
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest), opts=k8s_opts)
+# 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
+# joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
+TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
 
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only

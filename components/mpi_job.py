@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import volcano_topology
 from components.namespace import Namespace, NamespaceArgs
 from core import fabric
 
@@ -230,6 +231,8 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "plugins": {"ssh": [], "svc": []},
+        # prefer one torset, allow one fabric (soft: components/volcano_topology.py says why)
+        "networkTopology": volcano_topology.job_network_topology(),
         # any pod that fails (its deadline included) or is evicted ends the job as Terminated
         "policies": [
             {"event": "PodFailed", "action": "TerminateJob"},
