@@ -117,8 +117,8 @@ IMAGE_REF = Pin(
 class Component:
     """One pinned upstream component.
 
-    `key`: its `versions.<key>` in the stack configuration (`ncclTestsImage` is `fabricTest.image`,
-    `pauseImage` no configuration key). `version`: the pin; an image is `name:tag` or
+    `key`: its `versions.<key>` in the stack configuration (images: `ncclTestsImage` is
+    `fabricTest.image`, the others have no configuration key). `version`: the pin; an image is `name:tag` or
     `name:tag@sha256:<digest>`. `source`: where the release and its notes are. `packaged`: the
     package the offline checks render and read when the final release's package could not be
     obtained here (None: the same version). `sha256`: a manifest applied from its release URL
@@ -184,7 +184,12 @@ COMPONENTS: tuple[Component, ...] = (
     Component("ncclTestsImage", "ghcr.io/coreweave/nccl-tests:13.0.2-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c",
               IMAGE_REF, "coreweave/nccl-tests@2eedd7c (README.md lines 72-79, build.yml)",
               platforms=("amd64", "arm64")),
-    # The pre-pull DaemonSet's hold container (components/image_prepull.py): pause 3.10 by its
+    # The topology labeler's image (components/topology_labeler.py): Azure's node-health image with the
+    # SHARP tools and python3, as Azure's node_labeler and torset_labeler charts use it.
+    # renovate-image: datasource=docker
+    Component("topologyLabelerImage", "mcr.microsoft.com/aznhc/aznhc-nv:1.2.0", IMAGE_REF,
+              "Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm"),
+    # The pre-pull and labeler DaemonSets' hold container (components/image_prepull.py): pause 3.10 by its
     # multi-arch index digest (as Cilium's Dockerfiles pin it).
     # renovate-image: datasource=docker
     Component("pauseImage",
@@ -192,8 +197,8 @@ COMPONENTS: tuple[Component, ...] = (
               IMAGE_REF, "kubernetes/kubernetes build/pause", platforms=("amd64", "arm64")),
 )
 BY_KEY: dict[str, Component] = {c.key: c for c in COMPONENTS}
-# The keys of `versions.*` in the configuration, in table order.
-VERSION_KEYS: tuple[str, ...] = tuple(c.key for c in COMPONENTS if c.key not in ("ncclTestsImage", "pauseImage"))
+# The keys of `versions.*` in the configuration, in table order (the images are full references).
+VERSION_KEYS: tuple[str, ...] = tuple(c.key for c in COMPONENTS if c.pin is not IMAGE_REF)
 
 
 def component(key: str) -> Component:
