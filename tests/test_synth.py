@@ -252,7 +252,8 @@ def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
     """The dev stack's render, kept under tests/golden/dev. Regenerate with `make golden`."""
     assert GOLDEN.is_dir(), "no golden render: run `make golden`"
-    actual = {p: d.decode() for p, d in synth.synthesize(dev, images=False).items()}
+    files = synth.synthesize(dev, images=False)
+    actual = {p: d.decode() for p, d in config_groups.as_index(files, config_groups.group_dirs(files)).items()}
     expected = {str(p.relative_to(GOLDEN)): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
     problems: list[str] = []
     for path in sorted(set(actual) | set(expected)):
