@@ -304,8 +304,8 @@ GDR_CHECKLIST = (
 )
 
 
-# From NCCL 2.30.3, src/graph/paths.cc no longer prints "GPU Direct RDMA Disabled for GPU ... (distance
-# ...)", the hint quoted above (docs/upgrading-pins.md); its absence then says nothing.
+# From NCCL 2.30.3, src/graph/paths.cc logs "GPU Direct RDMA Disabled for ..." (the distance hint quoted
+# above) at TRACE, not INFO (line 500 at v2.30.3-1 and v2.30.4-1), so its absence then says nothing.
 SILENT_GDR_DISTANCE = (2, 30, 3)
 
 
