@@ -464,3 +464,9 @@ def crd_errors(obj: Mapping[str, Any], crd_path: Path) -> list[str]:
 def core_errors(obj: Mapping[str, Any]) -> list[str]:
     """Schema violations of a core object at the stack's default Kubernetes version (strict)."""
     return kubernetes_errors(obj, KUBERNETES_VERSION)
+
+
+def pinned_name(stem: str, key: str, ext: str = "yaml") -> str:
+    """`<stem>.v<version>.<ext>`: a reference file of the pinned component `key` at the version the
+    offline checks read (pins.Component.reference_version), so no test names a pinned version."""
+    return f"{stem}.v{pins.component(key).reference_version.removeprefix('v')}.{ext}"

@@ -164,7 +164,8 @@ def test_each_release_is_written_with_a_header_and_without_crds(dev, dev_charts)
     assert set(files) == {f"charts/{name}.yaml" for name in RELEASES}
     text = files["charts/gpu-operator.yaml"].decode()
     header = [line for line in text.splitlines() if line.startswith("# ") and "Source:" not in line]
-    assert "gpu-operator v26.7.0" in header[0] and f"Helm {charts.HELM_VERSION}" in header[2]
+    assert f"gpu-operator {stack_config.DEFAULT_VERSIONS['gpuOperator']}" in header[0]
+    assert f"Helm {charts.HELM_VERSION}" in header[2]
     assert "clusterpolicies.nvidia.com (v1)" in header[3]
     objects = [d for d in yaml.safe_load_all(text) if d]
     assert len(objects) == len(dev_charts["gpu-operator"].objects)

@@ -82,7 +82,7 @@ def test_unknown_keys_are_errors_at_top_level_and_inside_objects():
     ({"ibPool": {"nodeCout": 2}}, f"{P}:ibPool.nodeCout: unknown key; did you mean nodeCount? ibPool takes: "),
     ({"ibPool": {"NodeCount": 2}}, f"{P}:ibPool.NodeCount: unknown key; did you mean nodeCount? "),
     ({"fabricTest": {"enable": False}}, f"{P}:fabricTest.enable: unknown key; did you mean enabled? "),
-    ({"versions": {"gpuOpertor": "v26.7.0"}}, f"{P}:versions.gpuOpertor: unknown key; did you mean gpuOperator? "),
+    ({"versions": {"gpuOpertor": "v1.0.0"}}, f"{P}:versions.gpuOpertor: unknown key; did you mean gpuOperator? "),
     ({"rdmaMod": "shared"}, f"{P}:rdmaMod: unknown key; did you mean rdmaMode? allowed keys: "),
 ])
 def test_a_misspelt_key_gets_the_closest_name_at_any_depth(overrides, line):

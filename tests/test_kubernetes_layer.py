@@ -296,7 +296,8 @@ def test_volcano_from_a_branch_is_refused(tag, render):
 
 
 def test_volcano_manifest_url_is_a_release_tag_on_github():
-    assert manifest_url("v1.15.1").startswith("https://raw.githubusercontent.com/volcano-sh/volcano/v1.15.1/")
+    tag = stack_config.DEFAULT_VERSIONS["volcano"]
+    assert manifest_url(tag).startswith(f"https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/")
     with pytest.raises(ValueError):
         manifest_url("1.15.1-rc.1/../master")
 

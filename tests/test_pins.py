@@ -56,7 +56,7 @@ def test_config_and_component_accept_exactly_the_same_versions(key, args):
     VolcanoArgs after resources were declared. Config and component now agree on every value
     (outside the compatibility matrix, with the override; a Volcano tag with its manifest sha256)."""
     pin = stack_config.VERSION_PINS[key]
-    for value in [v for vs in CASES[pin] for v in vs] + ["1.15.1", "v1.15.1", "26.7.0", "v26.7.0"]:
+    for value in [v for vs in CASES[pin] for v in vs] + ["1.14.0", "v1.14.0", "26.1.0", "v26.1.0"]:
         if key == "volcano" and pin.ok(value) and "@" not in value:
             value += "@sha256:" + "0" * 64  # the config also needs the manifest's sha256 of a tag it does not pin
         raw = engine.as_cli_config(dev_config(versions={key: value}, allowUntestedVersions=True))

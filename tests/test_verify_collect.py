@@ -22,9 +22,11 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
+import stack_config
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
 from core import catalog, fabric
+from tests.schema_checks import pinned_name
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect, kube
@@ -384,7 +386,7 @@ def test_reads_kubeconfig_from_the_environment_only(azure_log, monkeypatch, caps
 
 
 def test_terminal_phases_match_the_volcano_crd(reference):
-    text = (reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml").read_text()
+    text = (reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")).read_text()
     crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
     phases = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"]["properties"]
@@ -648,7 +650,7 @@ def test_incomplete_cluster_flags_stop_before_az_or_any_request(tmp_path, monkey
 # (nvidia.com/gpu: 8, rdma/shared_ib: 1 per mpiworker) and tolerates from its pod templates.
 JOB_KIND = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 GPU, RDMA = fabric.GPU_RESOURCE, f"{fabric.RDMA_RESOURCE_PREFIX}/{fabric.RDMA_SHARED_RESOURCE_NAME}"
-IMAGE_OF_TEST = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+IMAGE_OF_TEST = stack_config.DEFAULT_NCCL_TESTS_IMAGE
 ALLOWANCE = collect.NODE_SETUP_BUDGET_MINUTES * MIN
 STACK_TIMEOUT_MINUTES = collect.NODE_SETUP_BUDGET_MINUTES + 60 + 5
 DRIVER_POD, DRIVER_CONTAINER = "nvidia-driver-daemonset-7xk2p", "nvidia-driver-ctr"
@@ -1220,11 +1222,11 @@ def _status(crd: dict, version: str) -> dict:
 def test_the_custom_resources_read_match_their_crds(reference):
     """Group, version, plural, scope and every status field the diagnosis reads, per CRD."""
     cases = [
-        ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", kube.NIC_POLICY_GROUP, kube.NIC_POLICY_VERSION,
-         kube.NIC_POLICY_PLURAL, "Cluster"),
-        ("nvidia.com_clusterpolicies.v26.7.0.yaml", kube.CLUSTER_POLICY_GROUP, kube.CLUSTER_POLICY_VERSION,
-         kube.CLUSTER_POLICY_PLURAL, "Cluster"),
-        ("scheduling.volcano.sh_podgroups.v1.15.1.yaml", kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
+        (pinned_name("mellanox.com_nicclusterpolicies", "networkOperator"), kube.NIC_POLICY_GROUP,
+         kube.NIC_POLICY_VERSION, kube.NIC_POLICY_PLURAL, "Cluster"),
+        (pinned_name("nvidia.com_clusterpolicies", "gpuOperator"), kube.CLUSTER_POLICY_GROUP,
+         kube.CLUSTER_POLICY_VERSION, kube.CLUSTER_POLICY_PLURAL, "Cluster"),
+        (pinned_name("scheduling.volcano.sh_podgroups", "volcano"), kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
          kube.PODGROUP_PLURAL, "Namespaced"),
     ]
     for file, group, version, plural, scope in cases:
@@ -1246,7 +1248,7 @@ def test_the_custom_resources_read_match_their_crds(reference):
 def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
     from verify.diagnose import tasks_of
 
-    crd = _crd(reference, "batch.volcano.sh_jobs.v1.15.1.yaml")
+    crd = _crd(reference, pinned_name("batch.volcano.sh_jobs", "volcano"))
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
     task = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]
     assert {"name", "replicas", "template"} <= set(task)
