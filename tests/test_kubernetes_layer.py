@@ -299,7 +299,7 @@ def test_volcano_manifest_url_is_a_release_tag_on_github():
     tag = stack_config.DEFAULT_VERSIONS["volcano"]
     assert manifest_url(tag).startswith(f"https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/")
     with pytest.raises(ValueError):
-        manifest_url("1.15.1-rc.1/../master")
+        manifest_url("1.14.0-rc.1/../master")
 
 
 # --- dependencies ------------------------------------------------------------------------------

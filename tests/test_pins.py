@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 
@@ -17,9 +18,9 @@ from offline.engine import ROOT
 from tests.conftest import dev_config
 
 CASES = {
-    pins.VOLCANO_TAG: (["v1.15.1", "v1.9.0", "v10.0.12", "v1.16.0@sha256:" + "a" * 64],
-                       ["1.15.1", "v1.15", "v1.15.1-rc.1", "V1.15.1", "v1.15.1 ", "master", "latest", "", "v١.15.1"]),
-    pins.CHART_VERSION: (["26.4.1", "v26.7.0", "0.19.0", "1.2.3-rc.1", "1.2.3+build.5"],
+    pins.VOLCANO_TAG: (["v1.14.0", "v1.9.0", "v10.0.12", "v1.16.0@sha256:" + "a" * 64],
+                       ["1.14.0", "v1.14", "v1.14.0-rc.1", "V1.14.0", "v1.14.0 ", "master", "latest", "", "v١.14.0"]),
+    pins.CHART_VERSION: (["26.4.1", "v26.1.2", "0.18.2", "1.2.3-rc.1", "1.2.3+build.5"],
                          ["26.4", "1", "26.4.1.1", "latest", "master", "", "~26.4.1", ">=1.0.0", "26.4.1 ",
                           "vv1.2.3", "٢6.4.1"]),
     pins.IMAGE_TAG: (["network-operator-v26.4.1", "v1.5.3", "1.0", "_x"],
@@ -120,7 +121,7 @@ def test_renovate_pins_digests_and_takes_final_releases_only():
     assert RENOVATE["pinDigests"] is True
     (final,) = [r for r in RENOVATE["packageRules"] if "allowedVersions" in r]
     rx = re.compile(final["allowedVersions"].strip("!/").rstrip("/"))
-    assert rx.search("26.7.0-rc.2") and rx.search("v26.7.0-beta.5") and rx.search("v1.16.0-alpha.1")
+    assert rx.search("26.10.0-rc.2") and rx.search("v26.10.0-beta.5") and rx.search("v1.16.0-alpha.1")
     assert not any(rx.search(c.version) for c in pins.COMPONENTS)
 
 
@@ -203,3 +204,37 @@ def test_the_network_operator_images_are_the_public_registrys_never_staging(dev)
     spec = dev.one("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy").inputs["spec"]
     repos = {v["repository"] for v in spec.values() if isinstance(v, dict) and "repository" in v}
     assert repos == {"nvcr.io/nvidia/mellanox"}
+
+
+def _string_literals(path) -> list[tuple[int, str]]:
+    """Every string constant of a test module but its docstrings (what a test compares against)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+# Literals that are about something else than the pin they happen to equal, each with why.
+NOT_PINS = {
+    # the lock's chart entry (offline/reference.lock.json names the file), not the pin
+    ("test_reference.py", "charts/gpu-operator-v26.7.0.tgz: missing"),
+    ("test_pins.py", "charts/gpu-operator-v26.7.0.tgz: missing"),  # this table itself
+}
+
+
+def test_no_test_names_a_pinned_version_literally():
+    """Tests read pins from the pin table: after a bump, a literal would keep checking the old release."""
+    versions = set()
+    for c in pins.COMPONENTS:
+        for v in (c.version, c.reference_version):
+            tag = v.split("@")[0].rsplit(":", 1)[-1] if c.pin is pins.IMAGE_REF else v
+            versions |= {tag, tag.removeprefix("v")}
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for line, text in _string_literals(path):
+            for v in versions:
+                if re.search(rf"(?<![0-9A-Za-z.]){re.escape(v)}(?![0-9])", text) and (path.name, text) not in NOT_PINS:
+                    found.append(f"{path.name}:{line}: {text[:80]!r} names {v}")
+    assert found == []
