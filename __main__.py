@@ -10,17 +10,29 @@ project (docs/enterprise-deployment.md): `azure` (rows 1-3 of the design: parts/
 import pulumi
 
 import stack_config
+from components.volcano import ManifestError, checked_manifest
 from parts import azure as azure_part
 from parts import handoff
 from parts import kubernetes as kubernetes_part
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
+if cfg.untested:
+    pulumi.log.warn("untested combination (allowUntestedVersions): "
+                    + ", ".join(f"{k} {v}" for k, v in cfg.untested) + "; the compatibility matrix is in core/pins.py")
+
+# Volcano's release manifest, checked against its pinned sha256 before any resource exists.
+volcano_manifest = None
+if cfg.stack_part != "azure":
+    try:
+        volcano_manifest = checked_manifest(cfg.versions.volcano)
+    except ManifestError as err:
+        raise pulumi.RunError(f"{err} (nothing was created)") from None
 
 # 1-3. Feature registration, cluster (and its Kubernetes provider), InfiniBand pool.
 azure = azure_part.declare(cfg) if cfg.stack_part != "kubernetes" else None
 # 4-9. Operators, Volcano, the fabric test and its verdict, on that cluster or the Azure stack's.
 cluster = azure.handle if azure else handoff.from_stack_reference(cfg)
-kubernetes = kubernetes_part.declare(cfg, cluster) if cfg.stack_part != "azure" else None
+kubernetes = kubernetes_part.declare(cfg, cluster, volcano_manifest) if cfg.stack_part != "azure" else None
 
 if azure:
     c, pool = azure.cluster, azure.ib_pool
@@ -42,3 +54,5 @@ if kubernetes and kubernetes.fabric_check:
         pulumi.export(output_name, value)
 elif kubernetes:
     pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
+if cfg.untested:
+    pulumi.export("untestedVersions", {k: v for k, v in cfg.untested})

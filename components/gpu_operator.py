@@ -43,7 +43,7 @@ DRIVER_UPGRADE_POLICY = {
 
 @dataclass(frozen=True)
 class GpuOperatorArgs:
-    # Chart version, with its leading v (stack_config.DEFAULT_VERSIONS["gpuOperator"]).
+    # Chart version, with its leading v (core/pins.py COMPONENTS "gpuOperator").
     version: str
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600

@@ -18,18 +18,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
-from core import fabric
+from core import fabric, pins
 
 core = k8s.core.v1
 meta = k8s.meta.v1
 
 NAMESPACE = "fabric-test-prepull"
 DAEMONSET = "fabric-test-image-prepull"
-# registry.k8s.io's pause 3.10, pinned by its multi-arch index digest (the digest Cilium's Dockerfiles
-# pin: `FROM registry.k8s.io/pause:3.10@sha256:ee6521f2...`). It only sleeps.
-PAUSE_IMAGE = (
-    "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
-)
+# registry.k8s.io's pause, pinned by its multi-arch index digest in the pin table. It only sleeps.
+PAUSE_IMAGE = pins.component("pauseImage").version
 NOBODY = 65534  # runs as nobody: the pull needs no privilege, `true` and `pause` need none either
 SKIP_AWAIT = "pulumi.com/skipAwait"
 PULL_CONTAINER, HOLD_CONTAINER = "pull", "hold"

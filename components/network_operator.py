@@ -18,8 +18,8 @@ NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
 # The operator reconciles only the policy of this name.
 NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
 
-# Images released with the operator (reference/examples/example-nicclusterpolicy_cr.v26.4.1.yaml);
-# their tags are pinned in stack_config.DEFAULT_VERSIONS.
+# Images released with the operator (its hack/release.yaml; reference/examples/example-nicclusterpolicy_cr.*);
+# their tags are pinned in the pin table (core/pins.py COMPONENTS), the public registry, never nvstaging.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_IMAGE = "doca-driver"
 
@@ -42,9 +42,9 @@ OFED_UPGRADE_POLICY = {
 
 @dataclass(frozen=True)
 class NetworkOperatorArgs:
-    # Chart version (stack_config.DEFAULT_VERSIONS["networkOperator"]).
+    # Chart version (core/pins.py COMPONENTS "networkOperator").
     version: str
-    # Image tags (stack_config.DEFAULT_VERSIONS: docaDriver, rdmaSharedDevicePlugin, sriovDevicePlugin).
+    # Image tags (core/pins.py COMPONENTS: docaDriver, rdmaSharedDevicePlugin, sriovDevicePlugin).
     doca_driver_version: str
     rdma_shared_device_plugin_version: str
     sriov_device_plugin_version: str

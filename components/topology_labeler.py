@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
-from core import fabric
+from core import fabric, pins
 
 core = k8s.core.v1
 meta = k8s.meta.v1
@@ -33,12 +33,10 @@ SCRIPT = Path(__file__).resolve().parent.parent / "verify" / "topology.py"
 SCRIPT_KEY = "topology.py"
 SCRIPT_MOUNT = "/opt/aks-infiniband"
 # Azure's node-health image with the SHARP tools and python3: the image Azure's node_labeler and
-# torset_labeler charts use (Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm). A tag:
-# Renovate (renovate.json) pins its digest.
-LABELER_IMAGE = "mcr.microsoft.com/aznhc/aznhc-nv:1.2.0"
-PAUSE_IMAGE = (
-    "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
-)
+# torset_labeler charts use (Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm). Both in
+# the pin table (core/pins.py); Renovate (renovate.json) pins the labeler's digest.
+LABELER_IMAGE = pins.component("topologyLabelerImage").version
+PAUSE_IMAGE = pins.component("pauseImage").version
 SKIP_AWAIT = "pulumi.com/skipAwait"
 SCRIPT_HASH_ANNOTATION = "aks-infiniband.io/topology-script-sha256"
 

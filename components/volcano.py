@@ -1,48 +1,130 @@
-"""Row 7: Volcano, the gang scheduler of the fabric test job, from its pinned release manifest."""
+"""Row 7: Volcano, the gang scheduler of the fabric test job, from its pinned release manifest.
+
+The manifest is `installer/volcano-development.yaml` of a release tag, pinned by its sha256 beside
+its URL (pins.COMPONENTS "volcano", as offline/reference.lock.json pins files). It is fetched once
+into a local cache, checked, and the checked copy's content is what the program applies
+(`yaml.v2.ConfigGroup`), so the plan and a PR preview show every Volcano object and an upstream
+change to the file cannot reach the cluster without a diff. Nothing fetches a URL at deploy time.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
+from components import volcano_topology
 from core import pins
 
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
 # Namespace the manifest itself creates (with the scheduler, controllers and admission webhook).
 NAMESPACE = "volcano-system"
+# Where the checked copies are kept: $AKS_IB_VOLCANO_CACHE, else .cache/volcano in the project
+# (ignored by git). The offline render points it at the reference material's examples/, which holds
+# the same file under the same name.
+CACHE_ENV = "AKS_IB_VOLCANO_CACHE"
+DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "volcano"
+
+
+class ManifestError(Exception):
+    """The manifest cannot be had, or its content is not the pinned one: one line that says which."""
+
+
+def manifest_url(version: str) -> str:
+    """The install manifest of one release tag (a `@sha256:` suffix is not part of the URL)."""
+    tag = VolcanoArgs(version, manifest="").version.partition("@")[0]
+    return MANIFEST_URL.format(tag=tag)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+
+def cached_path(tag: str, cache: Path | None = None) -> Path:
+    return (cache or cache_dir()) / f"volcano-development.{tag}.yaml"
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (a pinned https URL)
+        return response.read()
+
+
+def checked_manifest(version: str, cache: Path | None = None, fetch: Callable[[str], bytes] = _download) -> str:
+    """The manifest of `version` (a `versions.volcano` value), from the cache, or fetched once into
+    it; its sha256 checked against the pin in either case. Raises ManifestError (ValueError for a
+    value that is no release tag: no URL or file name is built from it)."""
+    pins.VOLCANO_TAG.require("versions.volcano", version)
+    tag, expected = pins.volcano_manifest(version)
+    if expected is None:
+        raise ManifestError(f"versions.volcano: no sha256 is pinned for {tag}; give it as {tag}@sha256:<64 hex>")
+    path = cached_path(tag, cache)
+    if path.is_file():
+        data, where = path.read_bytes(), str(path)
+    else:
+        url = manifest_url(version)
+        try:
+            data = fetch(url)
+        except OSError as err:
+            raise ManifestError(f"Volcano {tag}: {path} is not cached and {url} could not be fetched ({err}); fetch "
+                                f"it there with network access, or set {CACHE_ENV} to a folder holding it") from None
+        where = url
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise ManifestError(f"Volcano {tag}: {where} has sha256 {actual}, but {expected} is pinned; refusing to "
+                            f"apply it (delete the copy to fetch it again, or pin the new sha256: "
+                            f"docs/upgrading-pins.md)")
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return data.decode("utf-8")
 
 
 @dataclass(frozen=True)
 class VolcanoArgs:
-    # A volcano-sh/volcano release tag (stack_config.DEFAULT_VERSIONS["volcano"]), e.g. v1.15.1.
+    # A volcano-sh/volcano release tag (pins.COMPONENTS "volcano"), e.g. v1.15.1, optionally @sha256:<hex>.
     version: str
+    # The checked content of that tag's manifest (checked_manifest), read before any resource.
+    manifest: str
 
     def __post_init__(self) -> None:
         pins.VOLCANO_TAG.require("version", self.version)  # the config's check, so it cannot pass there and fail here
 
 
-def manifest_url(version: str) -> str:
-    """The install manifest of one release tag."""
-    return MANIFEST_URL.format(tag=VolcanoArgs(version).version)
+def configured(manifest: str) -> str:
+    """The checked manifest with the stack's scheduler and controller configuration in its two
+    ConfigMaps (components/volcano_topology.py: HyperNodes from the topology labels, the
+    network-topology-aware plugin); every other object exactly as the release ships it."""
+    objects = [doc for doc in yaml.safe_load_all(manifest) if doc]
+    return yaml.safe_dump_all(volcano_topology.configure(objects), sort_keys=False)
 
 
 class Volcano(pulumi.ComponentResource):
-    """`installer/volcano-development.yaml` of a pinned release tag, applied with `yaml.v2.ConfigFile`.
+    """The checked `installer/volcano-development.yaml` of a pinned release tag, applied with
+    `yaml.v2.ConfigGroup` from its content.
 
-    The manifest brings its own `volcano-system` namespace, CRDs (Job, Queue, PodGroup), the
+    The manifest brings its own `volcano-system` namespace, CRDs (Job, Queue, PodGroup, ...), the
     scheduler, the controllers and the admission webhook, all on the system pool. Depends only on
     the Kubernetes provider (passed in `opts`).
     """
 
-    manifest: k8s.yaml.v2.ConfigFile
+    manifest: k8s.yaml.v2.ConfigGroup
 
     def __init__(self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Volcano", name, None, opts)
-        self.manifest = k8s.yaml.v2.ConfigFile(
+        tag, sha256 = pins.volcano_manifest(args.version)
+        self.manifest = k8s.yaml.v2.ConfigGroup(
             f"{name}-manifest",
-            k8s.yaml.v2.ConfigFileArgs(file=manifest_url(args.version)),
-            opts=pulumi.ResourceOptions(parent=self),
+            k8s.yaml.v2.ConfigGroupArgs(yaml=configured(args.manifest)),
+            # Was a ConfigFile of the URL: the same child, now from the checked content.
+            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(type_="kubernetes:yaml/v2:ConfigFile")]),
         )
-        self.register_outputs({"manifest": manifest_url(args.version)})
+        self.register_outputs({"manifest": manifest_url(args.version), "sha256": sha256})

@@ -5,7 +5,8 @@ Pure Python (no Pulumi import). The configuration schema (`stack_config`), the c
 so a value that passes one check cannot fail another after resources exist.
 
 Kinds:
-- `VOLCANO_TAG`: a volcano-sh/volcano release tag, `vMAJOR.MINOR.PATCH` (the manifest URL names it);
+- `VOLCANO_TAG`: a volcano-sh/volcano release tag, `vMAJOR.MINOR.PATCH` (the manifest URL names it),
+  optionally `@sha256:<hex>` of that manifest (a tag the pin table below has no sha256 for);
 - `CHART_VERSION`: an exact Helm chart version, `MAJOR.MINOR.PATCH[-pre][+build]` with or without a
   leading `v`. Helm looks a repository chart up by exact string first, then as a semver constraint
   (helm/helm pkg/repo/index.go `IndexFile.Get`, Helm 3; Masterminds/semver accepts a leading v on
@@ -79,8 +80,8 @@ class Pin:
 VOLCANO_TAG = Pin(
     "Volcano release tag",
     "a pinned Volcano release tag such as v1.15.1 (with its leading v; a branch such as master or latest "
-    "would change under the stack)",
-    _full(r"v[0-9]+\.[0-9]+\.[0-9]+"),
+    "would change under the stack), optionally with its manifest's sha256 as v1.16.0@sha256:<64 hex>",
+    _full(r"v[0-9]+\.[0-9]+\.[0-9]+(?:@sha256:[0-9a-f]{64})?"),
 )
 CHART_VERSION = Pin(
     "Helm chart version",
@@ -105,3 +106,216 @@ IMAGE_REF = Pin(
     "(not :latest, not untagged)",
     _pinned_image,
 )
+
+
+# --- the pinned-component record -----------------------------------------------------------------
+# Every upstream release the stack installs, in one table: the value, what kind of pin it is, and
+# where its release is stated. renovate.json's regex managers read the `# renovate:` comment above
+# each entry (tests/test_pins.py proves they match every entry), so each upstream release becomes a
+# pull request; docs/upgrading-pins.md says what else a bump regenerates.
+@dataclass(frozen=True)
+class Component:
+    """One pinned upstream component.
+
+    `key`: its `versions.<key>` in the stack configuration (images: `ncclTestsImage` is
+    `fabricTest.image`, the others have no configuration key). `version`: the pin; an image is `name:tag` or
+    `name:tag@sha256:<digest>`. `source`: where the release and its notes are. `packaged`: the
+    package the offline checks render and read when the final release's package could not be
+    obtained here (None: the same version). `sha256`: a manifest applied from its release URL
+    (Volcano), checked before it is applied.
+    """
+
+    key: str
+    version: str
+    pin: Pin
+    source: str
+    packaged: str | None = None
+    sha256: str | None = None
+    platforms: tuple[str, ...] = ("amd64",)  # images: the architectures its manifest list covers
+
+    @property
+    def reference_version(self) -> str:
+        """The version whose upstream files (chart, values, CRDs) the offline checks read."""
+        return self.packaged or self.version
+
+
+COMPONENTS: tuple[Component, ...] = (
+    # renovate: datasource=helm depName=node-feature-discovery registryUrl=https://kubernetes-sigs.github.io/node-feature-discovery/charts
+    Component("nodeFeatureDiscovery", "0.19.0", CHART_VERSION,
+              "kubernetes-sigs/node-feature-discovery v0.19.0 (reference/chart-values/node-feature-discovery.*)"),
+    # Final v26.7.0: PR Mellanox/network-operator#3078 "release Network Operator v26.7.0", merged
+    # 2026-08-25, after the newest obtainable snapshot; its chart is not obtainable here, so the
+    # offline checks render the closest packaged one, 26.7.0-rc.2 (docs/upgrading-pins.md).
+    # renovate: datasource=helm depName=network-operator registryUrl=https://helm.ngc.nvidia.com/nvidia
+    Component("networkOperator", "26.7.0", CHART_VERSION,
+              "Mellanox/network-operator v26.7.0 (#3078); rendered from 26.7.0-rc.2 (f928ef2)",
+              packaged="26.7.0-rc.2"),
+    # The v26.7.x branch's driver when the snapshot ends (Mellanox/network-operator@9224e56 #3042,
+    # hack/release.yaml Mofed); a release PR only moves hack/release.yaml from nvstaging to
+    # nvcr.io/nvidia/mellanox and the rc tags to the final (v26.4.1-rc.2..v26.4.1 kept Mofed's).
+    # renovate: datasource=docker depName=nvcr.io/nvidia/mellanox/doca-driver
+    Component("docaDriver", "doca3.5.0-26.07-0.7.3.0-0", DOCA_TAG,
+              "Mellanox/network-operator v26.7.x hack/release.yaml Mofed (9224e56, 2026-08-18)"),
+    # renovate: datasource=docker depName=nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin
+    Component("rdmaSharedDevicePlugin", "network-operator-v26.7.0", IMAGE_TAG,
+              "Mellanox/network-operator hack/release.yaml RdmaSharedDevicePlugin (network-operator-<release>)"),
+    # renovate: datasource=docker depName=nvcr.io/nvidia/mellanox/sriov-network-device-plugin
+    Component("sriovDevicePlugin", "network-operator-v26.7.0", IMAGE_TAG,
+              "Mellanox/network-operator hack/release.yaml SriovDevicePlugin (network-operator-<release>)"),
+    # Newest upstream tag and chart: v26.7.0 (release-26.7 ends there). Chainguard's OSV advisories
+    # name rebuilt packages "gpu-operator-26.7" 26.7.1 (CGA-5g3h-74j2-5cwr, 2026-10-09) and 26.7.2
+    # (CGA-wh6m-qw6p-wx3f, 2026-10-21): Go stdlib fixes of Chainguard's own images, no NVIDIA release
+    # notes, chart or CRDs to check, so not pinned (docs/upgrading-pins.md).
+    # renovate: datasource=helm depName=gpu-operator registryUrl=https://helm.ngc.nvidia.com/nvidia
+    Component("gpuOperator", "v26.7.0", CHART_VERSION,
+              "NVIDIA/gpu-operator v26.7.0 (10ee5b3; reference/chart-values/gpu-operator.*.v26.7.0)"),
+    # installer/volcano-development.yaml of the tag, applied from a checked local copy
+    # (components/volcano.py); newest stable (v1.16.0-alpha.* are alphas).
+    # renovate: datasource=github-releases depName=volcano-sh/volcano
+    Component("volcano", "v1.15.1", VOLCANO_TAG,
+              "volcano-sh/volcano v1.15.1 (0a56ed3) installer/volcano-development.yaml",
+              sha256="b5fb45a57bcd1132be7055354999d244266873710609afd1f162005772d15c41"),
+    # CUDA 13.0 runs on every driver from R580 (CUDA minor-version compatibility), so the same image
+    # keeps working if the GPU driver is pinned below the chart's 595.91.07; NCCL 2.30.4-1, HPC-X 2.26,
+    # nccl-tests 2.18.3 (MPI=1), perftest with CUDA, sshd, amd64 + arm64; no numactl (the launcher
+    # binds with taskset then). reference/nccl-tests/coreweave-images.md. Digest: the registry is not
+    # reachable from here; Renovate's first PR (pinDigests) or docs/upgrading-pins.md's command adds it.
+    # renovate-image: datasource=docker
+    Component("ncclTestsImage", "ghcr.io/coreweave/nccl-tests:13.0.2-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c",
+              IMAGE_REF, "coreweave/nccl-tests@2eedd7c (README.md lines 72-79, build.yml)",
+              platforms=("amd64", "arm64")),
+    # The topology labeler's image (components/topology_labeler.py): Azure's node-health image with the
+    # SHARP tools and python3, as Azure's node_labeler and torset_labeler charts use it.
+    # renovate-image: datasource=docker
+    Component("topologyLabelerImage", "mcr.microsoft.com/aznhc/aznhc-nv:1.2.0", IMAGE_REF,
+              "Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm"),
+    # The pre-pull and labeler DaemonSets' hold container (components/image_prepull.py): pause 3.10 by its
+    # multi-arch index digest (as Cilium's Dockerfiles pin it).
+    # renovate-image: datasource=docker
+    Component("pauseImage",
+              "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
+              IMAGE_REF, "kubernetes/kubernetes build/pause", platforms=("amd64", "arm64")),
+)
+BY_KEY: dict[str, Component] = {c.key: c for c in COMPONENTS}
+# The keys of `versions.*` in the configuration, in table order (the images are full references).
+VERSION_KEYS: tuple[str, ...] = tuple(c.key for c in COMPONENTS if c.pin is not IMAGE_REF)
+
+
+def component(key: str) -> Component:
+    return BY_KEY[key]
+
+
+def reference_version(chart_or_key: str, version: str) -> str:
+    """The packaged version the offline checks read for `version` of a chart (or a `versions` key):
+    the record's `packaged` where `version` is the pinned final, else `version` itself."""
+    for c in COMPONENTS:
+        if chart_or_key in (c.key, _CHART_NAMES.get(c.key)) and c.version == version:
+            return c.reference_version
+    return version
+
+
+_CHART_NAMES = {"nodeFeatureDiscovery": "node-feature-discovery", "networkOperator": "network-operator",
+                "gpuOperator": "gpu-operator"}
+
+
+def volcano_manifest(value: str) -> tuple[str, str | None]:
+    """(tag, sha256 of its installer/volcano-development.yaml) of a `versions.volcano` value: the
+    sha256 given after `@`, else the pin table's for that tag, else None (unknown: refused)."""
+    tag, _, digest = value.partition("@sha256:")
+    if digest:
+        return tag, digest
+    pinned = BY_KEY["volcano"]
+    return tag, pinned.sha256 if tag == pinned.version else None
+
+
+def is_digest_pinned(image: str) -> bool:
+    """Whether an image reference names its content (`@sha256:`), not only a tag that can be re-pushed."""
+    m = _IMAGE_REF.fullmatch(image)
+    return bool(m and m["digest"])
+
+
+# --- the compatibility matrix --------------------------------------------------------------------
+# For each supported Kubernetes minor: the component versions tested with it (the pins above: the
+# offline checks render and validate them at that minor) and where upstream states that support.
+# A minor is here only when every component states it; a bump changes a pin, and
+# tests/test_pins.py then fails until each row below names the new version and its source again.
+_GPU_OPERATOR_K8S = ("NVIDIA/cloud-native-docs#488 (2026-09-04): GPU Operator 26.7.0 validated on "
+                     "Kubernetes 1.33-1.37, 1.32-1.37 on Ubuntu 24.04 (platform-support.rst)")
+_NETWORK_OPERATOR_K8S = "network-operator chart kubeVersion '>= 1.32.0-0' (Chart.yaml at v26.7.0-rc.2, f928ef2)"
+_VOLCANO_K8S = "volcano-sh/volcano README.md 'Kubernetes compatibility' at v1.15.1: v1.15 up to 1.35"
+_NFD_K8S = "no range stated upstream (chart has no kubeVersion); checked here at this minor"
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    kubernetes: str  # MAJOR.MINOR
+    aks: str  # why AKS offers it
+    tested: dict[str, tuple[str, str]]  # versions key -> (version tested, where upstream states support)
+
+
+MATRIX: tuple[MatrixRow, ...] = (
+    MatrixRow("1.34", "AKS GA; one of its three supported minors while 1.36 is the newest (upstream EOL 2026-10-27)",
+              {
+        "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
+        "networkOperator": ("26.7.0", _NETWORK_OPERATOR_K8S),
+        "docaDriver": ("doca3.5.0-26.07-0.7.3.0-0", "released with network-operator v26.7.0"),
+        "rdmaSharedDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
+        "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
+        "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
+        "volcano": ("v1.15.1", _VOLCANO_K8S),
+    }),
+    MatrixRow("1.35", "AKS GA (the default: the newest minor every component states)", {
+        "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
+        "networkOperator": ("26.7.0", _NETWORK_OPERATOR_K8S),
+        "docaDriver": ("doca3.5.0-26.07-0.7.3.0-0", "released with network-operator v26.7.0"),
+        "rdmaSharedDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
+        "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
+        "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
+        "volcano": ("v1.15.1", _VOLCANO_K8S),
+    }),
+)
+# Not in the matrix: 1.36, GA on AKS since 2026-06, because Volcano v1.15 is validated only up to 1.35
+# (every other component states 1.36); it runs with allowUntestedVersions and the plan says so.
+MATRIX_BY_MINOR: dict[str, MatrixRow] = {r.kubernetes: r for r in MATRIX}
+SUPPORTED_KUBERNETES: tuple[str, ...] = tuple(MATRIX_BY_MINOR)
+# The newest minor of the matrix: the newest AKS minor that every pinned component states support for.
+DEFAULT_KUBERNETES = SUPPORTED_KUBERNETES[-1]
+UNTESTED_KEY = "allowUntestedVersions"
+
+
+def kubernetes_minor(version: str) -> str:
+    """"1.35" of "1.35" or "1.35.2"."""
+    return ".".join(version.split(".")[:2])
+
+
+def untested(kubernetes_version: str, versions: dict[str, str]) -> list[tuple[str, str, str]]:
+    """Each (key, value, what the matrix allows) outside the matrix: `kubernetesVersion` first, then
+    each `versions.<key>` not tested with that minor (against the default minor's row when the
+    minor itself is not supported). Empty when the combination is one the matrix lists."""
+    found = []
+    minor = kubernetes_minor(kubernetes_version)
+    row = MATRIX_BY_MINOR.get(minor)
+    if row is None:
+        found.append(("kubernetesVersion", kubernetes_version,
+                      f"a minor of the compatibility matrix: {', '.join(SUPPORTED_KUBERNETES)}"))
+        row = MATRIX_BY_MINOR[DEFAULT_KUBERNETES]
+    for key, value in versions.items():
+        tested = row.tested.get(key)
+        # a Volcano tag may carry its manifest's sha256 (versions.volcano: v1.15.1@sha256:...)
+        if tested and (value.partition("@")[0] if key == "volcano" else value) != tested[0]:
+            found.append((f"versions.{key}", value,
+                          f"{tested[0]}, the version tested with Kubernetes {row.kubernetes}"))
+    return found
+
+
+def matrix_markdown() -> str:
+    """The matrix as a Markdown table (docs/upgrading-pins.md shows it; a test keeps the two equal)."""
+    keys = list(MATRIX[0].tested)
+    lines = ["| Kubernetes | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for row in MATRIX:
+        lines.append(f"| {row.kubernetes} | " + " | ".join(f"`{row.tested[k][0]}`" for k in keys) + " |")
+    lines += ["", "Where upstream states it:", ""]
+    sources = {(k, row.tested[k][1]) for row in MATRIX for k in keys}
+    for key, source in sorted(sources):
+        lines.append(f"- `{key}`: {source}")
+    return "\n".join(lines)

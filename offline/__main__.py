@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pulumi
 
-from offline import charts, engine, synth
+from offline import charts, config_groups, engine, synth
 from stack_config.stackfile import StackFileError
 
 
@@ -49,6 +49,8 @@ def synth_command(args: argparse.Namespace) -> int:
     if rendering is None:
         return 2
     files = synth.synthesize(rendering, images=not args.no_images)
+    if args.index_groups:
+        files = config_groups.as_index(files, config_groups.group_dirs(files))
     note = "charts/ not rendered (--no-charts)"
     if not args.no_charts:
         try:
@@ -127,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="build", type=Path, help="output directory (default: build)")
     p.add_argument("--no-images", action="store_true", help="skip graph.mmd and timeline.mmd (the pictures)")
     p.add_argument("--no-charts", action="store_true", help="skip charts/ (helm template of the pinned charts)")
+    p.add_argument("--index-groups", action="store_true",
+                   help="each ConfigGroup's objects as one sha256 index (the golden render: no copy of upstream)")
     p.set_defaults(run=synth_command)
     q = sub.add_parser("policy", help="run the policy pack's rules on the offline render")
     q.add_argument("--stack", action="append", help="stack name (repeatable; default: every Pulumi.<stack>.yaml)")

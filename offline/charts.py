@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from core import pins
 from offline import engine, objects, reference
 from offline.engine import ROOT, Rendering
 from stack_config import DEFAULT_KUBERNETES_VERSION
@@ -90,8 +91,23 @@ class Release:
     repo: str  # the chart repository the release installs from
 
     @property
+    def packaged_version(self) -> str:
+        """The closest packaged release the pin table names where the final's package could not be
+        obtained here (pins.Component.packaged), else the pin itself."""
+        return pins.reference_version(self.chart, self.version)
+
+    @property
     def archive_name(self) -> str:
+        """The pinned release's archive, as `helm pull` writes it."""
         return f"{self.chart}-{self.version}.tgz"
+
+    def archive(self, charts_dir: Path) -> Path:
+        """The archive rendered: the pinned release's where it is there (CI pulls it), else the
+        closest packaged one (pins.Component.packaged: the final's package was not obtainable here)."""
+        for name in dict.fromkeys([self.archive_name, f"{self.chart}-{self.packaged_version}.tgz"]):
+            if (charts_dir / name).is_file():
+                return charts_dir / name
+        return charts_dir / self.archive_name
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,7 @@ class RenderedRelease:
     text: str  # helm template's output, verbatim (its `# Source:` lines name each template)
     objects: tuple[dict[str, Any], ...]  # the same, parsed
     crds: tuple[dict[str, Any], ...]  # the CRDs the chart installs from crds/ (not in `text`)
+    archive: str = ""  # the archive rendered (Release.archive: the pin's, or the closest packaged one)
 
     def of_kind(self, kind: str, api_version: str | None = None) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind and api_version in (None, o["apiVersion"])]
@@ -176,7 +193,7 @@ def split_sources(text: str) -> list[tuple[str, str]]:
 
 
 def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: Sequence[str]) -> RenderedRelease:
-    archive = charts_dir / release.archive_name
+    archive = release.archive(charts_dir)
     if not archive.is_file():
         have = ", ".join(sorted(p.name for p in charts_dir.glob("*.tgz"))) or "none"
         raise Unavailable(f"no chart archive {archive} for release {release.name} (have: {have})")
@@ -184,7 +201,7 @@ def render(release: Release, *, helm: Path, charts_dir: Path, kube: str, apis: S
     crd_docs = [doc for path, doc in sources if "/crds/" in path]
     text = "".join(f"---\n{doc}" for path, doc in sources if "/crds/" not in path)
     crds = tuple(d for d in _documents("\n---\n".join(crd_docs)) if d["kind"] == CRD_KIND)
-    return RenderedRelease(release, text, tuple(_documents(text)), crds)
+    return RenderedRelease(release, text, tuple(_documents(text)), crds, archive.name)
 
 
 def render_all(rendering: Rendering, helm: Path | None = None, archives: Path | None = None) -> list[RenderedRelease]:
@@ -227,7 +244,10 @@ def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
     for r in rendered:
         rel = r.release
         header = [
-            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference),",
+            f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({r.archive}"
+            + ("" if r.archive == rel.archive_name else
+               ": the pinned release's package is not obtainable here, so the closest packaged one is rendered")
+            + "),",
             f"# namespace {rel.namespace}, values helm/{objects.slug(rel.name)}.values.yaml.",
             f"# Rendered offline by `helm template` (Helm {HELM_VERSION}) for Kubernetes {kube}: "
             f"{len(r.objects)} objects.",

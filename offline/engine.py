@@ -19,7 +19,9 @@ from typing import Any
 import pulumi
 import yaml
 
+from components.volcano import CACHE_ENV as VOLCANO_CACHE_ENV
 from offline import pulumi_adapter as sdk
+from offline import reference as reference_material
 from offline.mocks import OfflineMocks
 from stack_config import stackfile
 
@@ -221,11 +223,18 @@ def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program:
 
     cwd = os.getcwd()
     os.chdir(program.parent)  # Pulumi runs a program from its project directory
+    # Volcano's release manifest: the reference material's examples/ holds the same file under the
+    # cache's name, so the render reads and checks that copy instead of fetching (unless set already).
+    volcano_cache = None if os.environ.get(VOLCANO_CACHE_ENV) else str(reference_material.reference_dir() / "examples")
+    if volcano_cache:
+        os.environ[VOLCANO_CACHE_ENV] = volcano_cache
     try:
         with sdk.cli_config(cfg):
             sdk.run(lambda: runpy.run_path(str(program), run_name="__main__"))
     finally:
         os.chdir(cwd)
+        if volcano_cache:
+            del os.environ[VOLCANO_CACHE_ENV]
 
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()

@@ -20,6 +20,7 @@ offline/objects.py; the time estimate (plan.md's and timeline.json's) is offline
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core import catalog
-from offline import script_refs
+from offline import config_groups, script_refs
 from offline.engine import SECRET, Rendering, Resource
 from offline.objects import (
     HELM_TYPES,
@@ -205,6 +206,12 @@ def options_text(resource: Resource) -> str:
     return ", ".join(opts) or "—"
 
 
+def _object_count(entry: str) -> int:
+    """1 for a manifest file, N for a ConfigGroup's folder entry "manifests/<group>/ (N objects)"."""
+    m = re.search(r"\((\d+) objects\)$", entry)
+    return int(m.group(1)) if m else 1
+
+
 def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
             test: FabricTestPlan | None = None) -> str:
     ids = display_ids(rendering)
@@ -216,10 +223,13 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         "Azure-computed values (ids, FQDNs, the kubeconfig) are not known offline.",
         "",
     ]
+    if rendering.outputs.get("untestedVersions"):  # allowUntestedVersions: say it before anything else
+        lines += ["**untested**: outside the compatibility matrix (pins.MATRIX): " + ", ".join(
+            f"`{k}` `{v}`" for k, v in sorted(rendering.outputs["untestedVersions"].items())), ""]
     nodes = [r for r in rendering.resources if is_node(r)]
     comps = [r for r in rendering.resources if not is_node(r)]
     lines += [f"{len(nodes)} resources in {len(comps)} components; "
-              f"{sum(1 for u in files)} Kubernetes objects under `manifests/`, "
+              f"{sum(_object_count(f) for f in files.values())} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
     if test:
@@ -318,6 +328,14 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
             header += "# a server-side-apply patch of an object that exists already\n"
         out[f"manifests/{name}"] = header + to_yaml(obj)
         manifest_files[r.urn] = f"manifests/{name}"
+    for r in sorted(rendering.resources, key=lambda r: r.urn):
+        group = config_groups.objects(r)  # a ConfigGroup's objects, under manifests/<group>/
+        for obj in group:
+            obj = normalize(obj)
+            head = {k: obj.pop(k) for k in ("apiVersion", "kind", "metadata") if k in obj}
+            out[f"manifests/{slug(r.name)}/{manifest_filename(head, r)}"] = to_yaml({**head, **obj})
+        if group:
+            manifest_files[r.urn] = f"manifests/{slug(r.name)}/ ({len(group)} objects)"
     for r in sorted((r for r in rendering.resources if r.type in HELM_TYPES), key=lambda r: r.urn):
         inputs = redacted_inputs(r)
         repo = (inputs.get("repositoryOpts") or {}).get("repo", "")

@@ -27,7 +27,8 @@ class KubernetesPart:
     fabric_check: FabricCheck | None
 
 
-def declare(cfg: StackConfig, cluster: ClusterHandle) -> KubernetesPart:
+def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> KubernetesPart:
+    """`volcano_manifest`: Volcano's release manifest as checked against its pin (components/volcano.py)."""
     sku = cfg.sku
     # 4-7. The Kubernetes layer: NFD, Network Operator + NicClusterPolicy, GPU Operator (GPU sizes
     # only), Volcano. Each waits only for the cluster's provider (and its own CRDs), never for the IB
@@ -49,7 +50,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle) -> KubernetesPart:
     gpu_operator = (
         GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
     )
-    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
+    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest), opts=k8s_opts)
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
     TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)

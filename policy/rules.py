@@ -29,6 +29,8 @@ AGENT_POOL = "azure-native:containerservice:AgentPool"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 MANIFEST_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile")
+# Manifests applied from their content (Volcano's checked release manifest, components/volcano.py).
+CONFIG_GROUPS = ("kubernetes:yaml/v2:ConfigGroup", "kubernetes:yaml:ConfigGroup")
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 VOLCANO_JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
@@ -143,8 +145,14 @@ def versions_pinned(args: Any, report_violation: ReportViolation) -> None:
             if not pins.IMAGE_REF.ok(image):
                 report_violation(f"Volcano Job {args.name!r} {c.where}: image {image!r} is not pinned "
                                  f"(use a tag other than latest, or a digest)")
-    elif t in MANIFEST_FILES:
-        file = _get(props, "file")
+    elif t in MANIFEST_FILES or t in CONFIG_GROUPS:
+        files = _get(props, "files") if t in CONFIG_GROUPS else [_get(props, "file")]
+        for file in files if _is_seq(files) else []:
+            if isinstance(file, str) and re.match(r"https?://", file):
+                report_violation(f"manifest {args.name!r}: {file} is fetched at deploy time, so the plan cannot "
+                                 f"show its objects and a changed upstream file changes the cluster with no diff "
+                                 f"(apply a sha256-checked local copy's content, as components/volcano.py)")
+        file = files[0] if _is_seq(files) and files else None
         if isinstance(file, str) and re.match(r"https?://", file):
             segments = file.split("/")
             # a release tag among the path's segments (the Volcano manifest's: v1.15.1), no branch name
@@ -152,6 +160,32 @@ def versions_pinned(args: Any, report_violation: ReportViolation) -> None:
             if moving or not any(pins.VOLCANO_TAG.ok(s) or pins.CHART_VERSION.ok(s) for s in segments):
                 report_violation(f"manifest {args.name!r}: {file} does not name a release tag (a branch such as "
                                  f"master changes under you)")
+
+
+def _images(v: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every full image reference (an `image` string with a tag or digest) anywhere in `v`."""
+    if _is_map(v):
+        for k, x in v.items():
+            p = f"{path}.{k}" if path else str(k)
+            if k == "image" and isinstance(x, str) and ("@" in x or ":" in x.rsplit("/", 1)[-1]):
+                yield p, x
+            else:
+                yield from _images(x, p)
+    elif _is_seq(v):
+        for i, x in enumerate(v):
+            yield from _images(x, f"{path}[{i}]")
+
+
+def images_by_digest(args: Any, report_violation: ReportViolation) -> None:
+    """Advisory: an image the stack names by tag only (a tag can be re-pushed; `name:tag@sha256:...`
+    cannot change). Images an operator builds from repository + version and the charts' own images
+    are the operators' release sets, pinned by the chart version (docs/upgrading-pins.md)."""
+    if args.resource_type.startswith(("kubernetes:helm.sh/", "kubernetes:mellanox.com/")):
+        return
+    for path, image in _images(args.props, ""):
+        if pins.IMAGE_REF.ok(image) and not pins.is_digest_pinned(image):
+            report_violation(f"{args.resource_type.rsplit(':', 1)[-1]} {args.name!r} {path}: image {image!r} is "
+                             f"pinned by tag only; pin it as name:tag@sha256:<digest> (docs/upgrading-pins.md)")
 
 
 def _image_components(v: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -298,4 +332,7 @@ POLICIES: tuple[Rule, ...] = (
          local_accounts_disabled, MANDATORY, PRODUCTION),
     Rule("local-accounts-disabled-advisory", "Other clusters: advice to use Entra ID with local accounts disabled.",
          local_accounts_disabled, ADVISORY, NOT_PRODUCTION),
+    # Advisory until Renovate's first digest PR (or docs/upgrading-pins.md's command) fills the digests.
+    Rule("images-pinned-by-digest", "Images the stack names carry a sha256 digest, not only a tag.",
+         images_by_digest, ADVISORY),
 )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, enterprise, kinds, nccl_sizing
+from core import catalog, enterprise, kinds, nccl_sizing, pins
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
@@ -113,6 +113,8 @@ class StackConfig:
     stack_part: str = "all"  # enterprise.STACK_PARTS
     azure_stack: str | None = None  # with stack_part kubernetes: the Azure part's stack
     production: bool = False
+    # Each (key, value) outside the compatibility matrix, accepted by allowUntestedVersions (pins.untested).
+    untested: tuple[tuple[str, str], ...] = ()
 
     @property
     def sku(self) -> catalog.Sku:
@@ -148,9 +150,11 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
             problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
-    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch != "amd64":
+    default_platforms = pins.component("ncclTestsImage").platforms
+    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
         problems.append(
-            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
+            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is "
+            f"{'/'.join(default_platforms)} only; "
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
@@ -215,6 +219,26 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     if allowed is not None:
         return [f"{LOCATION_KEY}: got {engine.shown(location)}; expected {allowed}"]
     return []
+def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+    """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
+    or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
+    values that passed their own check are compared; a Volcano tag needs a sha256 either way."""
+    problems: list[str] = []
+    versions = {k: v for k, v in (values["versions"] or {}).items() if v is not None}
+    volcano = versions.get("volcano")
+    if volcano and pins.volcano_manifest(volcano)[1] is None:
+        del versions["volcano"]  # one line for the key: this one
+        problems.append(f"{prefix}versions.volcano: got {volcano!r}; no sha256 of its installer/volcano-development"
+                        f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
+    if not values["kubernetesVersion"]:
+        return problems, ()
+    found = pins.untested(values["kubernetesVersion"], versions)
+    if values[pins.UNTESTED_KEY]:
+        return problems, tuple((key, value) for key, value, _ in found)
+    for key, value, allowed in found:
+        problems.append(f"{prefix}{key}: got {value!r}; expected {allowed} (or set {prefix}{pins.UNTESTED_KEY}: "
+                        f"true to run a combination nobody has tested)")
+    return problems, ()
 
 
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
@@ -246,6 +270,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix)
     problems += enterprise.problems(values, prefix, problems)
+    matrix_problems, untested = _matrix_problems(values, prefix)
+    problems += matrix_problems
     if problems:
         raise ConfigError(problems)
 
@@ -277,6 +303,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
         **enterprise.records(values),
+        untested=untested,
     )
 
 

@@ -12,26 +12,12 @@ from verify.doctor import DOCTOR_MODES
 PROJECT = "aks-infiniband"
 LOCATION_KEY = "azure-native:location"
 
-# --- pinned versions: each in exactly one place -------------------------------------------------
-# AKS supports the three newest GA minors; 1.35 is inside that window in late 2026 (1.34 reached
-# upstream end of life on 2026-10-27) and gives Ubuntu 24.04 nodes. Check `az aks get-versions -l <region>`.
-DEFAULT_KUBERNETES_VERSION = "1.35"
-DEFAULT_VERSIONS: dict[str, str] = {
-    # kubernetes-sigs/node-feature-discovery chart (reference/chart-values/node-feature-discovery.*.v0.19.0)
-    "nodeFeatureDiscovery": "0.19.0",
-    # Mellanox/network-operator chart (reference/chart-values/network-operator.*.v26.4.1)
-    "networkOperator": "26.4.1",
-    # DOCA-OFED driver container for that operator release (reference/examples/example-nicclusterpolicy_cr.v26.4.1.yaml)
-    "docaDriver": "doca3.4.1-26.04-1.1.0.0-1",
-    # RDMA shared / SR-IOV device plugin images released with the operator (same example CR)
-    "rdmaSharedDevicePlugin": "network-operator-v26.4.1",
-    "sriovDevicePlugin": "network-operator-v26.4.1",
-    # NVIDIA/gpu-operator chart; published versions carry a leading v
-    # (reference/chart-values/gpu-operator.Chart.v26.7.0.yaml)
-    "gpuOperator": "v26.7.0",
-    # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
-    "volcano": "v1.15.1",
-}
+# --- pinned versions: each in exactly one place, the pin table (pins.COMPONENTS) ------------------
+# The default Kubernetes minor is the compatibility matrix's newest (pins.MATRIX): the newest AKS GA
+# minor that every pinned component states support for. AKS offers 1.36 GA, but Volcano v1.15 is
+# validated only up to 1.35. Check `az aks get-versions -l <region>`.
+DEFAULT_KUBERNETES_VERSION = pins.DEFAULT_KUBERNETES
+DEFAULT_VERSIONS: dict[str, str] = {k: pins.component(k).version for k in pins.VERSION_KEYS}
 VERSION_DESCRIPTIONS = {
     "nodeFeatureDiscovery": "node-feature-discovery Helm chart version.",
     "networkOperator": "NVIDIA Network Operator Helm chart version.",
@@ -39,22 +25,12 @@ VERSION_DESCRIPTIONS = {
     "rdmaSharedDevicePlugin": "k8s-rdma-shared-dev-plugin image tag (rdmaMode shared).",
     "sriovDevicePlugin": "sriov-network-device-plugin image tag (rdmaMode sriov).",
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
-    "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
+    "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied (checked by sha256).",
 }
 # What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
-VERSION_PINS: dict[str, pins.Pin] = {
-    "nodeFeatureDiscovery": pins.CHART_VERSION,
-    "networkOperator": pins.CHART_VERSION,
-    "docaDriver": pins.DOCA_TAG,
-    "rdmaSharedDevicePlugin": pins.IMAGE_TAG,
-    "sriovDevicePlugin": pins.IMAGE_TAG,
-    "gpuOperator": pins.CHART_VERSION,
-    "volcano": pins.VOLCANO_TAG,
-}
-# nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
-# reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
-# (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
-DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
+VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERSION_KEYS}
+# nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd: pins.COMPONENTS "ncclTestsImage".
+DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version
 
 # The in-cluster certifier's image: python:3.12-slim by its multi-arch index digest, as two unrelated
 # public Dockerfiles pin it (the certifier needs Python 3.11+ and nothing else: docs/fabric-certifier.md).
@@ -79,6 +55,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("kubernetesVersion", "string",
         "Pinned Kubernetes version of the cluster (AKS picks the newest patch of a MAJOR.MINOR).",
         default=DEFAULT_KUBERNETES_VERSION, check=checks.kubernetes_version),
+    Key(pins.UNTESTED_KEY, "boolean",
+        "Accept a kubernetesVersion or versions.* outside the compatibility matrix (docs/upgrading-pins.md); "
+        "the plan and the `untestedVersions` output then name each untested value.", default=False),
     Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers. "
         "Set it at creation: AKS does not change a cluster's inline pool in place.",
         fields=(
@@ -110,7 +89,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("fabricTest", "object", "The fabric test job that proves RDMA across nodes, and how its result is judged.",
         fields=(
             Key("enabled", "boolean", "Run the test job and report its result as stack outputs.", default=True),
-            Key("image", "string", "Image with nccl-tests, OpenMPI and sshd.", default=DEFAULT_NCCL_TESTS_IMAGE,
+            Key("image", "string", "Image with nccl-tests, OpenMPI and sshd, as name:tag or name:tag@sha256:<digest>.",
+                default=DEFAULT_NCCL_TESTS_IMAGE,
                 check=pins.IMAGE_REF.problem),
             Key("allReduceArgs", "string", "Arguments of all_reduce_perf (its buffers must fit the GPU's memory).",
                 default_doc="-b 8 -e 16G -f 2 -g 1; -e 8G on 40 GB GPUs", check=checks.all_reduce_args),

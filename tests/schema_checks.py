@@ -31,6 +31,7 @@ import referencing
 import yaml
 
 import stack_config
+from core import pins
 
 KUBERNETES_VERSION = stack_config.DEFAULT_KUBERNETES_VERSION
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
@@ -102,10 +103,20 @@ def crds_from(documents: Iterator[Any] | list[Any], source: str) -> dict[tuple[s
 
 
 def load_crds(reference: Path) -> dict[tuple[str, str], Crd]:
-    """Every CRD version in reference/crds, keyed by (apiVersion, kind)."""
-    crds: dict[tuple[str, str], Crd] = {}
+    """Every CRD version in reference/crds, keyed by (apiVersion, kind). Where the folder holds one
+    CRD file at several releases (`<name>.v<version>.yaml`), the one of the release the pin table
+    renders (pins.Component.reference_version) is read, never whichever sorts last."""
+    pinned = {f"v{c.reference_version.removeprefix('v')}" for c in pins.COMPONENTS}
+    by_name: dict[str, list[Path]] = {}
     for path in sorted((reference / "crds").glob("*.yaml")):
-        crds.update(_crds_in(path))
+        by_name.setdefault(re.sub(r"\.v[0-9][^/]*\.yaml$", "", path.name), []).append(path)
+    crds: dict[tuple[str, str], Crd] = {}
+    for name, paths in by_name.items():
+        chosen = paths if len(paths) == 1 else [p for p in paths if p.name.removeprefix(name + ".")[:-5] in pinned]
+        if len(chosen) != 1:
+            raise LookupError(f"reference/crds has {', '.join(p.name for p in paths)}: none or several of the "
+                              f"pinned releases ({', '.join(sorted(pinned))})")
+        crds.update(_crds_in(chosen[0]))
     return crds
 
 
@@ -217,7 +228,10 @@ def _tag(version: str) -> str:
 
 
 def values_file(reference: Path, chart: str, version: str) -> Path:
-    """reference/chart-values/<chart>.values.v<version>.yaml; a clear error when absent."""
+    """reference/chart-values/<chart>.values.v<version>.yaml of the package rendered for `version`
+    (pins.reference_version: the closest packaged release where the final's is not obtainable);
+    a clear error when absent."""
+    version = pins.reference_version(chart, version)
     path = reference / "chart-values" / f"{chart}.values.{_tag(version)}.yaml"
     if not path.exists():
         have = sorted(p.name for p in (reference / "chart-values").glob(f"{chart}.values.*.yaml"))
@@ -279,7 +293,7 @@ def chart_values(reference: Path, chart: str, version: str) -> ChartValues:
     documented = documented_blocks(text)
     sources = [path.name]
     for key, pattern in SUBCHARTS.get(chart, {}).items():
-        sub_path = reference / "chart-values" / pattern.format(version=_tag(version))
+        sub_path = reference / "chart-values" / pattern.format(version=_tag(pins.reference_version(chart, version)))
         if not sub_path.exists():
             # stricter, not looser: the subchart's keys are then checked against the parent's
             # overrides alone (the 24.7.1 legacy file, kept only to show removed keys, has none)
@@ -450,3 +464,9 @@ def crd_errors(obj: Mapping[str, Any], crd_path: Path) -> list[str]:
 def core_errors(obj: Mapping[str, Any]) -> list[str]:
     """Schema violations of a core object at the stack's default Kubernetes version (strict)."""
     return kubernetes_errors(obj, KUBERNETES_VERSION)
+
+
+def pinned_name(stem: str, key: str, ext: str = "yaml") -> str:
+    """`<stem>.v<version>.<ext>`: a reference file of the pinned component `key` at the version the
+    offline checks read (pins.Component.reference_version), so no test names a pinned version."""
+    return f"{stem}.v{pins.component(key).reference_version.removeprefix('v')}.{ext}"

@@ -3,7 +3,7 @@
 import pytest
 
 from components.cluster import decode_kubeconfig
-from core import catalog, fabric
+from core import catalog, fabric, pins
 from offline import mocks
 
 COMMAND = "command:local:Command"
@@ -95,7 +95,7 @@ def test_cluster_identity_rbac_oidc_version_and_tags(dev):
     assert aks["identity"] == {"type": "SystemAssigned"}
     assert aks["enableRBAC"] is True
     assert aks["oidcIssuerProfile"] == {"enabled": True}
-    assert aks["kubernetesVersion"] == "1.35"
+    assert aks["kubernetesVersion"] == pins.DEFAULT_KUBERNETES
     assert aks["tags"] == {"project": "aks-infiniband", "stack": "dev", "owner": "platform-team"}
     assert dev.one(RG).inputs["tags"] == aks["tags"]
 
@@ -110,8 +110,8 @@ def test_system_pool_is_small_cpu_and_has_no_public_ips(dev):
 
 
 def test_kubernetes_version_and_system_pool_are_configurable(render):
-    aks = render(kubernetesVersion="1.33.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
-    assert aks.inputs["kubernetesVersion"] == "1.33.5"
+    aks = render(kubernetesVersion="1.34.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
+    assert aks.inputs["kubernetesVersion"] == "1.34.5"
     assert aks.inputs["agentPoolProfiles"][0]["vmSize"] == "Standard_D8s_v5"
     assert aks.inputs["agentPoolProfiles"][0]["count"] == 3
 

@@ -164,7 +164,8 @@ def test_each_release_is_written_with_a_header_and_without_crds(dev, dev_charts)
     assert set(files) == {f"charts/{name}.yaml" for name in RELEASES}
     text = files["charts/gpu-operator.yaml"].decode()
     header = [line for line in text.splitlines() if line.startswith("# ") and "Source:" not in line]
-    assert "gpu-operator v26.7.0" in header[0] and f"Helm {charts.HELM_VERSION}" in header[2]
+    assert f"gpu-operator {stack_config.DEFAULT_VERSIONS['gpuOperator']}" in header[0]
+    assert f"Helm {charts.HELM_VERSION}" in header[2]
     assert "clusterpolicies.nvidia.com (v1)" in header[3]
     objects = [d for d in yaml.safe_load_all(text) if d]
     assert len(objects) == len(dev_charts["gpu-operator"].objects)
@@ -191,8 +192,9 @@ def test_pull_fetches_each_release_chart_at_its_pinned_version_once(dev, tmp_pat
                     'touch "$8/$2-$6.tgz"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     out = tmp_path / "charts"
-    (out / "gpu-operator-v26.7.0.tgz").parent.mkdir()
-    (out / "gpu-operator-v26.7.0.tgz").write_bytes(b"already here")
+    gpu = out / f"gpu-operator-{stack_config.DEFAULT_VERSIONS['gpuOperator']}.tgz"
+    gpu.parent.mkdir()
+    gpu.write_bytes(b"already here")
     paths = charts.pull(dev, out, helm=fake)
     assert sorted(p.name for p in paths) == sorted(r.archive_name for r in charts.releases(dev))
     calls = log.read_text().splitlines()

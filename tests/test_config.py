@@ -1,5 +1,6 @@
 """Typed configuration: defaults, validation messages, and the generated project file."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 
 import stack_config
+from core import pins
 from offline import engine
 from tests.conftest import dev_config
 
@@ -46,8 +48,8 @@ def test_typed_yaml_values_and_cli_strings_parse_the_same():
 
 
 def test_object_fields_fall_back_to_defaults_one_by_one():
-    cfg = parse(versions={"volcano": "v1.14.0"})
-    assert cfg.versions.volcano == "v1.14.0"
+    cfg = parse(versions={"volcano": "v1.14.0@sha256:" + "0" * 64}, allowUntestedVersions=True)
+    assert cfg.versions.volcano == "v1.14.0@sha256:" + "0" * 64
     assert cfg.versions.network_operator == stack_config.DEFAULT_VERSIONS["networkOperator"]
 
 
@@ -80,7 +82,7 @@ def test_unknown_keys_are_errors_at_top_level_and_inside_objects():
     ({"ibPool": {"nodeCout": 2}}, f"{P}:ibPool.nodeCout: unknown key; did you mean nodeCount? ibPool takes: "),
     ({"ibPool": {"NodeCount": 2}}, f"{P}:ibPool.NodeCount: unknown key; did you mean nodeCount? "),
     ({"fabricTest": {"enable": False}}, f"{P}:fabricTest.enable: unknown key; did you mean enabled? "),
-    ({"versions": {"gpuOpertor": "v26.7.0"}}, f"{P}:versions.gpuOpertor: unknown key; did you mean gpuOperator? "),
+    ({"versions": {"gpuOpertor": "v1.0.0"}}, f"{P}:versions.gpuOpertor: unknown key; did you mean gpuOperator? "),
     ({"rdmaMod": "shared"}, f"{P}:rdmaMod: unknown key; did you mean rdmaMode? allowed keys: "),
 ])
 def test_a_misspelt_key_gets_the_closest_name_at_any_depth(overrides, line):
@@ -134,7 +136,7 @@ def test_sizes_that_need_ubuntu_2404_need_kubernetes_1_35():
         f"{P}:kubernetesVersion: got '1.34'; Standard_ND128isr_NDR_GB200_v6 needs 1.35 or newer "
         "(its nodes need the Ubuntu 24.04 image)"
     ]
-    assert parse(kubernetesVersion="1.36", **gb200).kubernetes_version == "1.36"
+    assert parse(kubernetesVersion="1.35", **gb200).kubernetes_version == "1.35"
 
 
 def test_all_reduce_size_fits_the_gpus_memory_by_default_and_is_checked_when_set():
@@ -148,9 +150,15 @@ def test_all_reduce_size_fits_the_gpus_memory_by_default_and_is_checked_when_set
     assert parse(fabricTest={"allReduceArgs": "-b 8 -e 16G -f 2 -g 1 -c 0"}, **a100_40).fabric_test.enabled
 
 
-def test_arm64_sizes_need_an_arm64_test_image():
-    found = problems(ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"})
-    assert any("fabricTest.image" in p and "arm64" in p for p in found)
+def test_arm64_sizes_need_an_arm64_test_image(monkeypatch):
+    gb200 = {"ibPool": {"vmSize": "Standard_ND128isr_NDR_GB200_v6"}}
+    # the default image is multi-arch (pins.COMPONENTS), so an arm64 size takes it ...
+    assert "arm64" in pins.component("ncclTestsImage").platforms
+    assert parse(**gb200).fabric_test.image == stack_config.DEFAULT_NCCL_TESTS_IMAGE
+    # ... and a default built for amd64 only would be refused there
+    amd64_only = dataclasses.replace(pins.component("ncclTestsImage"), platforms=("amd64",))
+    monkeypatch.setitem(pins.BY_KEY, "ncclTestsImage", amd64_only)
+    assert any("fabricTest.image" in p and "amd64 only" in p and "arm64" in p for p in problems(**gb200))
 
 
 def test_the_program_stops_with_a_run_error_before_any_resource():

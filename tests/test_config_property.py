@@ -320,7 +320,9 @@ def test_the_walk_would_catch_a_value_that_passes_validation_and_fails_later():
     volcano = next(f for f in versions.fields if f.name == "volcano")
     object.__setattr__(volcano, "check", loose.problem)  # Key is frozen
     try:
-        cfg = with_value(engine.stack_file_config("dev"), "versions.volcano", "1.15.1")
+        # (with its manifest's sha256 and the override, so the compatibility matrix lets it through too)
+        cfg = with_value(engine.stack_file_config("dev"), "versions.volcano", "1.14.0@sha256:" + "0" * 64)
+        cfg = with_value(cfg, "allowUntestedVersions", True)
         _parse(cfg, "dev")  # now accepted ...
         assert isinstance(_render_error("dev", cfg), ValueError)  # ... and the render says it did not build
     finally:

@@ -8,6 +8,11 @@ in ../shared/reference (skipped, with the reason, where that folder is absent).
 (c) core objects pass the Kubernetes schema of the cluster's version (kubernetes-validate).
 
 Rendered in both rdmaModes, for an A100 size, an H100 size (the dev stack) and a CPU-only HB size.
+
+Every upstream file is named from the pin table (pins.COMPONENTS), never by a version literal, so a
+bump checks the new release's files or fails for want of them. Network Operator: the pin is the
+final v26.7.0, whose package is not obtainable here; the files read and the chart rendered are
+those of the closest packaged release, 26.7.0-rc.2 (`pins.component("networkOperator").packaged`).
 """
 
 from __future__ import annotations
@@ -24,12 +29,23 @@ from conftest import dev_config, rendered
 
 import stack_config
 from components import volcano as volcano_component
+from core import pins
 from offline import engine
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-NOT_OBJECTS = ("kubernetes:helm.sh/v3:Release", "kubernetes:yaml/v2:ConfigFile")
+NOT_OBJECTS = ("kubernetes:helm.sh/v3:Release", "kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+
+# The RDMA shared device plugin's config schema is published with the operator's webhook; the
+# reference holds it at v26.4.1, unchanged at v26.7.0-rc.2 (reference/README.md, schemas/).
+RDMA_PLUGIN_SCHEMA = "rdma_shared_device_plugin.schema.v26.4.1.json"
+
+
+def reference_tag(key: str) -> str:
+    """`v<version>` of the upstream files the checks read for a pinned component."""
+    return "v" + pins.component(key).reference_version.removeprefix("v")
+
 
 SIZES = {"a100": "Standard_ND96asr_v4", "h100": "Standard_ND96isr_H100_v5", "hb": "Standard_HB176rs_v4"}
 STACKS = [(size, mode) for size in SIZES for mode in ("shared", "sriov")]
@@ -88,8 +104,20 @@ def test_the_crd_check_catches_what_the_api_server_would_prune_or_reject(dev, cr
 
 def test_the_crd_check_accepts_the_upstream_example_policy(reference, crds):
     """Not over-strict: NVIDIA's own example NicClusterPolicy for the pinned release passes."""
-    example = yaml.safe_load((reference / "examples" / "example-nicclusterpolicy_cr.v26.4.1.yaml").read_text())
-    assert sc.custom_resource_errors(example, crds) == []
+    tag = reference_tag("networkOperator")
+    for name in (f"example-nicclusterpolicy_cr.{tag}.yaml", f"example-nicclusterpolicy_cr-ipoib.{tag}.yaml"):
+        example = yaml.safe_load((reference / "examples" / name).read_text())
+        assert sc.custom_resource_errors(example, crds) == [], name
+
+
+def test_the_crds_read_are_those_of_the_rendered_network_operator_package(crds):
+    """The final is pinned, its closest package is what is checked: the NicClusterPolicy CRD comes
+    from the rc.2 files, not from the older release's file that the folder also holds."""
+    record = pins.component("networkOperator")
+    assert record.packaged and record.packaged != record.version and "-rc." in record.packaged
+    assert "-rc." not in record.version  # the pin itself is a final release
+    nicclusterpolicy = crds[("mellanox.com/v1alpha1", "NicClusterPolicy")]
+    assert nicclusterpolicy.source == f"mellanox.com_nicclusterpolicies.{reference_tag('networkOperator')}.yaml"
 
 
 def test_crd_rules_that_cannot_be_checked_here_are_transition_rules_only(dev, crds):
@@ -102,7 +130,7 @@ def test_crd_rules_that_cannot_be_checked_here_are_transition_rules_only(dev, cr
 
 
 def test_rdma_shared_device_plugin_config_passes_the_plugin_schema(reference, render):
-    schema = json.loads((reference / "schemas" / "rdma_shared_device_plugin.schema.v26.4.1.json").read_text())
+    schema = json.loads((reference / "schemas" / RDMA_PLUGIN_SCHEMA).read_text())
     for size in SIZES.values():
         spec = render(rdmaMode="shared", ibPool={"vmSize": size}).one(NIC_CLUSTER_POLICY).inputs["spec"]
         config = json.loads(spec["rdmaSharedDevicePlugin"]["config"])
@@ -141,7 +169,8 @@ def test_every_helm_value_key_exists_in_the_pinned_chart(stack, reference):
 
 
 def test_nfd_values_pass_the_charts_values_schema(dev, reference):
-    schema = json.loads((reference / "schemas" / "node-feature-discovery.values.schema.v0.19.0.json").read_text())
+    nfd = reference_tag("nodeFeatureDiscovery")
+    schema = json.loads((reference / "schemas" / f"node-feature-discovery.values.schema.{nfd}.json").read_text())
     values = sc.as_api(dev.one(RELEASE, "nfd-release").inputs["values"])
     assert sc.json_schema_errors(values, schema) == []
     # the schema checks the toleration's shape (it is Kubernetes' Toleration)
@@ -168,7 +197,7 @@ def test_key_checker_fails_on_removed_keys(reference):
     current = sc.chart_values(reference, "network-operator", stack_config.DEFAULT_VERSIONS["networkOperator"])
     for removed in ({"ofedDriver": {"deploy": True}}, {"deployCR": True}, {"rdmaSharedDevicePlugin": {"deploy": True}}):
         assert sc.helm_key_errors(removed, legacy) == [], f"{removed} was a real key in 24.7.1"
-        assert sc.helm_key_errors(removed, current), f"{removed} must be rejected for 26.4"
+        assert sc.helm_key_errors(removed, current), f"{removed} must be rejected for the pinned release"
 
 
 def test_key_checker_fails_on_a_value_of_the_wrong_kind(reference):
@@ -214,13 +243,15 @@ def test_core_objects_pass_the_kubernetes_schema_of_the_clusters_version(stack):
         assert sc.kubernetes_errors(r.inputs, version) == [], f"{r.type} {r.name}"
 
 
-def test_the_pinned_volcano_manifest_uses_apis_the_cluster_serves(reference):
-    """The manifest applied is the one kept in the reference (same tag); each of its objects passes
-    the cluster version's schema (CRDs, webhooks, Deployments, RBAC)."""
-    tag = stack_config.DEFAULT_VERSIONS["volcano"]
-    path = reference / "examples" / f"volcano-development.{tag}.yaml"
-    assert path.exists(), f"no copy of Volcano {tag}'s manifest in the reference"
-    docs = [d for d in sc.load_yaml_all(path.read_text()) if d]
+def test_the_pinned_volcano_manifest_uses_apis_the_cluster_serves(reference, dev):
+    """The manifest applied is the reference's copy of the pinned tag, checked against the pinned
+    sha256, and its content is what the stack applies; each of its objects passes the cluster
+    version's schema (CRDs, webhooks, Deployments, RBAC)."""
+    tag = pins.component("volcano").version
+    text = volcano_component.checked_manifest(tag, cache=reference / "examples")
+    applied = dev.one("kubernetes:yaml/v2:ConfigGroup", "volcano-manifest").inputs["yaml"]
+    assert applied == volcano_component.configured(text)  # the copy, its two ConfigMaps configured
+    docs = [d for d in sc.load_yaml_all(text) if d]
     assert {d["kind"] for d in docs} >= {"Namespace", "CustomResourceDefinition", "Deployment"}
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} >= {volcano_component.NAMESPACE}
     for d in docs:

@@ -102,7 +102,7 @@ def test_job_waits_for_pool_policy_and_volcano_only(hb):
     job = _job(hb)
     assert hb.depends_on(job, hb.one("azure-native:containerservice:AgentPool"))
     assert hb.depends_on(job, hb.one("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"))
-    assert any(hb.depends_on(job, v) for v in hb.of_type("kubernetes:yaml/v2:ConfigFile"))
+    assert any(hb.depends_on(job, v) for v in hb.of_type("kubernetes:yaml/v2:ConfigGroup"))
 
 
 def test_gpu_sizes_are_refused_by_the_p2p_job():

@@ -20,8 +20,10 @@ from typing import Any
 
 from conftest import dev_config
 
+from components import volcano
 from offline import engine
 from offline.mocks import OFFLINE_ID
+from offline.reference import reference_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,7 +87,9 @@ def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
 
 def _render_in_fresh_interpreter(checkout: Path, hash_seed: str) -> dict[str, Any]:
     path = os.pathsep.join([str(checkout), str(checkout / "tests")])
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1",
+           # the checked copy of Volcano's manifest this checkout reads (the copy has no ../shared)
+           volcano.CACHE_ENV: os.environ.get(volcano.CACHE_ENV) or str(reference_dir() / "examples")}
     # each checkout's own environment inside it (here a link to this one's), as Pulumi.yaml sets up
     (checkout / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     python = checkout / ".venv" / Path(sys.executable).relative_to(sys.prefix)

@@ -10,7 +10,7 @@ import pytest
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
 from components.network_operator import NetworkOperatorArgs
-from components.volcano import VolcanoArgs, manifest_url
+from components.volcano import VolcanoArgs, checked_manifest, manifest_url
 from core import catalog, fabric, modes
 from offline import engine
 
@@ -18,6 +18,7 @@ NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 LAYER = {
     "aks-infiniband:kubernetes:NodeFeatureDiscovery": "nfd",
@@ -199,8 +200,8 @@ def test_volcano_owns_no_daemonset(reference):
     """Volcano's pods run on the system pool; nothing of it needs the IB pool toleration."""
     import schema_checks as sc
 
-    tag = stack_config.DEFAULT_VERSIONS["volcano"]
-    docs = [d for d in sc.load_yaml_all((reference / "examples" / f"volcano-development.{tag}.yaml").read_text()) if d]
+    text = checked_manifest(stack_config.DEFAULT_VERSIONS["volcano"], cache=reference / "examples")
+    docs = [d for d in sc.load_yaml_all(text) if d]
     assert "DaemonSet" not in {d["kind"] for d in docs}
 
 
@@ -275,16 +276,17 @@ def test_every_chart_and_manifest_is_pinned_to_the_configured_version(dev):
         assert releases[chart].inputs["version"] == version
         assert releases[chart].inputs["repositoryOpts"]["repo"].startswith("https://")
         assert releases[chart].inputs["name"] == chart  # a stable release name, not a random suffix
-    (manifest,) = dev.of_type(CONFIG_FILE)
-    assert manifest.inputs["file"] == (
-        f"https://raw.githubusercontent.com/volcano-sh/volcano/{v['volcano']}/installer/volcano-development.yaml"
-    )
+    # Volcano: the checked content of its release manifest, nothing read from a URL at deploy time
+    (manifest,) = dev.of_type(CONFIG_GROUP)
+    assert set(manifest.inputs) == {"yaml"} and "kind: CustomResourceDefinition" in manifest.inputs["yaml"]
+    assert dev.of_type(CONFIG_FILE) == []
 
 
 def test_a_version_override_reaches_the_release(render):
-    rendering = render(versions={"networkOperator": "26.4.0", "volcano": "v1.15.0"})
+    """Outside the compatibility matrix only with the override, and then the outputs say so."""
+    rendering = render(versions={"networkOperator": "26.4.0"}, allowUntestedVersions=True)
     assert rendering.one(RELEASE, "network-operator-release").inputs["version"] == "26.4.0"
-    assert "/v1.15.0/" in rendering.one(CONFIG_FILE).inputs["file"]
+    assert rendering.outputs["untestedVersions"] == {"versions.networkOperator": "26.4.0"}
 
 
 @pytest.mark.parametrize("tag", ["master", "latest", "main", ""])
@@ -293,15 +295,16 @@ def test_volcano_from_a_branch_is_refused(tag, render):
         stack_config.parse({**engine.as_cli_config(engine.stack_file_config("dev")),
                             "aks-infiniband:versions": json.dumps({"volcano": tag})}, "dev")
     with pytest.raises(ValueError, match="release tag"):
-        VolcanoArgs(tag)
+        VolcanoArgs(tag, manifest="")
     with pytest.raises(Exception, match="versions.volcano"):
         render(versions={"volcano": tag})
 
 
 def test_volcano_manifest_url_is_a_release_tag_on_github():
-    assert manifest_url("v1.15.1").startswith("https://raw.githubusercontent.com/volcano-sh/volcano/v1.15.1/")
+    tag = stack_config.DEFAULT_VERSIONS["volcano"]
+    assert manifest_url(tag).startswith(f"https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/")
     with pytest.raises(ValueError):
-        manifest_url("1.15.1-rc.1/../master")
+        manifest_url("1.14.0-rc.1/../master")
 
 
 # --- dependencies ------------------------------------------------------------------------------

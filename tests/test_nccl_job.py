@@ -16,7 +16,7 @@ from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
 from core import catalog, fabric, modes
 from tests import launcher_stubs
-from tests.schema_checks import as_api, core_errors, crd_errors
+from tests.schema_checks import as_api, core_errors, crd_errors, pinned_name
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -24,7 +24,7 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 POOL = "azure-native:containerservice:AgentPool"
 POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
 
@@ -292,7 +292,7 @@ def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
 @pytest.mark.parametrize("mode", modes.names())
 def test_job_passes_the_volcano_job_crd(reference, render, mode):
     stack = render(rdmaMode=mode)
-    errors = crd_errors(job(stack), reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")
+    errors = crd_errors(job(stack), reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano"))
     assert errors == []
 
 
@@ -300,7 +300,7 @@ def test_crd_check_catches_a_misplaced_field(reference):
     broken = copy.deepcopy(job_from_dev())
     broken["spec"]["activeDeadlineSeconds"] = 60  # a pod field, not a Volcano Job field
     broken["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["securityContex"] = {}
-    errors = crd_errors(broken, reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")
+    errors = crd_errors(broken, reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano"))
     assert any("activeDeadlineSeconds" in e for e in errors)
     assert any("securityContex" in e for e in errors)
 

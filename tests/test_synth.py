@@ -13,7 +13,7 @@ import yaml
 
 from core import catalog
 from offline import __main__ as cli
-from offline import docblocks, durations, engine, objects, schedule, synth
+from offline import config_groups, docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 from verify import verdict
@@ -67,8 +67,9 @@ def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
 
 def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
     kube_objects = [r for r in dev.resources if objects.k8s_api_kind(r) is not None]
+    grouped = [o for r in dev.resources for o in config_groups.objects(r)]  # Volcano's checked manifest
     manifests = {p: yaml.safe_load(d) for p, d in files.items() if p.startswith("manifests/")}
-    assert len(manifests) == len(kube_objects) > 0
+    assert len(manifests) == len(kube_objects) + len(grouped) > len(grouped) > 0
     for path, obj in manifests.items():
         assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path
         assert obj["metadata"].get("name"), f"{path}: no metadata.name"
@@ -253,7 +254,8 @@ def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
 def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
     """The dev stack's render, kept under tests/golden/dev. Regenerate with `make golden`."""
     assert GOLDEN.is_dir(), "no golden render: run `make golden`"
-    actual = {p: d.decode() for p, d in synth.synthesize(dev, images=False).items()}
+    files = synth.synthesize(dev, images=False)
+    actual = {p: d.decode() for p, d in config_groups.as_index(files, config_groups.group_dirs(files)).items()}
     expected = {str(p.relative_to(GOLDEN)): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
     problems: list[str] = []
     for path in sorted(set(actual) | set(expected)):

@@ -15,7 +15,7 @@ import yaml
 
 from components import topology_labeler, volcano_topology
 from core import fabric
-from tests.schema_checks import as_api, core_errors, crd_errors
+from tests.schema_checks import as_api, core_errors, crd_errors, pinned_name
 from verify import topology
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
@@ -249,7 +249,7 @@ def test_every_labeler_object_passes_the_kubernetes_schema(dev):
 # --- Volcano --------------------------------------------------------------------------------------------------
 
 def manifest(reference: Path) -> list[dict[str, Any]]:
-    text = (reference / "examples" / "volcano-development.v1.15.1.yaml").read_text()
+    text = (reference / "examples" / pinned_name("volcano-development", "volcano")).read_text()
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -284,4 +284,4 @@ def test_the_fabric_test_job_declares_its_network_topology(dev, reference):
     job = as_api(dev.one(JOB).inputs)
     assert job["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
     assert crd_errors({**job, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
-                      reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml") == []
+                      reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")) == []

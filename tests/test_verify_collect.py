@@ -23,6 +23,7 @@ from tests.fake_kube import (
     az_calls,
     fake_az,
 )
+from tests.schema_checks import pinned_name
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect
@@ -194,7 +195,7 @@ def test_reads_kubeconfig_from_the_environment_only(azure_log, monkeypatch, caps
 
 
 def test_terminal_phases_match_the_volcano_crd(reference):
-    text = (reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml").read_text()
+    text = (reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")).read_text()
     crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
     phases = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"]["properties"]

@@ -43,6 +43,7 @@ from tests.fake_kube import (
     run_scenario,
     system_node,
 )
+from tests.schema_checks import pinned_name
 from verify import collect, kube
 
 # --- scripted scenarios: a stuck fabric test, diagnosed, by the scenario's clock ----------------------
@@ -454,11 +455,11 @@ def _status(crd: dict, version: str) -> dict:
 def test_the_custom_resources_read_match_their_crds(reference):
     """Group, version, plural, scope and every status field the diagnosis reads, per CRD."""
     cases = [
-        ("mellanox.com_nicclusterpolicies.v26.4.1.yaml", kube.NIC_POLICY_GROUP, kube.NIC_POLICY_VERSION,
-         kube.NIC_POLICY_PLURAL, "Cluster"),
-        ("nvidia.com_clusterpolicies.v26.7.0.yaml", kube.CLUSTER_POLICY_GROUP, kube.CLUSTER_POLICY_VERSION,
-         kube.CLUSTER_POLICY_PLURAL, "Cluster"),
-        ("scheduling.volcano.sh_podgroups.v1.15.1.yaml", kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
+        (pinned_name("mellanox.com_nicclusterpolicies", "networkOperator"), kube.NIC_POLICY_GROUP,
+         kube.NIC_POLICY_VERSION, kube.NIC_POLICY_PLURAL, "Cluster"),
+        (pinned_name("nvidia.com_clusterpolicies", "gpuOperator"), kube.CLUSTER_POLICY_GROUP,
+         kube.CLUSTER_POLICY_VERSION, kube.CLUSTER_POLICY_PLURAL, "Cluster"),
+        (pinned_name("scheduling.volcano.sh_podgroups", "volcano"), kube.PODGROUP_GROUP, kube.PODGROUP_VERSION,
          kube.PODGROUP_PLURAL, "Namespaced"),
     ]
     for file, group, version, plural, scope in cases:
@@ -480,7 +481,7 @@ def test_the_custom_resources_read_match_their_crds(reference):
 def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
     from verify.snapshot import tasks_of
 
-    crd = _crd(reference, "batch.volcano.sh_jobs.v1.15.1.yaml")
+    crd = _crd(reference, pinned_name("batch.volcano.sh_jobs", "volcano"))
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
     task = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]
     assert {"name", "replicas", "template"} <= set(task)

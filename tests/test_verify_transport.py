@@ -23,6 +23,9 @@ SOCKET_2X1 = DATA / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x1-gpu_h200x2
 SOCKET_2X2 = DATA / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x2-gpus_h200x2.log"
 SOCKET_16X2 = DATA / "nccl-info_2.28.9_socket-fallback_16-fake-hosts-x2-gpus_h200x2.log"
 SINGLE_1X2 = DATA / "nccl-info_2.28.9_single-node-2-gpus_h200x2_8B-8G.log"
+# NCCL 2.30.4 (the pinned test image's NCCL), recorded for issue 20 (tests/data/nccl-info_recorded_2.30.4_h200x1.md)
+SOCKET_2X1_230 = DATA / "nccl-info_2.30.4_socket-fallback_2-fake-hosts-x1-gpu_h200x1.log"
+SOCKET_16X1_230 = DATA / "nccl-info_2.30.4_socket-fallback_16-fake-hosts-x1-gpu_h200x1.log"
 RECORDED = [SOCKET_2X1, SOCKET_2X2, SOCKET_16X2, SINGLE_1X2]
 H100 = "Standard_ND96isr_H100_v5"
 # A healthy 64-node figure: the catalog's own baseline for that size and node count.
@@ -65,7 +68,8 @@ def test_other_lines_are_not_nccls(line):
 
 
 # --- recorded on this project's GPU machine (tests/data/nccl-info_recorded_h200x2.md) -----------
-@pytest.mark.parametrize("path, nodes, local", [(SOCKET_2X1, 2, 1), (SOCKET_2X2, 2, 2), (SOCKET_16X2, 16, 2)])
+@pytest.mark.parametrize("path, nodes, local", [(SOCKET_2X1, 2, 1), (SOCKET_2X2, 2, 2), (SOCKET_16X2, 16, 2),
+                                               (SOCKET_2X1_230, 2, 1), (SOCKET_16X1_230, 16, 1)])
 def test_a_real_socket_fallback_is_read_through_tagged_interleaved_ranks(path, nodes, local):
     t = nccl.parse_file(path).transport
     assert t.network == "Socket" and t.nodes == nodes and t.local_ranks == local
@@ -76,6 +80,19 @@ def test_a_real_socket_fallback_is_read_through_tagged_interleaved_ranks(path, n
     assert set(t.no_ib_device_hosts) == set(t.hosts)
     assert all(names == () for names in t.hcas_by_host.values())  # "NET/IB : Using [RO]; OOB ...": none
     assert t.summary().startswith("TCP sockets, not RDMA (NET/Socket x")
+
+
+def test_nccl_2_30_logs_read_as_2_28_did_and_have_no_distance_line():
+    """NCCL 2.30.4 (the pinned image's) prints what verify reads in the same words as 2.28.9; its
+    GPUDirect RDMA distance check is TRACE from 2.30.3, so an INFO log never has that line."""
+    for new, old in ((SOCKET_2X1_230, SOCKET_2X1),):
+        a, b = nccl.parse_file(new), nccl.parse_file(old)
+        assert a.nccl_version.startswith("2.30.4") and b.nccl_version.startswith("2.28.9")
+        assert a.transport.summary() == b.transport.summary()
+    for path in (SOCKET_2X1_230, SOCKET_16X1_230):
+        text = path.read_text()
+        assert "GPU Direct RDMA Disabled for GPU" not in text
+        assert nccl.parse_file(path).transport.gdr_distance_disabled_hosts == ()
 
 
 def test_a_real_single_node_run_has_no_inter_node_channel():

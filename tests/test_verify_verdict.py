@@ -315,6 +315,20 @@ def test_gdr_disabled_for_the_hca_is_named_as_the_cause():
     assert f"'GPU Direct RDMA Disabled for HCA' on {hosts}" in j.reasons[0]
 
 
+@pytest.mark.parametrize("version, named", [("2.30.4+cuda13.0", True), ("2.30.3+cuda12.9", True),
+                                            ("2.30.2+cuda13.0", False), ("2.28.3+cuda12.9", False)])
+def test_without_the_distance_line_nccl_2_30_3_and_later_name_the_distance_check(version, named):
+    """NCCL 2.30.3 stopped printing "GPU Direct RDMA Disabled for GPU ... (distance ...)": there its
+    absence is no evidence, so the reason names the distance check as a possible cause; before, the
+    line would have been there, and its absence rules the distance check out."""
+    log = launcher_log(worker_hosts(2), 8, gdr=False, busbw_gbps=187.0)
+    log = re.sub(r"NCCL version [0-9][^ \n]*", f"NCCL version {version}", log)
+    j = judge(parse(log), sku=A100, nodes=2)
+    (gdr,) = [r for r in j.reasons if r.startswith("GPUDirect RDMA was not used")]
+    assert ("no longer logs its distance check" in gdr) is named
+    assert (f"NCCL {version}" in gdr) is named
+
+
 def test_four_of_eight_hcas_on_one_host_warns_naming_that_host():
     hosts = worker_hosts(2)
     j = judge(parse(launcher_log(hosts, 8, hcas={hosts[1]: 4}, busbw_gbps=187.0)), sku=A100, nodes=2)

@@ -12,7 +12,8 @@ v2.21.5-1, v2.23.4-1, v2.26.2-1, v2.28.9-1 and v2.29.7-1 unless said):
 - src/graph/topo.cc: "NET/%s : GPU Direct RDMA %s for HCA %d '%s'" (Enabled / Disabled: whether the
   driver can register GPU memory with that HCA, i.e. nvidia-peermem or dma-buf);
   src/graph/paths.cc: "GPU Direct RDMA Disabled for GPU ... (distance %d > %d)" (the GPU is too far
-  from the NIC for NCCL_NET_GDR_LEVEL; 2.29 words it "... for GPU/%ld-%ld (rank %d) - NET/...");
+  from the NIC for NCCL_NET_GDR_LEVEL; 2.29 words it "... for GPU/%ld-%ld (rank %d) - NET/..."; from
+  2.30.3 it is TRACE, never in an INFO log, and verify.verdict says so instead);
 - src/transport/net.cc: "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d%s%s%s" (and
   "[receive]"), NET/<network>/<device index>, "(%d)" after the index when a proxy rank sends
   (PXN), then "/GDRDMA" when GPUDirect RDMA carries it ("(PCI)" after it on C2C systems) and

@@ -35,6 +35,7 @@ threshold and lets a SKU without an expectation be judged against it.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from core import catalog, modes
@@ -313,6 +314,17 @@ GDR_CHECKLIST = (
 )
 
 
+# From NCCL 2.30.3, src/graph/paths.cc logs "GPU Direct RDMA Disabled for ..." (the distance hint quoted
+# above) at TRACE, not INFO (line 500 at v2.30.3-1 and v2.30.4-1), so its absence then says nothing.
+SILENT_GDR_DISTANCE = (2, 30, 3)
+
+
+def _nccl_version(text: str | None) -> tuple[int, ...]:
+    """(2, 30, 4) of "2.30.4+cuda13.0"; () when unknown."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(g) for g in m.groups()) if m else ()
+
+
 def _hosts(hosts: tuple[str, ...] | list[str], shown: int = 4) -> str:
     hosts = list(hosts)
     return ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
@@ -355,6 +367,9 @@ def _transport_findings(
         elif t.gdr_distance_disabled_hosts:
             cause = (f"; NCCL disabled it by distance on {_hosts(t.gdr_distance_disabled_hosts)} "
                      f"(NCCL_NET_GDR_LEVEL, the topology file)")
+        elif _nccl_version(result.nccl_version) >= SILENT_GDR_DISTANCE:
+            cause = (f"; NCCL {result.nccl_version} no longer logs its distance check (from 2.30.3), so GPUs too "
+                     f"far from their NIC for NCCL_NET_GDR_LEVEL (or a wrong topology file) may also be the cause")
         found.append((
             Verdict.FAIL,
             f"GPUDirect RDMA was not used: {without} of {sum(rdma.values())} inter-node connection ends ran without "

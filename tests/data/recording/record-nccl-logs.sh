@@ -22,7 +22,8 @@ ls /sys/class/net
 IF=$(ls /sys/class/net | grep -v '^lo$' | head -1)
 IF=${IF:-lo}
 echo "=== interface: $IF $(cat /sys/class/net/$IF/operstate 2>/dev/null)"
-NCCL_DIR=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+# NCCL_DIR=<a build with include/ and lib/libnccl.so.2> records another NCCL than the pip one (issue 20: 2.30.4)
+NCCL_DIR=${NCCL_DIR:-$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)}
 echo "=== nvidia-nccl-cu13 $(python3 -c 'import importlib.metadata as m; print(m.version("nvidia-nccl-cu13"))' 2>&1) at $NCCL_DIR"
 ls "$NCCL_DIR" "$NCCL_DIR/lib" "$NCCL_DIR/include" 2>&1 | head -20
 CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
@@ -72,9 +73,10 @@ if [ "$(ssh node-3 hostname 2>/dev/null)" != node-3 ]; then
 fi
 env | grep -E '^(NCCL_|UCX_|OMPI_MCA|CUDA_DEVICE_ORDER)' | sort > "$R/environment.txt"
 
-run() {  # NAME NODES GPUS_PER_NODE "ALL_REDUCE_ARGS" [VAR=value ...]
+run() {  # NAME NODES GPUS_PER_NODE "ALL_REDUCE_ARGS" [VAR=value ...]; RUNS=<regex> picks runs by name
   local name=$1 nodes=$2 gpn=$3 args=$4
   shift 4
+  if ! [[ $name =~ ${RUNS:-.} ]]; then return; fi
   if [ $((SECONDS - START)) -gt "$DEADLINE" ]; then echo "=== $name: skipped (deadline)"; return; fi
   local hf="$R/$name.hosts" t0=$SECONDS
   : >"$hf"
@@ -91,14 +93,14 @@ run() {  # NAME NODES GPUS_PER_NODE "ALL_REDUCE_ARGS" [VAR=value ...]
 }
 
 # a) a real NET/Socket fallback across two fake hosts: 1 GPU each, then 2 GPUs each
-run socket-2x1 2 1 "-b 8 -e 1G -f 2 -g 1 -n 5 -w 1" FAKE_SSH_SPREAD_GPUS=2
+run socket-2x1 2 1 "-b 8 -e 1G -f 2 -g 1 -n 5 -w 1" FAKE_SSH_SPREAD_GPUS=${SPREAD:-2}
 # c) one node, 2 GPUs: P2P/NVLink, no inter-node channel
 run single-1x2 1 2 "-b 8 -e 8G -f 2 -g 1"
 run socket-2x2 2 2 "-b 8 -e 64M -f 2 -g 1 -n 5 -w 1"
 # b) log size against rank count
-for n in 4 8 16; do run scale-${n}x1 "$n" 1 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1" FAKE_SSH_SPREAD_GPUS=2; done
+for n in 4 8 16; do run scale-${n}x1 "$n" 1 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1" FAKE_SSH_SPREAD_GPUS=${SPREAD:-2}; done
 for n in 4 8; do run scale-${n}x2 "$n" 2 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1"; done
-run scale-32x1 32 1 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1" FAKE_SSH_SPREAD_GPUS=2
+run scale-32x1 32 1 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1" FAKE_SSH_SPREAD_GPUS=${SPREAD:-2}
 run scale-16x2 16 2 "-b 8 -e 1M -f 2 -g 1 -n 2 -w 1"
 
 # per-rank bytes of NCCL INFO output, by run (the tag [1,RANK] names the rank)

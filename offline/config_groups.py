@@ -1,0 +1,54 @@
+"""The objects of a `yaml.v2.ConfigGroup` given its content (`yaml`, `objs`), as the provider would
+apply them: the offline render writes each one under `manifests/<group>/` (Volcano's checked release
+manifest is such a group, components/volcano.py), so the plan shows every object and a changed
+upstream file shows as a diff. A ConfigFile (a path or URL read at deploy time) has no content
+here and is left alone."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from offline.engine import Resource
+
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def objects(resource: Resource) -> list[dict[str, Any]]:
+    """Every object of a ConfigGroup, in its order; [] for any other resource."""
+    if resource.type != CONFIG_GROUP:
+        return []
+    return list(_objects(resource.inputs))
+
+
+def _objects(inputs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    texts = inputs.get("yaml") or []
+    for text in [texts] if isinstance(texts, str) else texts:
+        for doc in yaml.load_all(text, Loader=_Loader):
+            if isinstance(doc, dict) and doc.get("kind", "").endswith("List") and "items" in doc:
+                yield from doc["items"]
+            elif isinstance(doc, dict):
+                yield doc
+    yield from inputs.get("objs") or []
+
+
+def as_index(files: dict[str, bytes], group_dirs: list[str]) -> dict[str, bytes]:
+    """`files` with each ConfigGroup's folder of objects replaced by one index: the file name and the
+    sha256 of each object. For the golden render (tests/golden): upstream's manifest (Volcano's
+    release, 1.2 MB) is not copied into the repository, and any change to an object still shows."""
+    out = {p: d for p, d in files.items() if not any(p.startswith(g) for g in group_dirs)}
+    for g in group_dirs:
+        lines = [f"{hashlib.sha256(d).hexdigest()}  {p[len(g):]}" for p, d in sorted(files.items()) if p.startswith(g)]
+        out[g.rstrip("/") + ".index.txt"] = ("# the objects of this ConfigGroup as `make synth` writes them, by "
+                                             "sha256 (tests/golden keeps no copy of upstream's manifest)\n"
+                                             + "\n".join(lines) + "\n").encode()
+    return dict(sorted(out.items()))
+
+
+def group_dirs(files: dict[str, bytes]) -> list[str]:
+    """The ConfigGroup folders under manifests/ (manifests/<group>/)."""
+    return sorted({p.rsplit("/", 1)[0] + "/" for p in files if p.count("/") == 2 and p.startswith("manifests/")})

@@ -1,0 +1,101 @@
+"""Volcano from its release manifest, visible: pinned by sha256 beside its URL (pins.COMPONENTS),
+fetched once into a local cache, checked, and applied from the checked content, so the render holds
+every Volcano object and a checksum mismatch stops the program before any resource exists."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pulumi
+import pytest
+from conftest import dev_config
+
+from components import volcano
+from core import pins
+from offline import config_groups, engine, synth
+
+TAG = pins.component("volcano").version
+
+
+@pytest.fixture
+def upstream(reference: Path) -> bytes:
+    """The reference's copy of the pinned tag's manifest (the same bytes as the release URL)."""
+    return volcano.cached_path(TAG, reference / "examples").read_bytes()
+
+
+def test_the_pin_is_the_sha256_of_the_release_manifest(upstream):
+    assert hashlib.sha256(upstream).hexdigest() == pins.component("volcano").sha256
+    assert volcano.manifest_url(TAG).endswith(f"/volcano-sh/volcano/{TAG}/installer/volcano-development.yaml")
+
+
+def test_the_manifest_is_fetched_once_into_the_cache_and_then_read_from_it(upstream, tmp_path):
+    fetched: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        fetched.append(url)
+        return upstream
+
+    first = volcano.checked_manifest(TAG, cache=tmp_path, fetch=fetch)
+    second = volcano.checked_manifest(TAG, cache=tmp_path, fetch=fetch)
+    assert first == second == upstream.decode() and fetched == [volcano.manifest_url(TAG)]
+    assert volcano.cached_path(TAG, tmp_path).read_bytes() == upstream
+
+
+def test_a_tampered_copy_is_refused_with_one_clear_line(upstream, tmp_path):
+    tampered = upstream.replace(b"volcano-scheduler", b"volcano-schedulor", 1)
+    volcano.cached_path(TAG, tmp_path).write_bytes(tampered)
+    with pytest.raises(volcano.ManifestError) as err:
+        volcano.checked_manifest(TAG, cache=tmp_path, fetch=lambda url: pytest.fail("must not fetch"))
+    message = str(err.value)
+    assert "\n" not in message and hashlib.sha256(tampered).hexdigest() in message
+    assert pins.component("volcano").sha256 in message and "refusing to apply" in message
+
+
+def test_a_download_that_does_not_match_is_not_cached(upstream, tmp_path):
+    with pytest.raises(volcano.ManifestError, match="refusing to apply"):
+        volcano.checked_manifest(TAG, cache=tmp_path, fetch=lambda url: upstream + b"\n# changed upstream\n")
+    assert not volcano.cached_path(TAG, tmp_path).exists()
+
+
+def test_the_program_stops_on_a_tampered_copy_before_any_resource(upstream, tmp_path, monkeypatch):
+    volcano.cached_path(TAG, tmp_path).write_bytes(upstream + b"# one more line\n")
+    monkeypatch.setenv(volcano.CACHE_ENV, str(tmp_path))
+    monitor = engine.RecordingMonitor(engine.OfflineMocks())
+    with pytest.raises(pulumi.RunError) as err:
+        engine.render("dev", config=dev_config(), monitor=monitor)
+    assert "refusing to apply" in str(err.value) and "nothing was created" in str(err.value)
+    assert monitor.registrations == []
+
+
+def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
+    """`make synth` writes each object of the manifest under manifests/volcano-manifest/, so the plan
+    shows them and a bump of the pin shows as a diff of those files."""
+    import schema_checks as sc
+
+    expected = [d for d in sc.load_yaml_all(upstream.decode()) if d]
+    group = dev.one(config_groups.CONFIG_GROUP, "volcano-manifest")
+    # the checked content with the stack's two ConfigMaps (components/volcano_topology.py), no URL, no path
+    assert group.inputs == {"yaml": volcano.configured(upstream.decode())}
+    files = synth.synthesize(dev, images=False)
+    written = sorted(p for p in files if p.startswith("manifests/volcano-manifest/"))
+    assert len(written) == len(expected) == len(config_groups.objects(group))
+    kinds = {p.split("/")[-1].split(".")[0] for p in written}
+    assert {"customresourcedefinition", "deployment", "namespace", "mutatingwebhookconfiguration"} <= kinds
+    assert "`manifests/volcano-manifest/ (" in files["plan.md"].decode()
+
+
+def test_no_resource_reads_a_manifest_from_a_url_at_deploy_time(dev):
+    for r in dev.resources:
+        if r.type.startswith("kubernetes:yaml"):
+            assert "file" not in r.inputs and not r.inputs.get("files"), r.name
+
+
+def test_without_a_cache_and_without_network_the_message_says_what_to_do(tmp_path):
+    def offline(url: str) -> bytes:
+        raise OSError("network unreachable")
+
+    with pytest.raises(volcano.ManifestError, match=f"not cached.*{volcano.CACHE_ENV}"):
+        volcano.checked_manifest(TAG, cache=tmp_path / "empty", fetch=offline)
+    shutil.rmtree(tmp_path, ignore_errors=True)
