@@ -47,17 +47,13 @@ def scheduler_conf(upstream: str) -> str:
     return yaml.safe_dump(conf, sort_keys=False)
 
 
-def tier_of(label: str) -> int:
-    """The HyperNode tier a topology label becomes (1 = lowest)."""
-    return fabric.TOPOLOGY_TIERS.index(label) + 1
-
-
 def job_network_topology() -> dict[str, Any]:
-    """What the fabric test's Volcano Job declares: prefer one torset, allow the whole fabric. `soft`,
-    not `hard`: a node whose torset SHARP could not find joins no HyperNode, and `hard` would then hold
-    the test Pending with no reason given; whether every node shares one fabric is the certifier's
-    membership check, which names the odd node (docs/topology.md)."""
-    return {"mode": "soft", "highestTierAllowed": tier_of(fabric.PLACEMENT_GROUP_LABEL)}
+    """What the fabric test's Volcano Job declares: prefer one HyperNode, the lowest tier first. `soft`
+    takes no `highestTierAllowed`: Volcano replaces it with the cluster's top tier (volcano-sh/volcano@0a56ed3
+    pkg/scheduler/framework/session.go convertSoftToHardTopology). Not `hard`: a node whose torset SHARP
+    could not find joins no HyperNode and would hold the test Pending with no reason given; whether every
+    node shares one fabric is the certifier's membership check (docs/topology.md)."""
+    return {"mode": "soft"}
 
 
 def configure(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
