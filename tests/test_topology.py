@@ -99,11 +99,24 @@ def test_torsets_group_hosts_under_the_same_leaves():
     assert all(v.startswith("torset-") and topology.label_value(v) for v in mapping.values())
 
 
-def test_each_node_alone_finds_the_name_the_whole_pool_would_give_it():
-    whole = topology.torsets(POOL_GUIDS, TOPOLOGY)
+def sharp_answer(text: str, guids: list[str]) -> str:
+    """What SHARP is assumed to answer for a guids file: each switch that lists one of them, with only those."""
+    asked = {int(g, 16) for g in guids}
+    out = []
+    for line in text.splitlines():
+        head, _, listed = line.partition("Nodes=")
+        kept = [g for g in listed.split(",") if int(g, 16) in asked]
+        if kept:
+            out.append(head + "Nodes=" + ",".join(kept))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("text", [TOPOLOGY, TOPOLOGY.replace("SwitchName=", "Switch=")], ids=["named", "unnamed"])
+def test_each_node_alone_finds_the_name_the_whole_pool_would_give_it(text):
+    whole = topology.torsets(POOL_GUIDS, sharp_answer(text, [g for gs in POOL_GUIDS.values() for g in gs]))
     for node, guids in POOL_GUIDS.items():
-        assert topology.torsets({node: guids}, TOPOLOGY).get(node) == whole.get(node)
-    shuffled = "\n".join(reversed(TOPOLOGY.splitlines()))  # SHARP's order does not rename a torset
+        assert topology.torsets({node: guids}, sharp_answer(text, guids)).get(node) == whole.get(node), node
+    shuffled = "\n".join(reversed(text.splitlines()))  # SHARP's order does not rename a torset
     assert topology.torsets(POOL_GUIDS, shuffled) == whole
 
 

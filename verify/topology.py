@@ -136,17 +136,16 @@ def torsets(guids_by_node: dict[str, list[str]], topology: str) -> dict[str, str
                 continue
     switches: list[tuple[str, list[int]]] = []
     for line in topology.splitlines():
-        nodes = _NODES.search(line)
-        if not nodes:
+        nodes, name = _NODES.search(line), _SWITCH.search(line)
+        if not nodes or not name:  # a switch is named only by its SwitchName: its GUID list depends on who asked
             continue
-        name = _SWITCH.search(line)
         members = []
         for guid in nodes["guids"].split(","):
             try:
                 members.append(int(guid, 16))
             except ValueError:
                 continue
-        switches.append((name["name"] if name else nodes["guids"], members))
+        switches.append((name["name"], members))
     out: dict[str, str] = {}
     for switch, members in sorted(switches):  # sorted: the same grouping whatever order SHARP lists them in
         tag = "torset-" + hashlib.sha1(switch.encode()).hexdigest()[:8]
