@@ -34,7 +34,7 @@ import pulumi_azure_native as azure_native
 import pulumi_command as command
 
 from components.fabric_test import FabricTestJob, number_arg
-from core.kinds import POINT_TO_POINT, Kind
+from core.kinds import COLLECT_DEFAULT, POINT_TO_POINT, Kind
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
@@ -96,7 +96,7 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     p2p = job.kind is POINT_TO_POINT
     argv = [
         python_command(), "-m", "verify", "collect",
-        *(["--kind", job.kind.name] if p2p else []),
+        *([] if job.kind.name == COLLECT_DEFAULT else ["--kind", job.kind.name]),
         "--aks-resource-group", cluster.resource_group,
         "--aks-cluster", cluster.name,
         *(["--subscription", cluster.subscription] if cluster.subscription else []),

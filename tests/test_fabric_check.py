@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -17,6 +18,7 @@ from components.fabric_check import PENDING, parse_result
 from core import catalog, kinds
 from offline import engine, mocks
 from tests.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
+from verify.__main__ import build_parser
 from verify.collect import AksCluster
 
 COMMAND = "command:local:Command"
@@ -268,6 +270,20 @@ def test_verify_cli_accepts_every_flag_the_step_passes(render):
     assert done.returncode == 0, done.stderr
     for flag in (a for a in argv(stack) if a.startswith("--")):
         assert flag in done.stdout, f"verify collect has no {flag}"
+
+
+@pytest.mark.parametrize("kind", [kinds.ALL_REDUCE, kinds.POINT_TO_POINT,
+                                  dataclasses.replace(kinds.POINT_TO_POINT, name="dra")], ids=lambda k: k.name)
+def test_the_collector_is_told_every_kind_but_its_default(kind):
+    """Only collect's own default (nccl) goes unsaid: any other kind, one added later too, is named,
+    never collected as the default."""
+    job = SimpleNamespace(kind=kind, sku=catalog.lookup("Standard_ND96asr_v4"), namespace_name="ns", job_name="j",
+                          node_count=2, deadline_minutes=60, spec_sha256="0" * 64, sharp=False, job=None)
+    cmd = shlex.split(fabric_check.collect_command(
+        fabric_check.FabricCheckArgs(resource_group_name="rg", cluster_name="aks", job=job), AksCluster("rg", "aks")))
+    default = build_parser().parse_args(["collect", "--aks-resource-group", "rg", "--aks-cluster", "aks",
+                                         "--namespace", "ns", "--job", "j", "--sku", "Standard_ND96asr_v4"]).kind
+    assert (option(cmd, "--kind") if "--kind" in cmd else default) == kind.name
 
 
 def test_the_gpu_command_is_the_nccl_kind_by_default(dev):
