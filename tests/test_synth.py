@@ -296,3 +296,18 @@ def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
 def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
     assert dev.outputs["featureState"].startswith("pending (offline render:")
     assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")
+
+
+def test_the_fabric_test_table_refuses_a_kind_it_has_no_table_for(dev, monkeypatch):
+    """A kind core/kinds.py gains gets no all-reduce table by default: plan.md names it instead."""
+    from core import kinds
+
+    (collect,) = [r for r in dev.resources if r.type == "command:local:Command" and "verify collect" in
+                  str(r.inputs.get("create"))]
+    assert synth.fabric_test_plan(dev).name == "NCCL all-reduce"
+    monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS, "dra"))
+    create = collect.inputs["create"].replace(" collect ", " collect --kind dra ")
+    other = Rendering(dev.stack, [Resource(**{**vars(collect), "inputs": {**collect.inputs, "create": create}})],
+                      dev.outputs)
+    with pytest.raises(ValueError, match="kind: got 'dra'"):
+        synth.fabric_test_plan(other)
