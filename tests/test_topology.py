@@ -304,3 +304,22 @@ def test_the_fabric_test_job_declares_its_network_topology(dev, reference):
     assert "highestTierAllowed" not in topology and "highestTierName" not in topology
     assert crd_errors({**job, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
                       reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml") == []
+
+
+def test_the_shipped_script_runs_alone(tmp_path):
+    """The pod has the ConfigMap's one file and the image's python3: no project import, nothing beyond
+    the standard library."""
+    import ast
+    import subprocess
+    import sys
+
+    source = Path(topology.__file__).read_text()
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            assert name.split(".")[0] in sys.stdlib_module_names, name
+    alone = tmp_path / "topology.py"
+    alone.write_text(source)
+    done = subprocess.run([sys.executable, "-I", str(alone)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "usage: topology.py sharp|node" in done.stderr
