@@ -323,3 +323,25 @@ def test_the_shipped_script_runs_alone(tmp_path):
     alone.write_text(source)
     done = subprocess.run([sys.executable, "-I", str(alone)], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and "usage: topology.py sharp|node" in done.stderr
+
+
+def test_sharp_runs_with_memory_unlocked_as_azures_labeler_runs_it(tmp_path):
+    """Azure runs sharp_cmd after `ulimit -l unlimited` (UCX pins memory); here up to the hard limit
+    where raising it is not allowed (this test's process may not)."""
+    import resource
+
+    hca(tmp_path / "sys", "mlx5_0", "0xa11", ["0x800b"])
+    sharp = tmp_path / "sharp_cmd"  # answers with the locked-memory limit it was started with
+    sharp.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ "$1" = --topology_file ] && ulimit -l > "$2"\n'
+                     '  shift\ndone\n')
+    sharp.chmod(0o755)
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    low = 64 * 1024 if hard == resource.RLIM_INFINITY else min(hard, 64 * 1024)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (low, hard))  # what a container may start with
+    try:
+        out = tmp_path / "topology.txt"
+        topology.write_sharp_topology(tmp_path / "sys", str(sharp), "mlx5_0:1", out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
+    got = out.read_text().strip()
+    assert got == "unlimited" or int(got) * 1024 == hard, got

@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import ssl
 import subprocess
 import sys
@@ -203,6 +204,16 @@ def _imds() -> dict | None:
         return None
 
 
+def _unlock_memory() -> None:
+    """sharp_cmd reaches the SHARP manager over UCX, which pins memory: Azure's torset labeler runs it after
+    `ulimit -l unlimited` (torset_labeler/helm/templates/job.yaml). Up to the hard limit where that is all."""
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (hard, hard))
+
+
 def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
     """SHARP's topology for these port GUIDs (the switches that list them), or None where SHARP cannot
     answer. Azure's torset_tool.py runs the same command, for every node's GUIDs at once."""
@@ -213,7 +224,8 @@ def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
         guids_file.write_text("".join(f"{g}\n" for g in guids))
         done = subprocess.run([sharp_cmd, "topology", "--ib-dev", device, "--guids_file", str(guids_file),
                                "--topology_file", str(topology_file)],
-                              env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=120, check=False)
+                              env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=120, check=False,
+                              preexec_fn=_unlock_memory)
         return topology_file.read_text() if done.returncode == 0 and topology_file.is_file() else None
 
 
