@@ -25,14 +25,13 @@ SCHEDULER_CONFIGMAP, SCHEDULER_KEY = "volcano-scheduler-configmap", "volcano-sch
 TOPOLOGY_TYPE = "azure-infiniband"  # Volcano's limit: 20 characters
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PLUGIN = "network-topology-aware"
-DISCOVERY_INTERVAL = "10m"  # also re-run on every node add/update; the interval is the safety net
 
 
 def controller_conf() -> str:
     """Label-based discovery: tier 1 = torset, tier 2 = placement group (one InfiniBand fabric)."""
     tiers = [*reversed(fabric.TOPOLOGY_TIERS), HOSTNAME_LABEL]  # Volcano lists the highest tier first
     conf = {"networkTopologyDiscovery": [{
-        "source": "label", "enabled": True, "interval": DISCOVERY_INTERVAL,
+        "source": "label", "enabled": True,
         "config": {"networkTopologyTypes": {TOPOLOGY_TYPE: [{"nodeLabel": label} for label in tiers]}},
     }]}
     return yaml.safe_dump(conf, sort_keys=False)

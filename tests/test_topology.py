@@ -274,6 +274,9 @@ def test_hypernodes_are_discovered_from_the_torset_then_the_placement_group(refe
              if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "volcano-controller-configmap"]
     (source,) = yaml.safe_load(cm["data"]["volcano-controller.conf"])["networkTopologyDiscovery"]
     assert source["source"] == "label" and source["enabled"] is True
+    # the label discoverer re-runs on node and HyperNode events and reads no interval (label.go; only
+    # ufm.go has a ticker): one set here would promise a periodic pass that never happens
+    assert "interval" not in source
     (name, tiers), = source["config"]["networkTopologyTypes"].items()
     assert len(name) <= 20  # Volcano skips a longer type name
     # highest first, the hostname last: Volcano's order (label.go parseCfg)
