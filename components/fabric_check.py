@@ -32,7 +32,7 @@ import pulumi_kubernetes as k8s
 from components import certifier as certifier_mod
 from components.certifier import Certifier
 from components.fabric_test import FabricTestJob, number_arg
-from core.kinds import POINT_TO_POINT, Kind
+from core.kinds import COLLECT_DEFAULT, POINT_TO_POINT, Kind
 from verify.certify_cli import CERTIFICATION_KEY, RESULT_KEY
 from verify.collect import NODE_SETUP_BUDGET_MINUTES
 from verify.result import FabricResult as VerifyResult
@@ -77,7 +77,8 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
     p2p = job.kind is POINT_TO_POINT
     argv = [
         "certify",
-        *(["--kind", job.kind.name] if p2p else []),
+        # every kind but verify's default is named: a kind added later is never judged as the default
+        *([] if job.kind.name == COLLECT_DEFAULT else ["--kind", job.kind.name]),
         "--namespace", job.namespace_name,
         "--job", job.job_name,
         "--sku", job.sku.vm_size,

@@ -231,7 +231,7 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "plugins": {"ssh": [], "svc": []},
-        # prefer one torset, allow one fabric (soft: components/volcano_topology.py says why)
+        # prefer one torset (soft: components/volcano_topology.py says why)
         "networkTopology": volcano_topology.job_network_topology(),
         # any pod that fails (its deadline included) or is evicted ends the job as Terminated
         "policies": [

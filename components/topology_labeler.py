@@ -151,7 +151,7 @@ def checkov_skips() -> dict[str, str]:
 
 
 class TopologyLabeler(pulumi.ComponentResource):
-    """`{name}-namespace` (privileged: the SHARP query), `{name}-sa`, `{name}-role` (nodes get/patch,
+    """`{name}-namespace` (privileged: the SHARP query), `{name}-sa`, `{name}-role` (nodes patch,
     nothing else), `{name}-binding`, `{name}-script` and `{name}-daemonset`. Depends only on the
     cluster's provider (in `opts`): it labels each node as it joins."""
 
@@ -169,7 +169,7 @@ class TopologyLabeler(pulumi.ComponentResource):
             metadata=meta.ObjectMetaArgs(name=NAME, namespace=ns, labels=labels)), opts=child)
         role = rbac.ClusterRole(f"{name}-role", rbac.ClusterRoleInitArgs(
             metadata=meta.ObjectMetaArgs(name=NAME, labels=labels),
-            rules=[rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "patch"])]), opts=child)
+            rules=[rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["patch"])]), opts=child)
         rbac.ClusterRoleBinding(f"{name}-binding", rbac.ClusterRoleBindingInitArgs(
             metadata=meta.ObjectMetaArgs(name=NAME, labels=labels),
             role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",

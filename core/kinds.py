@@ -62,6 +62,7 @@ POINT_TO_POINT = Kind(
 )
 BY_NAME: dict[str, Kind] = {k.name: k for k in (ALL_REDUCE, POINT_TO_POINT)}
 KINDS = tuple(BY_NAME)  # the names, as verify's --kind offers them
+COLLECT_DEFAULT = NCCL  # `verify collect --kind` unsaid: the stack names every other kind
 
 
 def kind(name: str, key: str = "kind") -> Kind:

@@ -113,6 +113,8 @@ def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
                                        "`fabricTest.p2pThresholdGbits` is set"))
         rows.append(("gate", on_fail))
         return FabricTestPlan("osu_bw point-to-point", rows, link.source if link else None, "verify/p2p.py")
+    if args.kind != kinds.NCCL:
+        raise ValueError(f"kind: got {args.kind!r}; plan.md has a fabric-test table for {kinds.NCCL} and {kinds.P2P}")
     gpus = args.nodes * sku.gpus_per_vm
     transport = "SHARP (CollNet)" if args.sharp else "NCCL's own InfiniBand transport"
     rows = [("test", f"NCCL `all_reduce_perf` across {args.nodes} × {sku.vm_size} ({gpus} GPUs), {transport}"),

@@ -11,6 +11,7 @@ import json
 import jsonschema
 import pytest
 
+from core import kinds
 from tests.fake_kube import FakeKube
 from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, PT_BW
 from tests.test_verify_cli import run
@@ -123,3 +124,14 @@ def test_a_figure_group_is_whole_or_absent(reference):
     assert not VALIDATOR.is_valid(doc)
     with pytest.raises(ResultError, match="line_rate_gbits"):
         FabricResult.from_json(doc)
+
+
+def test_every_kind_has_its_figures_and_no_other_kind_is_read(reference, monkeypatch):
+    """A kind core/kinds.py gains is refused by name until the result has a type for its figures, never
+    read as one of the others'."""
+    assert set(result.FIGURES) == set(kinds.KINDS)
+    doc = json.loads(run("report", str(HBV3_BW), "--json").stdout)
+    monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS, "dra"))
+    monkeypatch.setitem(kinds.BY_NAME, "dra", kinds.POINT_TO_POINT)
+    with pytest.raises(ResultError, match="kind: 'dra'"):
+        FabricResult.from_json({**doc, "kind": "dra"})

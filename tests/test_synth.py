@@ -319,3 +319,19 @@ def test_plan_md_lists_every_input_of_every_resource_none_hidden(dev, files: dic
         assert f"{key}=`" in row, key
         assert text.replace("|", "\\|") in row.replace("`<br>&nbsp;&nbsp;`", ""), key
     assert "networkProfile.networkPluginMode=`overlay`" in row and "tags.owner=`platform-team`" in row
+
+
+def test_the_fabric_test_table_refuses_a_kind_it_has_no_table_for(dev, monkeypatch):
+    """A kind core/kinds.py gains gets no all-reduce table by default: plan.md names it instead."""
+    import copy
+
+    from core import kinds
+
+    assert synth.fabric_test_plan(dev).name == "NCCL all-reduce"
+    monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS, "dra"))
+    job = copy.deepcopy(dev.one("kubernetes:batch/v1:Job", "fabric-check-certify"))
+    (container,) = job.inputs["spec"]["template"]["spec"]["containers"]
+    at = container["command"].index("certify") + 1
+    container["command"][at:at] = ["--kind", "dra"]
+    with pytest.raises(ValueError, match="kind: got 'dra'"):
+        synth.fabric_test_plan(Rendering(dev.stack, [job], dev.outputs))

@@ -99,11 +99,24 @@ def test_torsets_group_hosts_under_the_same_leaves():
     assert all(v.startswith("torset-") and topology.label_value(v) for v in mapping.values())
 
 
-def test_each_node_alone_finds_the_name_the_whole_pool_would_give_it():
-    whole = topology.torsets(POOL_GUIDS, TOPOLOGY)
+def sharp_answer(text: str, guids: list[str]) -> str:
+    """What SHARP is assumed to answer for a guids file: each switch that lists one of them, with only those."""
+    asked = {int(g, 16) for g in guids}
+    out = []
+    for line in text.splitlines():
+        head, _, listed = line.partition("Nodes=")
+        kept = [g for g in listed.split(",") if int(g, 16) in asked]
+        if kept:
+            out.append(head + "Nodes=" + ",".join(kept))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("text", [TOPOLOGY, TOPOLOGY.replace("SwitchName=", "Switch=")], ids=["named", "unnamed"])
+def test_each_node_alone_finds_the_name_the_whole_pool_would_give_it(text):
+    whole = topology.torsets(POOL_GUIDS, sharp_answer(text, [g for gs in POOL_GUIDS.values() for g in gs]))
     for node, guids in POOL_GUIDS.items():
-        assert topology.torsets({node: guids}, TOPOLOGY).get(node) == whole.get(node)
-    shuffled = "\n".join(reversed(TOPOLOGY.splitlines()))  # SHARP's order does not rename a torset
+        assert topology.torsets({node: guids}, sharp_answer(text, guids)).get(node) == whole.get(node), node
+    shuffled = "\n".join(reversed(text.splitlines()))  # SHARP's order does not rename a torset
     assert topology.torsets(POOL_GUIDS, shuffled) == whole
 
 
@@ -235,9 +248,11 @@ def test_the_labeler_runs_the_shipped_script_with_the_label_names_from_one_place
     assert template["annotations"][topology_labeler.SCRIPT_HASH_ANNOTATION] == topology_labeler.script_sha256()
 
 
-def test_the_labeler_may_read_and_label_nodes_and_nothing_else(dev):
+def test_the_labeler_may_patch_nodes_and_nothing_else(dev):
+    """Least privilege: its one request is a node PATCH (the fake API server above answers nothing else,
+    and test_the_two_steps_label_the_node_with_every_fact passes against it), so it may not even get one."""
     (rule,) = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "topology-role").inputs["rules"]
-    assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
+    assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}
 
 
 def test_every_labeler_object_passes_the_kubernetes_schema(dev):
@@ -259,6 +274,9 @@ def test_hypernodes_are_discovered_from_the_torset_then_the_placement_group(refe
              if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "volcano-controller-configmap"]
     (source,) = yaml.safe_load(cm["data"]["volcano-controller.conf"])["networkTopologyDiscovery"]
     assert source["source"] == "label" and source["enabled"] is True
+    # the label discoverer re-runs on node and HyperNode events and reads no interval (label.go; only
+    # ufm.go has a ticker): one set here would promise a periodic pass that never happens
+    assert "interval" not in source
     (name, tiers), = source["config"]["networkTopologyTypes"].items()
     assert len(name) <= 20  # Volcano skips a longer type name
     # highest first, the hostname last: Volcano's order (label.go parseCfg)
@@ -282,6 +300,51 @@ def test_the_scheduler_gets_the_topology_plugin_and_keeps_every_upstream_plugin(
 
 def test_the_fabric_test_job_declares_its_network_topology(dev, reference):
     job = as_api(dev.one(JOB).inputs)
-    assert job["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
+    topology = job["spec"]["networkTopology"]
+    assert topology["mode"] == "soft"
+    # Volcano overwrites a soft job's highestTierAllowed with the cluster's top tier (v1.15.1
+    # session.go convertSoftToHardTopology): declaring one would claim a bound that is never applied
+    assert "highestTierAllowed" not in topology and "highestTierName" not in topology
     assert crd_errors({**job, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
                       reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")) == []
+
+
+def test_the_shipped_script_runs_alone(tmp_path):
+    """The pod has the ConfigMap's one file and the image's python3: no project import, nothing beyond
+    the standard library."""
+    import ast
+    import subprocess
+    import sys
+
+    source = Path(topology.__file__).read_text()
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            assert name.split(".")[0] in sys.stdlib_module_names, name
+    alone = tmp_path / "topology.py"
+    alone.write_text(source)
+    done = subprocess.run([sys.executable, "-I", str(alone)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "usage: topology.py sharp|node" in done.stderr
+
+
+def test_sharp_runs_with_memory_unlocked_as_azures_labeler_runs_it(tmp_path):
+    """Azure runs sharp_cmd after `ulimit -l unlimited` (UCX pins memory); here up to the hard limit
+    where raising it is not allowed (this test's process may not)."""
+    import resource
+
+    hca(tmp_path / "sys", "mlx5_0", "0xa11", ["0x800b"])
+    sharp = tmp_path / "sharp_cmd"  # answers with the locked-memory limit it was started with
+    sharp.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ "$1" = --topology_file ] && ulimit -l > "$2"\n'
+                     '  shift\ndone\n')
+    sharp.chmod(0o755)
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    low = 64 * 1024 if hard == resource.RLIM_INFINITY else min(hard, 64 * 1024)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (low, hard))  # what a container may start with
+    try:
+        out = tmp_path / "topology.txt"
+        topology.write_sharp_topology(tmp_path / "sys", str(sharp), "mlx5_0:1", out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
+    got = out.read_text().strip()
+    assert got == "unlimited" or int(got) * 1024 == hard, got

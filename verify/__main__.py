@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it",
                          epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    col.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL,
+    col.add_argument("--kind", choices=kinds.KINDS, default=kinds.COLLECT_DEFAULT,
                      help="which test the job runs: nccl (all-reduce, GPU sizes) or p2p (osu_bw / osu_latency, "
                           "CPU-only sizes); default %(default)s")
     col.add_argument("--namespace", required=True)

@@ -215,6 +215,11 @@ class Collected(_Part):
     sharp: bool | None = _f("nccl: the run used SHARP (CollNet); null for p2p")
 
 
+# kind -> (FabricResult field, its figures type): a kind with no entry is refused by name, never read as another
+FIGURES: dict[str, tuple[str, type[AllReduceFigures] | type[P2pFigures]]] = {
+    kinds.NCCL: ("allreduce", AllReduceFigures), kinds.P2P: ("p2p", P2pFigures)}
+
+
 @dataclass(frozen=True)
 class FabricResult:
     """One fabric-test result, or an error (`verdict` null, `error` set). See the module docstring."""
@@ -248,7 +253,7 @@ class FabricResult:
 
     @property
     def figures(self) -> AllReduceFigures | P2pFigures | None:
-        return self.allreduce if self.kind == kinds.NCCL else self.p2p
+        return getattr(self, FIGURES[self.kind][0]) if self.kind in FIGURES else None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document (a dict ready for json.dumps): the groups' keys flat, as the schema says."""
@@ -281,12 +286,12 @@ class FabricResult:
             _keys(doc, {"schemaVersion", "verdict", "error"}, "an error document")
             return cls.failure(_load(str, doc["error"], "error"))
         kind = doc.get("kind")
-        if kind not in kinds.KINDS:
-            raise ResultError(f"kind: {kind!r}, allowed: {', '.join(kinds.KINDS)}")
-        figures_cls = AllReduceFigures if kind == kinds.NCCL else P2pFigures
+        if kind not in FIGURES:
+            raise ResultError(f"kind: {kind!r}, allowed: {', '.join(FIGURES)}")
+        figures_field, figures_cls = FIGURES[kind]
         groups = {"figures": (figures_cls, "max_size_bytes"), "collected": (Collected, "job")}
         allowed = set(COMMON_KEYS) | {f.name for c, _ in groups.values() for f in dataclasses.fields(c)}
-        if kind == kinds.NCCL:
+        if kinds.kind(kind).has_doctor:
             allowed |= {"suspects", "doctor"}
         _keys(doc, allowed, f"a {kind} result", required=COMMON_KEYS)
         got = {name: _group(c, marker, doc) for name, (c, marker) in groups.items()}
@@ -299,8 +304,7 @@ class FabricResult:
             reasons=_load(tuple[str, ...], doc["reasons"], "reasons"),
             sku=_load(str | None, doc["sku"], "sku"),
             nodes=_load(int | None, doc["nodes"], "nodes"),
-            allreduce=got["figures"] if kind == kinds.NCCL else None,
-            p2p=got["figures"] if kind == kinds.P2P else None,
+            **{field: got["figures"] if field == figures_field else None for field, _ in FIGURES.values()},
             suspects=_load(tuple[Suspect, ...], doc["suspects"], "suspects") if has_doctor else (),
             doctor=_load(Doctor, doc["doctor"], "doctor") if has_doctor else None,
             collected=got["collected"],

@@ -1,26 +1,11 @@
-"""The InfiniBand fabric's shape, as Azure's own labelers write it onto the nodes.
+"""The InfiniBand fabric's shape, as Azure's own labelers write it onto the nodes (docs/topology.md: which
+labels, where each comes from, why the torset is named after its leaf switch).
 
-Standard library only, no import from this project: the file itself is shipped (a ConfigMap) into the
-labeler pods (a DaemonSet pod per IB node), which run it twice: `python3 topology.py sharp`, privileged
-and without API credentials, asks SHARP for the node's topology; `python3 topology.py node`, unprivileged,
-reads every fact and labels the node. The label
-names come in as environment variables computed by the stack (components/topology_labeler.py), so
-they are written once, in core/fabric.py.
-
-Where each fact comes from (the same sources as Azure/ai-infrastructure-on-azure@a01b073
-utilities/aks/node_labeler and utilities/aks/torset_labeler):
-- `ib/pkey`: the full-membership partition keys in /sys/class/infiniband/*/ports/*/pkeys/*
-  (Azure: `grep 0x8`); the default partition 0xffff is every node's, so it says nothing;
-- `ib/hca-guids` (annotation): each InfiniBand port's GUID, the interface half of its GID 0 in sysfs
-  (what `ibstat` prints as "Port GUID"), in Azure's spelling (`0x` and the GUID without its first `00`);
-- `hyperv/PhysicalHostName`: the Hyper-V KVP pool 3 (/var/lib/hyperv/.kvp_pool_3);
-- placement group and interconnect subgroup: IMDS compute metadata (kubernetes-sigs/dranet@ca195e2
-  pkg/cloudprovider/azure/azure.go reads the same fields); VMs in different placement groups do not share
-  an InfiniBand fabric (dranet site/content/docs/user/azure-aks.md);
-- `ib/torset`: SHARP's topology discovery (`sharp_cmd topology`), hosts grouped by the first leaf switch
-  that lists one of their port GUIDs, as Azure's torset_tool.py groups them. Named after that switch
-  (`torset-<8 hex>`), not by discovery order, so each node finds its own torset's name by itself and a
-  node that joins later gets the same name as its torset's other hosts, with no pool-wide job.
+Standard library only, no import from this project: this file alone is shipped (a ConfigMap) into the
+labeler pods, which run it twice: `sharp`, privileged and without API credentials, asks SHARP for the
+node's topology; `node`, unprivileged, reads every fact and labels the node. The label names come in as
+environment variables (components/topology_labeler.py, from core/fabric.py). Sources:
+Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/node_labeler and torset_labeler.
 """
 
 from __future__ import annotations
@@ -29,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import ssl
 import subprocess
 import sys
@@ -136,17 +122,16 @@ def torsets(guids_by_node: dict[str, list[str]], topology: str) -> dict[str, str
                 continue
     switches: list[tuple[str, list[int]]] = []
     for line in topology.splitlines():
-        nodes = _NODES.search(line)
-        if not nodes:
+        nodes, name = _NODES.search(line), _SWITCH.search(line)
+        if not nodes or not name:  # a switch is named only by its SwitchName: its GUID list depends on who asked
             continue
-        name = _SWITCH.search(line)
         members = []
         for guid in nodes["guids"].split(","):
             try:
                 members.append(int(guid, 16))
             except ValueError:
                 continue
-        switches.append((name["name"] if name else nodes["guids"], members))
+        switches.append((name["name"], members))
     out: dict[str, str] = {}
     for switch, members in sorted(switches):  # sorted: the same grouping whatever order SHARP lists them in
         tag = "torset-" + hashlib.sha1(switch.encode()).hexdigest()[:8]
@@ -204,6 +189,16 @@ def _imds() -> dict | None:
         return None
 
 
+def _unlock_memory() -> None:
+    """sharp_cmd reaches the SHARP manager over UCX, which pins memory: Azure's torset labeler runs it after
+    `ulimit -l unlimited` (torset_labeler/helm/templates/job.yaml). Up to the hard limit where that is all."""
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (hard, hard))
+
+
 def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
     """SHARP's topology for these port GUIDs (the switches that list them), or None where SHARP cannot
     answer. Azure's torset_tool.py runs the same command, for every node's GUIDs at once."""
@@ -214,7 +209,8 @@ def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
         guids_file.write_text("".join(f"{g}\n" for g in guids))
         done = subprocess.run([sharp_cmd, "topology", "--ib-dev", device, "--guids_file", str(guids_file),
                                "--topology_file", str(topology_file)],
-                              env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=120, check=False)
+                              env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=120, check=False,
+                              preexec_fn=_unlock_memory)
         return topology_file.read_text() if done.returncode == 0 and topology_file.is_file() else None
 
 
