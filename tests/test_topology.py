@@ -4,6 +4,7 @@ node, and Volcano's HyperNode discovery and topology-aware scheduling built from
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,7 @@ import yaml
 
 from components import topology_labeler, volcano_topology
 from core import fabric
-from tests.schema_checks import as_api, core_errors, crd_errors, pinned_name
+from tests.schema_checks import as_api, core_errors, crd_errors, load_yaml_all, pinned_name
 from verify import topology
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
@@ -150,7 +151,7 @@ class FakeNodes:
                 self.wfile.write(data)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 
 
@@ -263,9 +264,14 @@ def test_every_labeler_object_passes_the_kubernetes_schema(dev):
 
 # --- Volcano --------------------------------------------------------------------------------------------------
 
+@functools.cache
+def _manifest_text(reference: Path) -> str:
+    return (reference / "examples" / pinned_name("volcano-development", "volcano")).read_text()
+
+
 def manifest(reference: Path) -> list[dict[str, Any]]:
-    text = (reference / "examples" / pinned_name("volcano-development", "volcano")).read_text()
-    return [d for d in yaml.safe_load_all(text) if d]
+    """A fresh copy of the pinned manifest's objects (libyaml: the file is about 1 MB)."""
+    return [d for d in load_yaml_all(_manifest_text(reference)) if d]
 
 
 def test_hypernodes_are_discovered_from_the_torset_then_the_placement_group(reference):
