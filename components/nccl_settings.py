@@ -10,7 +10,10 @@ What is Azure's, and from where:
   where they overlap; and its NUMA-aware core binding for H100/H200.
 - ND A100 v4 (`ndv4`): azhpc-images' ND v4 `/etc/nccl.conf`; no binding, as in Azure's AKS A100 test
   that published 187 GB/s (Azure/aks-rdma-infiniband).
-- ND GB200 v6 (`ndv6`): none of the above; Azure's GB300 values null them and bind nothing.
+- ND GB200 v6 / ND GB300 v6 (`ndv6`, Grace Blackwell): Azure's Grace Blackwell config
+  (`graceblackwell.conf`) with its GB300 AKS values (`values-gb300.yaml`), which unset the ND v5
+  settings and bind nothing. Its verdict run is IB-only (MNNVL and NVLS off, so two nodes of one
+  NVL72 rack still cross InfiniBand); `rack_run()` gives the MNNVL run reported beside it.
 
 Two switches change the environment: `sharp` (NCCL's own IB transport, or HPC-X's SHARP plugin with
 CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL detect the topology).
@@ -30,6 +33,9 @@ AKS_NCCL_TEST = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validat
 AKS_VALUES = f"{AKS_NCCL_TEST}/values.yaml"
 AKS_MPIJOB = f"{AKS_NCCL_TEST}/templates/mpijob.yaml"
 AKS_GB300_VALUES = f"{AKS_NCCL_TEST}/values-gb300.yaml"
+GB_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/graceblackwell.conf"
+# The IB-only run as Azure's dranet GB300 example and its published inter-rack figure take it
+DRANET_GB300_JOB = "kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/mpi-job.yaml"
 HOPPER_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/hopper.conf"
 AZHPC_NDV5 = "Azure/azhpc-images@8e9d055 components/customizations/ndv5.sh (/etc/nccl.conf)"
 AZHPC_NDV4 = "Azure/azhpc-images@8e9d055 components/customizations/ndv4.sh (/etc/nccl.conf)"
@@ -44,9 +50,13 @@ OURS = "ours"
 
 @dataclass(frozen=True)
 class Setting:
-    value: str
+    value: str | None  # None: a variable a generation removes from the shared groups (left to NCCL)
     why: str
     source: str  # repository@commit path, or OURS (then `why` is the whole reason)
+
+
+def unset(why: str, source: str) -> Setting:
+    return Setting(None, why, source)
 
 
 # Every GPU generation, whatever the switches.
@@ -112,7 +122,42 @@ BY_GENERATION: dict[str, dict[str, Setting]] = {
     "ndv4": {
         "NCCL_IGNORE_CPU_AFFINITY": Setting("1", "NCCL places its threads by the GPU's NUMA node", AZHPC_NDV4),
     },
-    "ndv6": {},  # AKS_GB300_VALUES nulls the ND v5 settings for Grace Blackwell
+    # Grace Blackwell: graceblackwell.conf's NCCL variables for the IB side, with MNNVL and NVLS off
+    # (the verdict run); values-gb300.yaml nulls what only Hopper needs.
+    "ndv6": {
+        "NCCL_NET_GDR_LEVEL": Setting("PHB", "GPUDirect RDMA where GPU and HCA share a PCIe host bridge: on "
+                                             "Grace each GPU has its own HCAs next to it", GB_CONF),
+        "NCCL_NET_GDR_C2C": Setting("1", "GPUDirect RDMA over Grace's chip-to-chip link (C2C) between the "
+                                         "GPU and the CPU-attached HCA", GB_CONF),
+        "NCCL_DMABUF_ENABLE": Setting("1", "register GPU memory with the HCA through DMA-BUF", GB_CONF),
+        "NCCL_IB_SL": Setting("1", "InfiniBand service level 1, as Azure's Grace Blackwell fabric expects",
+                              GB_CONF),
+        "NCCL_IB_QPS_PER_CONNECTION": Setting("4", "4 queue pairs per connection", GB_CONF),
+        "NCCL_P2P_NET_CHUNKSIZE": Setting("2097152", "2 MiB chunks for point-to-point over the network",
+                                          GB_CONF),
+        "NCCL_SHM_DISABLE": Setting("1", "no shared-memory transport: GPUs of a node talk over NVLink",
+                                    GB_CONF),
+        "NCCL_IGNORE_CPU_AFFINITY": Setting(
+            "1", "NCCL places its threads by the GPU's NUMA node (graceblackwell.conf sets it; the GB300 AKS "
+                 "values null it)", GB_CONF),
+        "NCCL_MNNVL_ENABLE": Setting(
+            "0", "IB-only: no multi-node NVLink, so the run crosses InfiniBand even between nodes of one NVL72 "
+                 "rack and the verdict judges the fabric (graceblackwell.conf's 1 is the rack run's)",
+            f"{DRANET_GB300_JOB}; {GB_CONF}"),
+        "NCCL_NVLS_ENABLE": Setting("0", "IB-only: no NVLink SHARP (NVLS) reductions in the NVSwitch",
+                                    f"{DRANET_GB300_JOB}; {GB_CONF}"),
+        "NCCL_IB_PCI_RELAXED_ORDERING": unset("not set: Azure's GB300 values null the Hopper value (1)",
+                                              AKS_GB300_VALUES),
+        # graceblackwell.conf: the RDMA/SHARP plugin on the library path is "needed for dmabuf support"
+        "NCCL_NET_PLUGIN": unset("not set: NCCL loads the image's RDMA plugin (libnccl-net.so on the library "
+                                 "path), which Azure says DMA-BUF needs", f"{GB_CONF}; {IMAGE_DOCKERFILE}"),
+    },
+}
+# The rack's NVLink run on a multi-node-NVLink size (GB200/GB300): graceblackwell.conf's intra-rack values,
+# over the verdict run's. Reported beside the IB verdict, never in it.
+RACK_RUN: dict[str, Setting] = {
+    "NCCL_MNNVL_ENABLE": Setting("1", "multi-node NVLink across the nodes of one NVL72 rack", GB_CONF),
+    "NCCL_NVLS_ENABLE": Setting("1", "NVLink SHARP reductions in the rack's NVSwitches", GB_CONF),
 }
 TOPOLOGY_SETTING = Setting(
     f"{TOPOLOGY_DIR}/{TOPOLOGY_KEY}",
@@ -145,7 +190,7 @@ def binding(sku: Sku) -> Binding:
             f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true in "
             f"values.yaml, 'recommended for H100/H200'); cores: {sku.cpu_cores_source}",
         )
-    source = AKS_GB300_VALUES + " (mpi.bindToCore: false)" if sku.generation == "ndv6" else (
+    source = f"{AKS_GB300_VALUES} (mpi.bindToCore: false); {GB_CONF} (CPU_BIND=none)" if sku.generation == "ndv6" else (
         AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)")
     return Binding(("-npernode", str(gpus), "--bind-to", "none"),
                    "one rank per GPU, unbound: NCCL pins its own threads", source)
@@ -155,10 +200,15 @@ def settings(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, Setting
     """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted."""
     if not sku.has_gpus:
         raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
-    out = {**COMMON, **BY_GENERATION.get(sku.generation, {}), **(WITH_SHARP if sharp else WITHOUT_SHARP)}
+    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **BY_GENERATION.get(sku.generation, {})}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
-    return dict(sorted(out.items()))
+    return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
+
+
+def rack_run(sku: Sku) -> dict[str, Setting]:
+    """What the rack's NVLink run changes of the verdict run's environment; {} on sizes without MNNVL."""
+    return dict(RACK_RUN) if sku.has_mnnvl else {}
 
 
 def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, str]:
@@ -178,12 +228,15 @@ def markdown_table() -> str:
         ("`sharp: true`", WITH_SHARP),
         ("ND H100/H200 v5", BY_GENERATION["ndv5"]),
         ("ND A100 v4", BY_GENERATION["ndv4"]),
+        ("ND GB200 / GB300 v6", BY_GENERATION["ndv6"]),
+        ("ND GB200 / GB300 v6, the rack's NVLink run", RACK_RUN),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]
     for when, env in groups:
         for name, s in env.items():
-            lines.append(f"| `{name}` | `{_cell(s.value)}` | {when} | {_cell(s.why)} | {_cell(s.source)} |")
+            value = f"`{_cell(s.value)}`" if s.value is not None else "(unset)"
+            lines.append(f"| `{name}` | {value} | {when} | {_cell(s.why)} | {_cell(s.source)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,7 @@ SRC_NDAMSRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated
 SRC_NDH100V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh100v5-series"
 SRC_NDH200V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh200v5-series"
 SRC_NDGB200V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-gb200-v6-series"
+SRC_NDGB300V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-gb300-v6-series"
 SRC_HBV3 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv3-series"
 SRC_HBV4 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv4-series"
 SRC_HX = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hx-series"
@@ -33,6 +34,16 @@ SRC_AKS_GB200_FLAG = (
     "'Before deploying GB200/GB300 node pools, you must unregister the AKSInfinibandSupport feature flag'; "
     "GB200/GB300 pools need Ubuntu 24.04"
 )
+# Azure's published expectations for GB300 (a guidance table, not a log: "Baselines assume a full rack
+# at 16 G message size"); warn is where Azure says to re-test, GHR where it says to file a health report.
+SRC_GB300_BASELINE = ("Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline/SKILL.md, "
+                      "Standard_ND128isr_GB300_v6: all_reduce busbw at 16 G")
+SRC_GB300_IB_ONLY = f"{SRC_GB300_BASELINE} (inter-rack, IB-only): ~200 GB/s, warn < 180, GHR < 150"
+SRC_GB300_MNNVL = f"{SRC_GB300_BASELINE} (intra-rack, MNNVL): ~937 GB/s, warn < 800, GHR < 600"
+SRC_NVL72_RACK = (f"{SRC_GB300_BASELINE}: '18 nodes per MNNVL rack (ClusterUUID)'; {SRC_NDGB200V6}: 'groups of 18 "
+                  "ND GB200 v6 VMs' per NVL72 rack (docs/sku-sources.md Q1)")
+SRC_DRANET_GB300 = ("kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/README.md: '4 x Mellanox "
+                    "ConnectX | 800 Gb/s InfiniBand each', '4 x NVIDIA GB300 | 288 GB HBM3E', 2 NUMA nodes")
 SRC_AKS_IB_FLAG = (
     "Azure/aks-rdma-infiniband@700dabb website/docs/getting-started/02-prerequisites.md "
     "('register the AKS Infiniband Support feature' so pool VMs land on one InfiniBand network)"
@@ -85,6 +96,25 @@ class LinkExpectation:
                              f"{self.threshold_gbits}]")
 
 
+@dataclass(frozen=True)
+class IbGeneration:
+    """An InfiniBand generation and its per-HCA link rate (4x port), as the size pages state it."""
+
+    name: str
+    link_gbits: int  # Gb/s (bits)
+    source: str
+
+
+IB_GENERATIONS: dict[str, IbGeneration] = {
+    g.name: g
+    for g in (
+        IbGeneration("HDR", 200, f"{SRC_NDASRV4} ('200 ... HDR InfiniBand connection' per GPU)"),
+        IbGeneration("NDR", 400, f"{SRC_NDH100V5} ('400 Gb/s NVIDIA Quantum-2 CX7 InfiniBand' per GPU)"),
+        IbGeneration("XDR", 800, f"{SRC_NDGB300V6}; {SRC_DRANET_GB300}"),
+    )
+}
+
+
 class IbFeature(Enum):
     """What a size needs of the AKSInfinibandSupport feature on the deploying subscription."""
 
@@ -113,8 +143,8 @@ class Sku:
     gpus_per_vm: int  # 0 for CPU-only HPC sizes
     gpu_model: str | None
     ib_hcas_per_vm: int
-    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
-    ib_generation: str  # "HDR" | "NDR"
+    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): IB_GENERATIONS[ib_generation]'s
+    ib_generation: str  # a key of IB_GENERATIONS: "HDR" | "NDR" | "XDR"
     generation: str  # Azure's VM generation: "ndv4" | "ndv5" | "ndv6" | "hbv3" | "hbv4" | "hx" (NCCL settings key)
     nccl_topology: str | None  # id of the NCCL topology file, None when no file applies
     ib_feature: IbFeature  # what the size needs of AKSInfinibandSupport
@@ -123,15 +153,33 @@ class Sku:
     allreduce_more_nodes: Expectation | None
     p2p: LinkExpectation | None  # two-VM RDMA bandwidth over one HCA (judges the CPU-only fabric test)
     sources: tuple[str, ...]
-    # The oldest Kubernetes minor whose AKS `Ubuntu` node image the size runs on: AKS's osSKU
-    # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
-    min_kubernetes_minor: int | None = None
     gpu_memory_gb: int = 0  # memory per GPU (the size pages in `sources`): bounds all_reduce_perf's -e
     allreduce_1_node: NodeAllReduceGate | None = None  # the fabric doctor's NVLink check; None: unpublished
     # CPU cores per VM (no SMT on these sizes: cores = threads), with where the figure comes from:
     # mpirun's core binding gives each rank cores_per_vm / gpus_per_vm of them.
     cpu_cores_per_vm: int = field(kw_only=True)
     cpu_cores_source: str = field(kw_only=True)
+    # AKS's osSKU for the pool: `Ubuntu` (22.04 up to 1.34, 24.04 from 1.35: learn.microsoft.com/azure/
+    # aks/upgrade-os-version), or `Ubuntu2404` where Azure requires 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG).
+    os_sku: str = field(default="Ubuntu", kw_only=True)
+    # Multi-node NVLink (MNNVL): the nodes of one NVL72 rack share an NVLink domain (this many). Such
+    # a size needs the NVIDIA DRA driver and a ComputeDomain for NCCL to use it, and its fabric verdict
+    # judges InfiniBand from a run with MNNVL off. None: NVLink stays inside the VM.
+    mnnvl_rack_nodes: int | None = field(default=None, kw_only=True)
+    # The all-reduce of nodes of one rack over MNNVL: reported beside the IB verdict, never in it.
+    allreduce_rack: Expectation | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        gen = IB_GENERATIONS.get(self.ib_generation)
+        if gen is None or gen.link_gbits != self.ib_link_gbits:
+            raise ValueError(f"{self.vm_size}: ib_generation {self.ib_generation!r} at {self.ib_link_gbits} Gb/s; "
+                             f"generations: {', '.join(f'{g.name} {g.link_gbits}' for g in IB_GENERATIONS.values())}")
+        if self.allreduce_rack and not self.mnnvl_rack_nodes:
+            raise ValueError(f"{self.vm_size}: a rack (MNNVL) expectation needs mnnvl_rack_nodes")
+
+    @property
+    def has_mnnvl(self) -> bool:
+        return self.mnnvl_rack_nodes is not None
 
     @property
     def has_gpus(self) -> bool:
@@ -175,6 +223,10 @@ SRC_CORES_HBV3 = f"{AZNHC} conf/hb120rs_v3.conf: check_hw_cpuinfo 2 120 120"
 SRC_CORES_HBV4 = f"{AZNHC} conf/hb176rs_v4.conf and conf/hx176rs.conf: check_hw_cpuinfo 2 176 176"
 SRC_CORES_GB200 = ("microsoft/aspire@5bd693a src/Aspire.Hosting.Azure.Kubernetes/AksNodeVmSizes.cs: "
                    "'Standard_ND128isr_NDR_GB200_v6 -- 128 vCPUs' (aznhc has no GB200 conf)")
+# No core count for GB300 in the sources read: Azure's size names carry the vCPU count (ND128...),
+# which for GB200's ND128 SRC_CORES_GB200 confirms. Derived from the name, not measured.
+SRC_CORES_GB300 = ("DERIVED from the size name Standard_ND128isr_GB300_v6 (128 vCPUs, as GB200's ND128; "
+                   f"{SRC_CORES_GB200})")
 SRC_AICR_H100_AKS = (
     "NVIDIA/aicr#1699 (2026-07-09): 157.11 GB/s busbw on 2 x Standard_ND96isr_H100_v5 on AKS, gate >= 150; "
     "#1840: 157.5 GB/s on the same pair (its NCCL settings NOT FOUND in the sources read, docs/sku-sources.md "
@@ -254,6 +306,11 @@ _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS = 380.0, 360.0
 _H100_DERIVED = _derived_from_nccl_peak(8, 400)
 _H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS,
                                     SRC_GDR_H200)
+
+# GB300: Azure's own published figures (SRC_GB300_BASELINE), not derived. The fail line is Azure's
+# warn line, below which its guide says to re-test (its GHR line, 150 / 600, is for a health report).
+_GB300_IB_ONLY = Expectation(baseline_gbps=200.0, threshold_gbps=180.0, source=SRC_GB300_IB_ONLY)
+_GB300_MNNVL = Expectation(baseline_gbps=937.0, threshold_gbps=800.0, source=SRC_GB300_MNNVL)
 
 # Point to point over one HCA. GPU sizes: the line rate and the size's own GPUDirect RDMA gate (what
 # a GPU-memory ib_write_bw must reach). CPU-only sizes: the host-memory gate. Azure measures every
@@ -430,14 +487,40 @@ SKUS: dict[str, Sku] = {
             nccl_topology=None,  # Azure publishes no topology file for it (reference/topology)
             ib_feature=IbFeature.MUST_BE_ABSENT,  # Azure: unregister it for GB200/GB300
             cpu_arch="arm64",
-            allreduce_2_nodes=None,  # no published figure; verdicts are UNKNOWN
+            # No published GB200 figure, and GB300's do not transfer (half the link rate): UNKNOWN
+            allreduce_2_nodes=None,
             allreduce_more_nodes=None,
             p2p=None,  # aznhc has no GB200 conf: no GDR gate to judge one HCA by
-            sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG),
-            min_kubernetes_minor=35,  # needs Ubuntu 24.04 (SRC_AKS_GB200_FLAG)
+            sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
             gpu_memory_gb=192,
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB200,
+            os_sku="Ubuntu2404",  # SRC_AKS_GB200_FLAG
+            mnnvl_rack_nodes=18,  # SRC_NVL72_RACK
+        ),
+        Sku(
+            vm_size="Standard_ND128isr_GB300_v6",
+            family="ND GB300 v6",
+            gpus_per_vm=4,
+            gpu_model="GB300 (Blackwell Ultra, 288GB)",
+            ib_hcas_per_vm=4,
+            ib_link_gbits=800,
+            ib_generation="XDR",
+            generation="ndv6",
+            nccl_topology=None,  # no published topology file
+            ib_feature=IbFeature.MUST_BE_ABSENT,  # SRC_AKS_GB200_FLAG names GB300 too
+            cpu_arch="arm64",
+            # judged from the IB-only run (MNNVL and NVLS off) by Azure's inter-rack figure
+            allreduce_2_nodes=_GB300_IB_ONLY,
+            allreduce_more_nodes=_GB300_IB_ONLY,
+            p2p=None,  # aznhc has no GB300 conf: no GDR gate to judge one HCA by
+            sources=(SRC_NDGB300V6, SRC_DRANET_GB300, SRC_GB300_BASELINE, SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
+            gpu_memory_gb=288,  # SRC_DRANET_GB300
+            cpu_cores_per_vm=128,
+            cpu_cores_source=SRC_CORES_GB300,
+            os_sku="Ubuntu2404",
+            mnnvl_rack_nodes=18,
+            allreduce_rack=_GB300_MNNVL,
         ),
     )
 }

@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components import fabric_test, nccl_sizing
-from core import catalog
+from core import catalog, dra
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (
-    DEFAULT_NCCL_TESTS_IMAGE,
     LOCATION_KEY,
     PROJECT,
     SCHEMA,
@@ -106,21 +105,13 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         return problems
     sku = catalog.lookup(ib["vmSize"])
     if values["kubernetesVersion"]:
-        minor = int(values["kubernetesVersion"].split(".")[1])
-        if sku.min_kubernetes_minor and minor < sku.min_kubernetes_minor:
-            problems.append(
-                f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {sku.vm_size} needs 1."
-                f"{sku.min_kubernetes_minor} or newer (its nodes need the Ubuntu 24.04 image)"
-            )
+        why = dra.kubernetes_problem(values["kubernetesVersion"], sku, values["rdmaMode"] or "")
+        if why:
+            problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
     if ft.get("allReduceArgs"):
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
             problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
-    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch != "amd64":
-        problems.append(
-            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is amd64-only; "
-            f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
-        )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
     thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in fabric_test.KINDS}
     for key, why in fabric_test.threshold_problems(fabric_test.kind_for(sku), thresholds).items():

@@ -52,7 +52,10 @@ VERSION_PINS: dict[str, pins.Pin] = {
 }
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
 # reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml
-# (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22).
+# (coreweave/nccl-tests@06e94b2 Dockerfile.ubuntu22). Multi-arch (amd64 and arm64), so it serves the
+# Grace (arm64) sizes too: every tag is built by build.yml with `platforms: linux/amd64,linux/arm64`
+# (coreweave/nccl-tests@cb86553 build.yml:109, README.md:67-69 "Each image is multi-arch"), and
+# CoreWeave's own GB300 NVL72 MPIJob runs this very tag (reference/nccl-tests/coreweave-images.md).
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
