@@ -22,7 +22,7 @@ from components.fabric_test import number_arg as _gbps  # the doctor's GB/s line
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import fabric, pins
+from core import fabric, modes, pins
 from core.catalog import Sku
 from verify import doctor
 from verify.verdict import pass_line_gbps
@@ -41,7 +41,7 @@ DOCTOR_HCA_PAIRS = 2
 class NcclJobArgs:
     sku: Sku
     node_count: int
-    rdma_mode: str  # fabric.RDMA_MODES
+    rdma_mode: str  # a name in core.modes.MODES
     image: str
     all_reduce_args: str
     timeout_minutes: int  # the pods' activeDeadlineSeconds
@@ -82,7 +82,7 @@ class NcclJobArgs:
         too_big = nccl_sizing.fit_problem(self.all_reduce_args, self.sku)
         if too_big:
             raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
-        fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
+        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
         mpi_job.check_host_names(self.job_name, self.node_count)
         if self.doctor not in doctor.DOCTOR_MODES:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
@@ -124,10 +124,9 @@ def uses_topology_file(args: NcclJobArgs) -> bool:
 
 
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
-    """Every GPU of the node and the RDMA resource of the configured mode (core/fabric.py)."""
-    rdma = fabric.rdma_request(args.rdma_mode, args.sku)
+    """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py)."""
     gpus = args.sku.gpus_per_vm
-    extended = {fabric.GPU_RESOURCE: str(gpus), rdma.resource: str(rdma.count)}
+    extended = {fabric.GPU_RESOURCE: str(gpus), **modes.rdma_mode(args.rdma_mode).limits(args.sku)}
     return core.ResourceRequirementsArgs(
         requests={**extended, "cpu": str(CPU_PER_RANK * gpus), "memory": f"{MEMORY_GI_PER_RANK * gpus}Gi"},
         limits=extended,

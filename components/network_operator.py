@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
 from components.operator_release import Chart, operator_release
-from core import fabric, pins
+from core import fabric, modes, pins
 
 CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
@@ -22,11 +22,6 @@ NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
 # their tags are pinned in stack_config.DEFAULT_VERSIONS.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_IMAGE = "doca-driver"
-RDMA_SHARED_DEVICE_PLUGIN_IMAGE = "k8s-rdma-shared-dev-plugin"
-SRIOV_DEVICE_PLUGIN_IMAGE = "sriov-network-device-plugin"
-
-# How many pods of one node may share its HCAs in `shared` mode (Azure's and upstream's value).
-RDMA_HCA_MAX = 63
 
 # Azure's workaround for a race in which the inbox kernel modules load before the DOCA ones:
 # the driver container writes its module blacklist onto the host
@@ -76,7 +71,7 @@ class NetworkOperatorArgs:
     doca_driver_version: str
     rdma_shared_device_plugin_version: str
     sriov_device_plugin_version: str
-    # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): fabric.RDMA_MODES.
+    # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): a name in core.modes.MODES.
     rdma_mode: str
     namespace_name: str = fabric.NETWORK_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
@@ -86,8 +81,16 @@ class NetworkOperatorArgs:
         pins.DOCA_TAG.require("doca_driver_version", self.doca_driver_version)
         pins.IMAGE_TAG.require("rdma_shared_device_plugin_version", self.rdma_shared_device_plugin_version)
         pins.IMAGE_TAG.require("sriov_device_plugin_version", self.sriov_device_plugin_version)
-        if self.rdma_mode not in fabric.RDMA_MODES:
-            raise ValueError(f"rdma_mode: got {self.rdma_mode!r}; expected one of {', '.join(fabric.RDMA_MODES)}")
+        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
+
+    @property
+    def mode(self) -> modes.RdmaMode:
+        return modes.rdma_mode(self.rdma_mode, key="rdma_mode")
+
+    def device_plugin_version(self, plugin: modes.DevicePlugin) -> str:
+        """The pinned image tag of `plugin`, by its `versions.<key>` (= its NicClusterPolicy section)."""
+        return {"rdmaSharedDevicePlugin": self.rdma_shared_device_plugin_version,
+                "sriovDevicePlugin": self.sriov_device_plugin_version}[plugin.section]
 
 
 def chart_values() -> dict[str, Any]:
@@ -107,35 +110,6 @@ def chart_values() -> dict[str, Any]:
       memory past RLIMIT_MEMLOCK (components/mpi_job.py says so, and a test keeps it true).
     """
     return {"nfd": {"enabled": False, "deployNodeFeatureRules": False}}
-
-
-def rdma_shared_device_plugin_config() -> dict[str, Any]:
-    """The k8s-rdma-shared-dev-plugin config: one resource `rdma/shared_ib` covering every
-    Mellanox InfiniBand device of the node, shared by up to RDMA_HCA_MAX pods."""
-    return {
-        "configList": [
-            {
-                "resourcePrefix": fabric.RDMA_RESOURCE_PREFIX,
-                "resourceName": fabric.RDMA_SHARED_RESOURCE_NAME,
-                "rdmaHcaMax": RDMA_HCA_MAX,
-                "selectors": {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"]},
-            }
-        ]
-    }
-
-
-def sriov_device_plugin_config() -> dict[str, Any]:
-    """The sriov-network-device-plugin config: each InfiniBand VF is one `rdma/ib`, with its RDMA
-    device mounted into the pod (isRdma)."""
-    return {
-        "resourceList": [
-            {
-                "resourcePrefix": fabric.RDMA_RESOURCE_PREFIX,
-                "resourceName": fabric.RDMA_SRIOV_RESOURCE_NAME,
-                "selectors": {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"], "isRdma": True},
-            }
-        ]
-    }
 
 
 def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
@@ -162,19 +136,13 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
             "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
         },
     }
-    if args.rdma_mode == "shared":
-        spec["rdmaSharedDevicePlugin"] = {
+    plugin = args.mode.device_plugin
+    if plugin:
+        spec[plugin.section] = {
             "repository": IMAGE_REPOSITORY,
-            "image": RDMA_SHARED_DEVICE_PLUGIN_IMAGE,
-            "version": args.rdma_shared_device_plugin_version,
-            "config": json.dumps(rdma_shared_device_plugin_config(), indent=2),
-        }
-    else:
-        spec["sriovDevicePlugin"] = {
-            "repository": IMAGE_REPOSITORY,
-            "image": SRIOV_DEVICE_PLUGIN_IMAGE,
-            "version": args.sriov_device_plugin_version,
-            "config": json.dumps(sriov_device_plugin_config(), indent=2),
+            "image": plugin.image,
+            "version": args.device_plugin_version(plugin),
+            "config": json.dumps(plugin.config, indent=2),
         }
     return spec
 
@@ -200,11 +168,10 @@ class NetworkOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NetworkOperator", name, None, opts)
-        plugin = {
-            "shared": {"rdmaSharedDevicePlugin": args.rdma_shared_device_plugin_version},
-            "sriov": {"sriovDevicePlugin": args.sriov_device_plugin_version},
-        }[args.rdma_mode]
-        self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version, **plugin}
+        plugin = args.mode.device_plugin
+        plugin_version = {plugin.section: args.device_plugin_version(plugin)} if plugin else {}
+        self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version,
+                                **plugin_version}
         self.namespace, self.release = operator_release(
             name,
             self,

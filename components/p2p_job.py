@@ -38,7 +38,7 @@ import pulumi_kubernetes as k8s
 from components import mpi_job
 from components.fabric_test import POINT_TO_POINT, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
-from core import fabric, pins
+from core import modes, pins
 from core.catalog import Sku
 
 core = k8s.core.v1
@@ -73,7 +73,7 @@ UCX_ENV = {"UCX_TLS": "rc,self"}
 @dataclass(frozen=True)
 class P2pJobArgs:
     sku: Sku
-    rdma_mode: str  # fabric.RDMA_MODES
+    rdma_mode: str  # a name in core.modes.MODES
     image: str  # pinned; must carry Open MPI (UCX) with mpicc at MPI_HOME, sshd, and OSU at
     # OSU_PREBUILT_DIR or a compiler and curl/wget to build it (build-osu.sh)
     timeout_minutes: int  # the pods' activeDeadlineSeconds
@@ -94,16 +94,16 @@ class P2pJobArgs:
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"
             )
         pins.IMAGE_REF.require("image", self.image)
-        fabric.rdma_request(self.rdma_mode, self.sku)  # raises with the allowed modes
+        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
         mpi_job.check_host_names(self.job_name, WORKERS)
 
 
 def worker_resources(args: P2pJobArgs) -> core.ResourceRequirementsArgs:
-    """The RDMA resource of the configured mode (core/fabric.py), a little CPU and memory, no GPU."""
-    rdma = fabric.rdma_request(args.rdma_mode, args.sku)
+    """The HCAs as the configured RDMA mode hands them out (core/modes.py), a little CPU and memory, no GPU."""
+    rdma = modes.rdma_mode(args.rdma_mode).limits(args.sku)
     return core.ResourceRequirementsArgs(
-        requests={rdma.resource: str(rdma.count), "cpu": WORKER_CPU, "memory": WORKER_MEMORY},
-        limits={rdma.resource: str(rdma.count)},
+        requests={**rdma, "cpu": WORKER_CPU, "memory": WORKER_MEMORY},
+        limits=rdma,
     )
 
 

@@ -2,15 +2,11 @@
 
 Pure Python (no Pulumi import). The node pool sets these labels and this taint; every DaemonSet
 that must run on the pool (NFD worker, Network Operator driver and device plugin, GPU Operator)
-and the fabric test job tolerate the taint; the NicClusterPolicy names the RDMA resources that the
-job requests. Each fact is written here once.
+and the fabric test job tolerate the taint. What the job requests for the HCAs is its RDMA mode's
+(core/modes.py). Each fact is written here once.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-from core.catalog import Sku
 
 # The IB pool's taint. NoSchedule keeps every ordinary pod off the expensive GPU/IB nodes; each
 # component that must run there tolerates exactly this key.
@@ -37,13 +33,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 NETWORK_OPERATOR_NAMESPACE = "network-operator"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 
-# RDMA device plugin modes. `shared`: the RDMA shared device plugin advertises one resource per
-# node that many pods may share (rdmaHcaMax of them); `sriov`: the SR-IOV device plugin advertises
-# each InfiniBand VF as its own resource.
+# The domain of the RDMA extended resources the device plugins advertise (`rdma/shared_ib`,
+# `rdma/ib`); each mode's own resource is in core/modes.py.
 RDMA_RESOURCE_PREFIX = "rdma"
-RDMA_SHARED_RESOURCE_NAME = "shared_ib"
-RDMA_SRIOV_RESOURCE_NAME = "ib"
-RDMA_MODES = ("shared", "sriov")
 
 
 def toleration() -> dict[str, str]:
@@ -53,20 +45,3 @@ def toleration() -> dict[str, str]:
 
 def pool_node_selector() -> dict[str, str]:
     return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
-
-
-@dataclass(frozen=True)
-class RdmaRequest:
-    resource: str  # e.g. "rdma/shared_ib"
-    count: int  # per pod
-
-
-def rdma_request(mode: str, sku: Sku) -> RdmaRequest:
-    """What one pod that uses every HCA of its node must request, in the given device-plugin mode."""
-    if mode == "shared":
-        # One shared resource unit exposes every HCA of the node to the pod.
-        return RdmaRequest(f"{RDMA_RESOURCE_PREFIX}/{RDMA_SHARED_RESOURCE_NAME}", 1)
-    if mode == "sriov":
-        # One VF per HCA: a pod that wants the whole fabric asks for all of them.
-        return RdmaRequest(f"{RDMA_RESOURCE_PREFIX}/{RDMA_SRIOV_RESOURCE_NAME}", sku.ib_hcas_per_vm)
-    raise ValueError(f"rdmaMode {mode!r} is not one of {', '.join(RDMA_MODES)}")

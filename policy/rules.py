@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core import catalog, fabric, pins
+from core import catalog, fabric, modes, pins
 
 ReportViolation = Callable[..., None]  # report_violation(message, urn=None)
 Validate = Callable[[Any, ReportViolation], None]
@@ -74,8 +74,12 @@ def job_containers(props: Mapping[str, Any]) -> Iterator[Container]:
 
 
 def _rdma_resources(resources: Any) -> list[str]:
-    prefix = fabric.RDMA_RESOURCE_PREFIX + "/"
-    return [k for k in (_get(resources, "limits") or {}) if str(k).startswith(prefix)]
+    """The limits that are some RDMA mode's resource for the HCAs (core/modes.py)."""
+    return [k for k in (_get(resources, "limits") or {}) if str(k) in modes.extended_resources()]
+
+
+def _rdma_names() -> str:
+    return " or ".join(sorted(modes.extended_resources()))
 
 
 # --- 1. the IB size is in the catalog -----------------------------------------------------------
@@ -197,10 +201,10 @@ def job_pods_unprivileged_with_rdma(args: Any, report_violation: ReportViolation
         any_rdma = any_rdma or bool(rdma)
         if fabric.GPU_RESOURCE in (_get(resources, "limits") or {}) and not rdma:
             report_violation(f"Volcano Job {args.name!r} {c.where}: requests {fabric.GPU_RESOURCE} but no "
-                             f"{fabric.RDMA_RESOURCE_PREFIX}/ resource in limits; NCCL would fall back to TCP")
+                             f"RDMA resource ({_rdma_names()}) in limits; NCCL would fall back to TCP")
     if not any_rdma:
-        report_violation(f"Volcano Job {args.name!r}: no container requests an {fabric.RDMA_RESOURCE_PREFIX}/ "
-                         f"resource in limits; the test would not cross InfiniBand")
+        report_violation(f"Volcano Job {args.name!r}: no container requests an RDMA resource ({_rdma_names()}) "
+                         f"in limits; the test would not cross InfiniBand")
 
 
 # --- 5. GPU pools leave the driver to the GPU Operator ------------------------------------------

@@ -3,7 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-from core import fabric, pins
+from core import modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify.doctor import DOCTOR_MODES
@@ -94,9 +94,7 @@ SCHEMA: tuple[Key, ...] = (
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=int_range(128, 2048)),
         )),
-    Key("rdmaMode", "string",
-        "RDMA device plugin: `shared` (rdma/shared_ib, one per pod) or `sriov` (rdma/ib, one per HCA).",
-        default="shared", check=one_of(*fabric.RDMA_MODES)),
+    Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
         fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v, check=VERSION_PINS[k].problem)
                      for k, v in DEFAULT_VERSIONS.items())),

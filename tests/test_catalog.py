@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from core import catalog, fabric
+from core import catalog, fabric, modes
 
 REQUIRED = [
     "Standard_ND96asr_v4",
@@ -104,10 +104,10 @@ def test_expectation_rejects_a_threshold_above_its_baseline():
 
 @pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
 def test_rdma_request_per_mode(sku):
-    assert fabric.rdma_request("shared", sku) == fabric.RdmaRequest("rdma/shared_ib", 1)
-    assert fabric.rdma_request("sriov", sku) == fabric.RdmaRequest("rdma/ib", sku.ib_hcas_per_vm)
-    with pytest.raises(ValueError, match="rdmaMode 'shard'"):
-        fabric.rdma_request("shard", sku)
+    assert modes.rdma_mode("shared").request(sku) == modes.RdmaRequest("rdma/shared_ib", 1)
+    assert modes.rdma_mode("sriov").request(sku) == modes.RdmaRequest("rdma/ib", sku.ib_hcas_per_vm)
+    with pytest.raises(ValueError, match="rdmaMode: got 'shard'; expected one of shared, sriov"):
+        modes.rdma_mode("shard")
 
 
 def test_taint_is_in_aks_syntax():

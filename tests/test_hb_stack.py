@@ -15,7 +15,7 @@ import pytest
 from components import fabric_check, fabric_test
 from components.fabric_check import PENDING, FabricCheckArgs, collect_command, parse_result
 from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
-from core import catalog, fabric
+from core import catalog, fabric, modes
 from offline import engine
 from verify import collect as collect_mod
 from verify import kinds
@@ -80,11 +80,11 @@ def test_job_runs_osu_between_two_workers_one_per_node(hb):
     assert env["OSU_DIR"] == OSU_DIR and "rc" in env["UCX_TLS"].split(",") and "tcp" not in env["UCX_TLS"]
 
 
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 def test_workers_request_rdma_and_ipc_lock_on_the_tainted_pool(render, mode):
     r = render(ibPool={"vmSize": HB}, rdmaMode=mode)
     sku = catalog.lookup(HB)
-    want = fabric.rdma_request(mode, sku)
+    want = modes.rdma_mode(mode).request(sku)
     for name, task in _tasks(r).items():
         pod = task["template"]["spec"]
         assert pod["tolerations"] == [fabric.toleration()], name

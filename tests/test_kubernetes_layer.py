@@ -11,7 +11,7 @@ import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
 from components.network_operator import NetworkOperatorArgs
 from components.volcano import VolcanoArgs, manifest_url
-from core import catalog, fabric
+from core import catalog, fabric, modes
 from offline import engine
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
@@ -74,11 +74,11 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
 # --- RDMA mode and the resource the job requests ---------------------------------------------
 
 
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 @pytest.mark.parametrize("size", [A100, H100, HB])
 def test_policy_advertises_exactly_the_resource_the_job_requests(render, mode, size):
     spec = policy_spec(render(rdmaMode=mode, ibPool={"vmSize": size}))
-    assert advertised_resources(spec) == {fabric.rdma_request(mode, catalog.lookup(size)).resource}
+    assert advertised_resources(spec) == {modes.rdma_mode(mode).request(catalog.lookup(size)).resource}
 
 
 def test_switching_rdma_mode_switches_plugin_and_resource(render):
@@ -100,9 +100,9 @@ def test_sriov_plugin_mounts_rdma_devices_and_spans_every_hca(render):
     entry = json.loads(policy_spec(render(rdmaMode="sriov"))["sriovDevicePlugin"]["config"])["resourceList"][0]
     assert entry["selectors"] == {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"], "isRdma": True}
     for sku in catalog.SKUS.values():
-        assert fabric.rdma_request("sriov", sku).count == sku.ib_hcas_per_vm
-    assert fabric.rdma_request("sriov", catalog.lookup(A100)).count == 8
-    assert fabric.rdma_request("sriov", catalog.lookup(HB)).count == 1
+        assert modes.rdma_mode("sriov").request(sku).count == sku.ib_hcas_per_vm
+    assert modes.rdma_mode("sriov").request(catalog.lookup(A100)).count == 8
+    assert modes.rdma_mode("sriov").request(catalog.lookup(HB)).count == 1
 
 
 def test_rdma_mode_is_checked_at_construction():

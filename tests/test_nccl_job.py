@@ -12,7 +12,7 @@ import pytest
 
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
-from core import catalog, fabric
+from core import catalog, fabric, modes
 from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors
 
@@ -62,7 +62,7 @@ def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
     assert fabric.GPU_RESOURCE not in (container(stack, "mpimaster").get("resources") or {}).get("limits", {})
 
 
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 @pytest.mark.parametrize("vm_size", [A100, H100])
 def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
     stack = render(rdmaMode=mode, ibPool={"vmSize": vm_size})
@@ -287,7 +287,7 @@ def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
 
 
 # --- schemas ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", fabric.RDMA_MODES)
+@pytest.mark.parametrize("mode", modes.names())
 def test_job_passes_the_volcano_job_crd(reference, render, mode):
     stack = render(rdmaMode=mode)
     errors = crd_errors(job(stack), reference / "crds" / "batch.volcano.sh_jobs.v1.15.1.yaml")

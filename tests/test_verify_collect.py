@@ -24,7 +24,7 @@ import yaml
 
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
-from core import catalog, fabric
+from core import catalog, fabric, modes
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect, kube
@@ -647,7 +647,7 @@ def test_incomplete_cluster_flags_stop_before_az_or_any_request(tmp_path, monkey
 # stack's step runs it. The job is the one the dev stack renders: the collector reads what it requests
 # (nvidia.com/gpu: 8, rdma/shared_ib: 1 per mpiworker) and tolerates from its pod templates.
 JOB_KIND = "kubernetes:batch.volcano.sh/v1alpha1:Job"
-GPU, RDMA = fabric.GPU_RESOURCE, f"{fabric.RDMA_RESOURCE_PREFIX}/{fabric.RDMA_SHARED_RESOURCE_NAME}"
+GPU, RDMA = fabric.GPU_RESOURCE, modes.SHARED.resource
 IMAGE_OF_TEST = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 ALLOWANCE = collect.NODE_SETUP_BUDGET_MINUTES * MIN
 STACK_TIMEOUT_MINUTES = collect.NODE_SETUP_BUDGET_MINUTES + 60 + 5

@@ -1,0 +1,113 @@
+"""RDMA modes (`rdmaMode`): how a pod gets its node's InfiniBand HCAs, one record per mode.
+
+Every layer looks a mode up by name with `rdma_mode()`, and an unknown name is an error there:
+the configuration (stack_config/schema.py: the allowed values and the key's description), the
+NicClusterPolicy (components/network_operator.py: the device plugin the mode needs), the fabric-test
+pods (components/nccl_job.py, p2p_job.py: what they request) and the policy pack (policy/rules.py:
+which resources count as RDMA). Adding a mode is one `RdmaMode` in `MODES`, plus the component that
+installs what the mode needs when no NicClusterPolicy section does (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.catalog import Sku
+from core.fabric import MELLANOX_PCI_VENDOR, RDMA_RESOURCE_PREFIX
+
+# How many pods of one node may share its HCAs in `shared` mode (Azure's and upstream's value:
+# Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml).
+RDMA_HCA_MAX = 63
+
+# The InfiniBand ports of a Mellanox HCA, as both device plugins select them.
+_IB_SELECTORS = {"vendors": [MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"]}
+
+
+@dataclass(frozen=True)
+class DevicePlugin:
+    """An RDMA device plugin that the Network Operator deploys from a NicClusterPolicy section."""
+
+    section: str  # the NicClusterPolicy spec key; also the `versions.<key>` that pins its image tag
+    image: str  # under the operator's repository (nvcr.io/nvidia/mellanox)
+    config: Mapping[str, Any]  # the plugin's own config, carried as JSON in the policy
+
+
+@dataclass(frozen=True)
+class RdmaRequest:
+    resource: str  # e.g. "rdma/shared_ib"
+    count: int  # per pod
+
+
+@dataclass(frozen=True)
+class RdmaMode:
+    name: str  # the `rdmaMode` value
+    description: str  # what a pod gets, for the configuration reference
+    # The extended resource a pod that uses every HCA of its node requests, and how many of it;
+    # None for a mode that hands the HCAs out some other way (a DRA claim).
+    resource: str | None
+    count: Callable[[Sku], int]
+    # What advertises the resource; None when no NicClusterPolicy section does.
+    device_plugin: DevicePlugin | None
+
+    def request(self, sku: Sku) -> RdmaRequest | None:
+        """What one pod that uses every HCA of its node requests in this mode."""
+        return RdmaRequest(self.resource, self.count(sku)) if self.resource else None
+
+    def limits(self, sku: Sku) -> dict[str, str]:
+        """The pod's extended-resource limits for the HCAs, in Kubernetes' quantity form."""
+        request = self.request(sku)
+        return {request.resource: str(request.count)} if request else {}
+
+
+SHARED = RdmaMode(
+    name="shared",
+    description="rdma/shared_ib, one per pod",
+    resource=f"{RDMA_RESOURCE_PREFIX}/shared_ib",
+    count=lambda sku: 1,  # one unit of the shared resource exposes every HCA of the node
+    device_plugin=DevicePlugin(
+        section="rdmaSharedDevicePlugin",
+        image="k8s-rdma-shared-dev-plugin",
+        config={"configList": [{"resourcePrefix": RDMA_RESOURCE_PREFIX, "resourceName": "shared_ib",
+                                "rdmaHcaMax": RDMA_HCA_MAX, "selectors": _IB_SELECTORS}]},
+    ),
+)
+SRIOV = RdmaMode(
+    name="sriov",
+    description="rdma/ib, one per HCA",
+    resource=f"{RDMA_RESOURCE_PREFIX}/ib",
+    count=lambda sku: sku.ib_hcas_per_vm,  # each VF is its own resource: the whole fabric is all of them
+    device_plugin=DevicePlugin(
+        section="sriovDevicePlugin",
+        image="sriov-network-device-plugin",
+        # isRdma: the VF's RDMA device is mounted into the pod, not only its netdev.
+        config={"resourceList": [{"resourcePrefix": RDMA_RESOURCE_PREFIX, "resourceName": "ib",
+                                  "selectors": {**_IB_SELECTORS, "isRdma": True}}]},
+    ),
+)
+
+MODES: dict[str, RdmaMode] = {m.name: m for m in (SHARED, SRIOV)}
+DEFAULT = SHARED.name
+
+
+def names() -> tuple[str, ...]:
+    return tuple(MODES)
+
+
+def rdma_mode(name: str, key: str = "rdmaMode") -> RdmaMode:
+    """The mode called `name`; a ValueError naming `key`, the value and the modes there are otherwise."""
+    try:
+        return MODES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{key}: got {name!r}; expected one of {', '.join(MODES)}") from None
+
+
+def config_description() -> str:
+    """The `rdmaMode` key's description in the configuration reference, from the records."""
+    return "RDMA device plugin: " + " or ".join(f"`{m.name}` ({m.description})" for m in MODES.values()) + "."
+
+
+def extended_resources() -> frozenset[str]:
+    """Every extended resource some mode's pods request for the HCAs (what the policy pack accepts)."""
+    return frozenset(m.resource for m in MODES.values() if m.resource)

@@ -1,0 +1,78 @@
+"""The RDMA mode record (core/modes.py): every layer looks the mode up by name, so an unknown name
+is refused everywhere, and what differs between modes comes from the record, not a branch."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import stack_config
+from components.nccl_job import NcclJobArgs
+from components.network_operator import NetworkOperatorArgs, nic_cluster_policy_spec
+from components.p2p_job import P2pJobArgs
+from core import catalog, modes
+from stack_config.engine import ConfigError
+
+A100, HB = catalog.lookup("Standard_ND96asr_v4"), catalog.lookup("Standard_HB176rs_v4")
+V = stack_config.DEFAULT_VERSIONS
+IMAGE = stack_config.DEFAULT_NCCL_TESTS_IMAGE
+
+
+def operator_args(mode: str) -> NetworkOperatorArgs:
+    return NetworkOperatorArgs(version=V["networkOperator"], doca_driver_version=V["docaDriver"],
+                               rdma_shared_device_plugin_version=V["rdmaSharedDevicePlugin"],
+                               sriov_device_plugin_version=V["sriovDevicePlugin"], rdma_mode=mode)
+
+
+@pytest.mark.parametrize("build", [
+    lambda m: modes.rdma_mode(m, key="rdma_mode"),
+    operator_args,
+    lambda m: NcclJobArgs(sku=A100, node_count=2, rdma_mode=m, image=IMAGE, all_reduce_args="-b 8 -e 8G -f 2 -g 1",
+                          timeout_minutes=60),
+    lambda m: P2pJobArgs(sku=HB, rdma_mode=m, image=IMAGE, timeout_minutes=60),
+], ids=["record", "NetworkOperatorArgs", "NcclJobArgs", "P2pJobArgs"])
+@pytest.mark.parametrize("unknown", ["dra-typo", "Shared", "", None])
+def test_an_unknown_mode_is_refused_by_name_at_every_layer(build, unknown):
+    with pytest.raises(ValueError, match=f"rdma_mode: got {unknown!r}; expected one of shared, sriov"):
+        build(unknown)
+
+
+def test_the_configuration_allows_exactly_the_records_and_describes_each():
+    key = stack_config.SCHEMA_BY_NAME["rdmaMode"]
+    for mode in modes.MODES.values():
+        assert f"`{mode.name}` ({mode.description})" in key.description
+    with pytest.raises(ConfigError, match="rdmaMode: got 'ipoib'"):
+        stack_config.parse({"aks-infiniband:rdmaMode": "ipoib",
+                            "aks-infiniband:ibPool": {"vmSize": A100.vm_size, "nodeCount": 2}}, stack="dev")
+
+
+@pytest.mark.parametrize("mode", modes.MODES.values(), ids=lambda m: m.name)
+def test_the_policy_holds_the_plugin_of_the_mode_and_it_advertises_what_the_pods_request(mode):
+    spec = nic_cluster_policy_spec(operator_args(mode.name))
+    plugin = mode.device_plugin
+    sections = {k for k in spec if k.endswith("DevicePlugin")}
+    assert sections == {plugin.section}
+    assert spec[plugin.section]["image"] == plugin.image
+    # the plugin's version is the mode's own pin, under the same key in the configuration
+    assert spec[plugin.section]["version"] == V[plugin.section]
+    config = json.loads(spec[plugin.section]["config"])
+    (entry,) = next(iter(config.values()))
+    assert f"{entry['resourcePrefix']}/{entry['resourceName']}" == mode.resource
+    for sku in catalog.SKUS.values():
+        assert mode.limits(sku) == {mode.resource: str(mode.count(sku))}
+        assert mode.count(sku) >= 1
+
+
+def test_count_rules():
+    for sku in catalog.SKUS.values():
+        assert modes.SHARED.request(sku) == modes.RdmaRequest("rdma/shared_ib", 1)
+        assert modes.SRIOV.request(sku) == modes.RdmaRequest("rdma/ib", sku.ib_hcas_per_vm)
+
+
+def test_a_mode_without_an_extended_resource_adds_no_limit():
+    """A mode that hands the HCAs out another way (a DRA claim) requests no `rdma/` resource."""
+    claim_mode = replace(modes.SHARED, name="claims", resource=None, device_plugin=None)
+    assert claim_mode.request(A100) is None and claim_mode.limits(A100) == {}
+    assert modes.extended_resources() == {"rdma/shared_ib", "rdma/ib"}
