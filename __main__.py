@@ -6,6 +6,8 @@ import pulumi_azure_native as azure_native
 
 import stack_config
 from components.cluster import Cluster, ClusterArgs
+from components.dra_driver import DraDriver, DraDriverArgs
+from components.dranet import Dranet, DranetArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
 from components.fabric_test import ALL_REDUCE, kind_for
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
@@ -17,9 +19,12 @@ from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.p2p_job import P2pJob, P2pJobArgs
 from components.volcano import Volcano, VolcanoArgs
+from core import dra, modes
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
+# GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
+uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
 
 # 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
 # for, or, on sizes that must not have it (GB200), checked to be absent.
@@ -61,6 +66,7 @@ ib_pool = IbNodePool(
         tags=cfg.tags,
         protect=cfg.protect,
         wait_for=[feature.step],
+        dra_driver=uses_dra,
     ),
 )
 
@@ -82,8 +88,16 @@ network_operator = NetworkOperator(
     opts=k8s_opts,
 )
 gpu_operator = (
-    GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator), opts=k8s_opts) if sku.has_gpus else None
+    GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra), opts=k8s_opts)
+    if sku.has_gpus else None
 )
+# The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode dra,
+# DRANET (HCAs as claims): like the operators, they wait only for the cluster.
+dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
+                       opts=k8s_opts) if uses_dra else None
+dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=k8s_opts) if modes.rdma_mode(cfg.rdma_mode).dra else None
+dra_parts = [*([dra_driver.release] if dra_driver else []), *([dranet.release, dranet.device_class] if dranet else [])]
+dra_versions = {**(dra_driver.driver_versions if dra_driver else {}), **(dranet.driver_versions if dranet else {})}
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
 
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
@@ -96,6 +110,8 @@ if ft.enabled:
     ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
 fabric_job = None
 if ft.enabled and kind is ALL_REDUCE:
+    nccl_wait_for = [ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest, *dra_parts]
+    nccl_versions = {**network_operator.driver_versions, **gpu_operator.driver_versions, **dra_versions}
     fabric_job = NcclJob(
         "fabric-test",
         NcclJobArgs(
@@ -110,8 +126,8 @@ if ft.enabled and kind is ALL_REDUCE:
             threshold_gbps=ft.threshold_gbps,
             sharp=ft.sharp,
             topology_file=ft.topology_file,
-            wait_for=[ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest],
-            driver_versions={**network_operator.driver_versions, **gpu_operator.driver_versions},
+            wait_for=nccl_wait_for,
+            driver_versions=nccl_versions,
         ),
         opts=k8s_opts,
     )
@@ -142,6 +158,24 @@ fabric_check = (
     if fabric_job
     else None
 )
+# GB200/GB300 in one NVL72 rack: the rack's NVLink run (MNNVL on), after the IB-only verdict run (both
+# take every GPU), judged by the catalog's rack figure and reported beside the verdict, never in it.
+rack_check = None
+if fabric_check and kind is ALL_REDUCE and sku.has_mnnvl and cfg.ib_pool.node_count <= sku.mnnvl_rack_nodes:
+    rack_job = NcclJob(
+        "fabric-test-rack",
+        NcclJobArgs(
+            sku=sku, node_count=cfg.ib_pool.node_count, rdma_mode=cfg.rdma_mode, image=ft.image,
+            all_reduce_args=ft.all_reduce_args, timeout_minutes=ft.timeout_minutes, sharp=False,
+            topology_file=ft.topology_file, rack_run=True, namespace_name="fabric-test-rack",
+            job_name="nccl-allreduce-rack", wait_for=[*nccl_wait_for, fabric_check.collect],
+            driver_versions=nccl_versions,
+        ),
+        opts=k8s_opts,
+    )
+    rack_check = FabricCheck("fabric-check-rack", FabricCheckArgs(
+        resource_group_name=cluster.resource_group.name, cluster_name=cluster.managed_cluster.name, job=rack_job,
+        threshold=None, fail_on_low_bandwidth=False))
 
 pulumi.export("resourceGroupName", cluster.resource_group.name)
 pulumi.export("clusterName", cluster.managed_cluster.name)
@@ -157,5 +191,8 @@ pulumi.export("featureState", feature.state)
 if fabric_check:
     for output_name, value in fabric_check.stack_outputs().items():
         pulumi.export(output_name, value)
+if rack_check:  # rackFabricVerdict, rackAllReduceBusBwAtMaxSizeGbps, ...: the NVLink result, apart
+    for output_name, value in rack_check.stack_outputs().items():
+        pulumi.export(f"rack{output_name[0].upper()}{output_name[1:]}", value)
 else:
     pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")

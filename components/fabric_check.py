@@ -110,6 +110,8 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
         argv.append("--fail-on-low-bandwidth")
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
+    if getattr(job, "rack_run", False):  # the rack's NVLink run: judged by the catalog's rack (MNNVL) figure
+        argv.append("--rack")
     # A run that did not complete (the collector gave up, or timed out) is a FAIL whose reasons are
     # its diagnosis: reported in the outputs, and failing `pulumi up` only with failOnLowBandwidth,
     # as any FAIL. (Without the flag it would exit 2: the step fails and no output says why.)

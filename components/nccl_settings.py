@@ -13,7 +13,7 @@ What is Azure's, and from where:
 - ND GB200 v6 / ND GB300 v6 (`ndv6`, Grace Blackwell): Azure's Grace Blackwell config
   (`graceblackwell.conf`) with its GB300 AKS values (`values-gb300.yaml`), which unset the ND v5
   settings and bind nothing. Its verdict run is IB-only (MNNVL and NVLS off, so two nodes of one
-  NVL72 rack still cross InfiniBand); `rack_run()` gives the MNNVL run reported beside it.
+  NVL72 rack still cross InfiniBand); `rack=True` gives the MNNVL run reported beside it.
 
 Two switches change the environment: `sharp` (NCCL's own IB transport, or HPC-X's SHARP plugin with
 CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL detect the topology).
@@ -34,7 +34,7 @@ AKS_VALUES = f"{AKS_NCCL_TEST}/values.yaml"
 AKS_MPIJOB = f"{AKS_NCCL_TEST}/templates/mpijob.yaml"
 AKS_GB300_VALUES = f"{AKS_NCCL_TEST}/values-gb300.yaml"
 GB_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/graceblackwell.conf"
-# The IB-only run as Azure's dranet GB300 example and its published inter-rack figure take it
+# The IB-only run of DRANET's AKS GB300 example (MNNVL and NVLS off), the run Azure's inter-rack figure names
 DRANET_GB300_JOB = "kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/mpi-job.yaml"
 HOPPER_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/hopper.conf"
 AZHPC_NDV5 = "Azure/azhpc-images@8e9d055 components/customizations/ndv5.sh (/etc/nccl.conf)"
@@ -196,24 +196,26 @@ def binding(sku: Sku) -> Binding:
                    "one rank per GPU, unbound: NCCL pins its own threads", source)
 
 
-def settings(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, Setting]:
-    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted."""
+def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, Setting]:
+    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted;
+    `rack`: the rack's NVLink run (RACK_RUN over the verdict run's values)."""
     if not sku.has_gpus:
         raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
     out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **BY_GENERATION.get(sku.generation, {})}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
+    if rack:
+        if not sku.has_mnnvl:
+            raise ValueError(f"rack: {sku.vm_size} has no multi-node NVLink; the rack run applies to GB200/GB300")
+        out.update(RACK_RUN)
     return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
 
 
-def rack_run(sku: Sku) -> dict[str, Setting]:
-    """What the rack's NVLink run changes of the verdict run's environment; {} on sizes without MNNVL."""
-    return dict(RACK_RUN) if sku.has_mnnvl else {}
 
-
-def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, str]:
+def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, str]:
     """The environment of the launcher, forwarded to every rank by mpirun (-x)."""
-    return {name: s.value for name, s in settings(sku, topology_file=topology_file, sharp=sharp).items()}
+    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack)
+    return {name: str(s.value) for name, s in found.items()}
 
 
 def _cell(text: str) -> str:

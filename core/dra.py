@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from core import modes
 from core.catalog import Sku
 
 API_VERSION = "resource.k8s.io/v1"
@@ -38,8 +39,8 @@ PLACEMENT_GROUP_ATTRIBUTE = "azure.dra.net/placementGroupId"
 
 def needs(sku: Sku, rdma_mode: str) -> str | None:
     """Why this stack needs DRA, or None: the one rule every layer asks."""
-    if rdma_mode == "dra":
-        return "rdmaMode 'dra' (GPUs and NICs as DRA claims)"
+    if modes.MODES.get(rdma_mode, modes.SHARED).dra:
+        return f"rdmaMode {rdma_mode!r} (GPUs and NICs as DRA claims)"
     if sku.has_mnnvl:
         return f"{sku.vm_size} (multi-node NVLink through the NVIDIA DRA driver's ComputeDomain)"
     return None

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import fabric_test, nccl_sizing
-from core import catalog, dra
+from components import fabric_test, nccl_sizing, nccl_topology
+from core import catalog, dra, modes
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (
@@ -49,6 +49,8 @@ class Versions:
     sriov_device_plugin: str
     gpu_operator: str
     volcano: str
+    dra_driver: str
+    dranet: str
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,17 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
                         f"{fabric_test.kind_for(sku).test}, which has no NCCL and no SHARP setting: remove the key "
                         f"or set it to false")
+    if ft.get("sharp") and sku.has_mnnvl:
+        problems.append(f"{prefix}fabricTest.sharp: got true; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
+                        f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
+                        f"the key or set it to false")
+    mode = values["rdmaMode"]
+    if mode and modes.MODES[mode].dra and not sku.has_gpus:
+        problems.append(f"{prefix}rdmaMode: got {mode!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
+                        f"GPU with its HCA: use shared or sriov")
+    elif mode and modes.MODES[mode].dra and nccl_topology.groups(sku) is None:
+        problems.append(f"{prefix}rdmaMode: got {mode!r}; no published source says which HCA sits beside which "
+                        f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems
 
 

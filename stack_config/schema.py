@@ -30,6 +30,11 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "gpuOperator": "v26.7.0",
     # volcano-sh/volcano release tag whose installer/volcano-development.yaml is applied
     "volcano": "v1.15.1",
+    # kubernetes-sigs/dra-driver-nvidia-gpu chart, SemVer without v since v0.4.0 (GB sizes, rdmaMode dra;
+    # reference/chart-values/dra-driver-nvidia-gpu.*.v0.4.1)
+    "draDriver": "0.4.1",
+    # kubernetes-sigs/dranet chart (rdmaMode dra; reference/chart-values/dranet.*.v1.4.0)
+    "dranet": "1.4.0",
 }
 VERSION_DESCRIPTIONS = {
     "nodeFeatureDiscovery": "node-feature-discovery Helm chart version.",
@@ -39,6 +44,8 @@ VERSION_DESCRIPTIONS = {
     "sriovDevicePlugin": "sriov-network-device-plugin image tag (rdmaMode sriov).",
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied.",
+    "draDriver": "NVIDIA DRA driver (dra-driver-nvidia-gpu) Helm chart version (GB200/GB300, rdmaMode dra).",
+    "dranet": "DRANET Helm chart version (rdmaMode dra).",
 }
 # What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
 VERSION_PINS: dict[str, pins.Pin] = {
@@ -49,6 +56,8 @@ VERSION_PINS: dict[str, pins.Pin] = {
     "sriovDevicePlugin": pins.IMAGE_TAG,
     "gpuOperator": pins.CHART_VERSION,
     "volcano": pins.VOLCANO_TAG,
+    "draDriver": pins.CHART_VERSION,
+    "dranet": pins.CHART_VERSION,
 }
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd, fully pinned; the image of
 # reference/examples/mpi-operator_nccl-test-distributed-h100-64-mpijob.yaml

@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--sharp", action="store_true",
                      help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
                           "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
+    col.add_argument("--rack", action="store_true",
+                     help="the job was the rack's NVLink run of a GB200/GB300 size (MNNVL on): judged by the "
+                          "catalog's rack (MNNVL) figure, not the InfiniBand one")
     col.add_argument("--incomplete-as-fail", action="store_true",
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
                           "as its reasons: exit 0 (1 with --fail-on-low-bandwidth) instead of 2")
@@ -161,6 +164,8 @@ def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
     different units (GB/s busbw vs Gb/s link): the wrong one is refused, never converted."""
     if getattr(args, "sharp", False) and kind != kinds.NCCL:
         return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
+    if getattr(args, "rack", False) and (kind != kinds.NCCL or not catalog.lookup(args.sku).has_mnnvl):
+        return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
     if kind == kinds.P2P:
         if args.threshold_gbps is not None:
             return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
@@ -283,8 +288,9 @@ def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | 
         }
         # the doctor may still name the node that broke the all-nodes run
         return _with_doctor(args, log, out, _verdict_text(out))
+    rack = {"expectation": catalog.lookup(args.sku).allreduce_rack} if getattr(args, "rack", False) else {}
     judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
-                      job_failed=job_failed)
+                      job_failed=job_failed, **rack)
     out, text = _with_doctor(args, log, summary(result, judgement), table(result, judgement))
     out["plot"] = _plot(result, judgement, args.plot)
     return out, text
