@@ -263,3 +263,15 @@ def test_the_rack_settings_only_change_mnnvl_and_nvls():
     assert {k for k in ib if ib[k] != rack.get(k)} == {"NCCL_MNNVL_ENABLE", "NCCL_NVLS_ENABLE"}
     with pytest.raises(ValueError, match="no multi-node NVLink"):
         nccl_settings.nccl_env(catalog.lookup("Standard_ND96isr_H100_v5"), topology_file=True, sharp=False, rack=True)
+
+
+def test_the_doca_build_stays_on_the_dra_paths_critical_path():
+    """No size's evidence shows inbox drivers serving GPUDirect here (docs/dra.md), so the DRA path keeps
+    the DOCA driver and its build stays what the first result waits for; the DRA driver and DRANET
+    install in parallel with the operators."""
+    from offline import synth
+
+    for stack in (gb300(), h100_dra()):
+        tl = synth.build_timeline(stack)
+        assert any(s.endswith("/doca-driver-ready") for s in tl.critical_path), tl.critical_path
+        assert not any("dra-driver" in s or "dranet" in s for s in tl.critical_path), tl.critical_path
