@@ -275,3 +275,40 @@ def test_the_doca_build_stays_on_the_dra_paths_critical_path():
         tl = synth.build_timeline(stack)
         assert any(s.endswith("/doca-driver-ready") for s in tl.critical_path), tl.critical_path
         assert not any("dra-driver" in s or "dranet" in s for s in tl.critical_path), tl.critical_path
+
+
+# --- the rack result is judged by its own figure (verify collect --rack), against a fake API server ---
+def _collect(log: str, monkeypatch, capsys, *extra: str) -> tuple[int, dict[str, Any], str]:
+    from tests.test_verify_collect import JOB as VJOB
+    from tests.test_verify_collect import NS, FakeKube
+    from verify import __main__ as cli
+
+    with FakeKube(["Completed"], log) as kube:
+        monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
+        code = cli.main(["collect", "--namespace", NS, "--job", VJOB, "--sku", GB300, "--nodes", "2",
+                         "--poll-seconds", "0.05", "--json", *extra])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if captured.out.strip() else {}), captured.err
+
+
+def test_the_rack_run_is_judged_by_the_rack_figure_and_the_ib_run_by_the_ib_one(monkeypatch, capsys):
+    from tests.nccl_logs import launcher_log, worker_hosts
+
+    # 500 GB/s at the largest size: well above the IB-only line (180), below the rack's (800)
+    log = launcher_log(worker_hosts(2), 4, busbw_gbps=500.0, hcas=4)
+    code, ib, _ = _collect(log, monkeypatch, capsys)
+    assert code == 0 and ib["verdict"] == "PASS" and ib["threshold_gbps"] == 180.0
+    code, rack, _ = _collect(log, monkeypatch, capsys, "--rack")
+    assert code == 0 and rack["verdict"] == "FAIL" and rack["threshold_gbps"] == 800.0
+    assert any("below the threshold 800" in r for r in rack["reasons"])
+
+
+def test_rack_is_refused_for_a_size_without_multi_node_nvlink(monkeypatch, capsys):
+    from tests.test_verify_collect import JOB as VJOB
+    from tests.test_verify_collect import NS
+    from verify import __main__ as cli
+
+    code = cli.main(["collect", "--namespace", NS, "--job", VJOB, "--sku", "Standard_ND96isr_H100_v5",
+                     "--nodes", "2", "--rack", "--json"])
+    err = capsys.readouterr().err  # before any request: as the other flags that do not apply
+    assert code == 2 and "--rack applies to the NCCL all-reduce of a multi-node-NVLink size" in err
