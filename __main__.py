@@ -191,8 +191,8 @@ pulumi.export("featureState", feature.state)
 if fabric_check:
     for output_name, value in fabric_check.stack_outputs().items():
         pulumi.export(output_name, value)
+else:
+    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
 if rack_check:  # rackFabricVerdict, rackAllReduceBusBwAtMaxSizeGbps, ...: the NVLink result, apart
     for output_name, value in rack_check.stack_outputs().items():
         pulumi.export(f"rack{output_name[0].upper()}{output_name[1:]}", value)
-else:
-    pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")

@@ -42,7 +42,8 @@ def h100_dra() -> engine.Rendering:
 
 
 def obj(resource: engine.Resource) -> dict[str, Any]:
-    return sc.as_api({k: resource.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in resource.inputs})
+    fields = ("apiVersion", "kind", "metadata", "spec")
+    return sc.as_api({k: resource.inputs[k] for k in fields if k in resource.inputs})
 
 
 def jobs(stack: engine.Rendering) -> dict[str, dict[str, Any]]:
@@ -150,10 +151,10 @@ def test_h100_dra_claims_pair_each_gpu_with_its_hca_held_to_one_placement_group(
     pairs = [p for n in layout("ndv5").numas for s in n.switches for p in s.pairs]
     assert len(requests) == 2 * len(pairs) == 16
     for i, p in enumerate(pairs):  # the topology file's pairs: GPU and HCA behind one PCIe switch
-        assert requests[f"gpu-{i}"]["deviceClassName"] == dra.GPU_DEVICE_CLASS
-        assert requests[f"gpu-{i}"]["selectors"][0]["cel"]["expression"] == f'{dra.GPU_PCI_ATTRIBUTE} in ["{p.gpu_busid}"]'
-        assert requests[f"nic-{i}"]["deviceClassName"] == dra.NIC_DEVICE_CLASS
-        assert requests[f"nic-{i}"]["selectors"][0]["cel"]["expression"] == f'{dra.NIC_PCI_ATTRIBUTE} in ["{p.hca_busid}"]'
+        gpu, nic = requests[f"gpu-{i}"], requests[f"nic-{i}"]
+        assert (gpu["deviceClassName"], nic["deviceClassName"]) == (dra.GPU_DEVICE_CLASS, dra.NIC_DEVICE_CLASS)
+        assert gpu["selectors"][0]["cel"]["expression"] == f'{dra.GPU_PCI_ATTRIBUTE} in ["{p.gpu_busid}"]'
+        assert nic["selectors"][0]["cel"]["expression"] == f'{dra.NIC_PCI_ATTRIBUTE} in ["{p.hca_busid}"]'
     (constraint,) = devices["constraints"]
     assert constraint == {"requests": [f"nic-{i}" for i in range(8)], "matchAttribute": dra.PLACEMENT_GROUP_ATTRIBUTE}
 
