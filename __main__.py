@@ -9,7 +9,6 @@ from components.cluster import Cluster, ClusterArgs
 from components.dra_driver import DraDriver, DraDriverArgs
 from components.dranet import Dranet, DranetArgs
 from components.fabric_check import FabricCheck, FabricCheckArgs
-from components.fabric_test import ALL_REDUCE, kind_for
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
@@ -18,8 +17,10 @@ from components.nccl_job import NcclJob, NcclJobArgs
 from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.p2p_job import P2pJob, P2pJobArgs
+from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from components.volcano import Volcano, VolcanoArgs
 from core import dra, modes
+from core.kinds import ALL_REDUCE, POINT_TO_POINT, kind_for
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 sku = cfg.sku
@@ -99,6 +100,9 @@ dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=k8s_opts) if modes.
 dra_parts = [*([dra_driver.release] if dra_driver else []), *([dranet.release, dranet.device_class] if dranet else [])]
 dra_versions = {**(dra_driver.driver_versions if dra_driver else {}), **(dranet.driver_versions if dranet else {})}
 volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
+# 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
+# joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
+TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
 
 # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
 # result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
@@ -131,7 +135,7 @@ if ft.enabled and kind is ALL_REDUCE:
         ),
         opts=k8s_opts,
     )
-elif ft.enabled:
+elif ft.enabled and kind is POINT_TO_POINT:
     fabric_job = P2pJob(
         "fabric-test-p2p",
         P2pJobArgs(
@@ -144,6 +148,8 @@ elif ft.enabled:
         ),
         opts=k8s_opts,
     )
+elif ft.enabled:
+    raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
 fabric_check = (
     FabricCheck(
         "fabric-check",

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
-import stack_config
+from core import fabric
 
 cs = azure_native.containerservice
 
@@ -83,7 +83,7 @@ class Cluster(pulumi.ComponentResource):
             oidc_issuer_profile=cs.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
             agent_pool_profiles=[
                 cs.ManagedClusterAgentPoolProfileArgs(
-                    name=stack_config.SYSTEM_POOL_NAME,
+                    name=fabric.SYSTEM_POOL_NAME,
                     mode=cs.AgentPoolMode.SYSTEM,
                     vm_size=args.system_pool_vm_size,
                     count=args.system_pool_node_count,

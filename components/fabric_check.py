@@ -3,7 +3,7 @@ turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails
 
 Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
 `P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
-result gives (`fabric_test.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
+result gives (`core.kinds.Kind`). The kind is on the command line as `--kind p2p` (nccl is the
 collector's default, so the GPU command is unchanged).
 
 The step is a `pulumi_command.local.Command` that runs `<python> -m verify collect ... --json` from
@@ -34,7 +34,8 @@ import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_command as command
 
-from components.fabric_test import POINT_TO_POINT, FabricTestJob, Kind, number_arg
+from components.fabric_test import FabricTestJob, number_arg
+from core.kinds import POINT_TO_POINT, Kind
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
 
 PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it

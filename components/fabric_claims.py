@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.nccl_topology import groups
+from components.nccl_topology import layout
 from core import dra
 from core.catalog import Sku
 
@@ -34,6 +34,15 @@ COMPUTE_DOMAIN = "fabric-test-rack"
 CHANNEL_TEMPLATE = "fabric-test-imex-channel"  # made by the DRA driver from the ComputeDomain
 CHANNEL_CLAIM = "imex-channel"
 COMPUTE_DOMAIN_API_VERSION = "resource.nvidia.com/v1beta1"
+
+
+def groups(sku: Sku) -> tuple[dra.Group, ...] | None:
+    """Which HCAs sit beside which GPUs on `sku` (each PCIe switch of its NCCL topology file, else
+    core.dra.PUBLISHED_GROUPS), or None where no published source says."""
+    if sku.nccl_topology:
+        lay = layout(sku.nccl_topology)
+        return tuple(dra.Group((p.gpu_busid,), (p.hca_busid,)) for n in lay.numas for s in n.switches for p in s.pairs)
+    return dra.PUBLISHED_GROUPS.get(sku.vm_size)
 
 
 def _one_of(attribute: str, values: tuple[str, ...]) -> str:

@@ -1,68 +1,19 @@
-"""The fabric test, in one place: its two kinds and what the collect step needs of a job.
+"""What the collect step needs of a fabric-test job, whatever its kind (core/kinds.py).
 
-- `Kind`: the all-reduce (GPU sizes, `NcclJob`) or the point-to-point test (CPU-only HB / HX sizes,
-  `P2pJob`), with everything that differs between them written once: the unit its bandwidth is
-  judged in (GB/s of bus bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that
-  unit, the collector's flag, the stack outputs it reports.
-- `FabricTestJob`: the small protocol both jobs implement, so `FabricCheck` takes the job itself.
-
-Pure Python at run time (no Pulumi import): the configuration checks thresholds with `Kind` before
-any resource exists.
+- `FabricTestJob`: the small protocol both jobs (`NcclJob`, `P2pJob`) implement, so `FabricCheck`
+  takes the job itself;
+- `number_arg`: a number as the job's environment and the collector's command line carry it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
-
-from verify import kinds
 
 if TYPE_CHECKING:
     import pulumi
 
     from core.catalog import Sku
-
-
-@dataclass(frozen=True)
-class Kind:
-    name: str  # verify.kinds: the collector's --kind and the result JSON's "kind"
-    test: str  # what runs, for messages
-    unit: str  # what its bandwidth (and so its threshold) is measured in
-    threshold_key: str  # the stack's fabricTest.<key> for the threshold: the unit is in the name
-    threshold_flag: str  # the collector's flag for it (python -m verify collect)
-    # stack output name -> FabricCheck attribute, in the order they are exported
-    stack_outputs: tuple[tuple[str, str], ...]
-
-
-ALL_REDUCE = Kind(
-    name=kinds.NCCL,
-    test="the NCCL all-reduce across every GPU node",
-    unit="GB/s (bytes) of bus bandwidth",
-    threshold_key="thresholdGbps",
-    threshold_flag="--threshold-gbps",
-    stack_outputs=(("fabricTransport", "transport"),
-                   ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
-                   ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
-                   ("fabricRanks", "ranks"), ("ncclVersion", "nccl_version"),
-                   ("fabricSuspects", "suspects"),  # the fabric doctor's named nodes / HCAs ([] when none)
-                   ("allReduceSharp", "sharp")),
-)
-POINT_TO_POINT = Kind(
-    name=kinds.P2P,
-    test="the MPI point-to-point test between two nodes (osu_bw, osu_latency)",
-    unit="Gb/s (bits) of link bandwidth",
-    threshold_key="p2pThresholdGbits",
-    threshold_flag="--threshold-gbits",
-    stack_outputs=(("p2pBandwidthAtMaxSizeGbits", "bw_at_max_size_gbits"),
-                   ("p2pMaxBandwidthGbits", "max_bw_gbits"), ("p2pLatencyUs", "latency_us")),
-)
-KINDS = (ALL_REDUCE, POINT_TO_POINT)
-
-
-def kind_for(sku: Sku) -> Kind:
-    """GPU sizes prove the fabric with the all-reduce; CPU-only sizes (HB / HX) point to point."""
-    return ALL_REDUCE if sku.has_gpus else POINT_TO_POINT
+    from core.kinds import Kind
 
 
 def number_arg(value: float | None) -> str:
@@ -72,17 +23,6 @@ def number_arg(value: float | None) -> str:
     if value is None:
         return ""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def threshold_problems(kind: Kind, thresholds: Mapping[str, float | None]) -> dict[str, str]:
-    """{threshold key: why not} for each threshold set that is not `kind`'s: the other unit's value
-    would be silently ignored (or, converted, mean something else)."""
-    return {
-        key: f"on this size the fabric test is {kind.test}, judged in {kind.unit}: set fabricTest."
-             f"{kind.threshold_key} instead"
-        for key, value in thresholds.items()
-        if value is not None and key != kind.threshold_key
-    }
 
 
 class FabricTestJob(Protocol):

@@ -21,41 +21,22 @@ CHART_DEFAULT_TOLERATION = {"key": fabric.GPU_RESOURCE, "operator": "Exists", "e
 
 # The container toolkit's environment (ClusterPolicy spec.toolkit.env, read by the toolkit installer).
 TOOLKIT_ENV = (
-    # The containerd drop-in must carry the root config's version. AKS Ubuntu 24.04 nodes run
-    # containerd 2.x whose /etc/containerd/config.toml says `version = 2`; the toolkit's default
-    # source, `containerd config dump`, returns the config migrated to version 4, so the drop-in it
-    # writes (conf.d/99-nvidia.toml) is version 4, containerd refuses it and exits, and every GPU
-    # node goes NotReady. Reading the file instead writes a version-2 drop-in. The default is still
-    # `command,file` in toolkit v1.20.0, the version gpu-operator v26.7.0 ships
-    # (NVIDIA/nvidia-container-toolkit@5505e2f (v1.20.0) cmd/nvidia-ctk-installer/container/runtime/runtime.go,
-    # flag config-source, env RUNTIME_CONFIG_SOURCE). Sources: NVIDIA/aicr#1688 and its fix #1689
-    # (NVIDIA's AKS recipe, recipes/components/gpu-operator/values-aks.yaml), NVIDIA/gpu-operator#2646
-    # (maintainer's workaround). Not affected by NVIDIA/nvidia-container-toolkit#1956 (a missing
-    # runtime_type with `file` and a version-3 root config): AKS's root config is version 2.
+    # A drop-in of the root config's version (2 on AKS): the default source writes version 4, which
+    # containerd 2.x refuses, and every GPU node goes NotReady (NVIDIA/aicr#1688, #1689;
+    # NVIDIA/gpu-operator#2646; docs/kubernetes-layer.md#gpu-operator-container-toolkit-environment).
     {"name": "RUNTIME_CONFIG_SOURCE", "value": "file"},
-    # Device-visibility hardening (adopted from aicr's values-aks.yaml): an unprivileged container
-    # whose image sets NVIDIA_VISIBLE_DEVICES=all (every CUDA base image does) and that picks the
-    # `nvidia` runtime class would otherwise see every GPU of the node without requesting one.
-    # Allocated GPUs are unaffected: with cdi.enabled (the chart's default) the operator sets the
-    # device plugin's DEVICE_LIST_STRATEGY to cdi-annotations,cdi-cri (NVIDIA/gpu-operator@10ee5b3
-    # (v26.7.0) controllers/object_controls.go transformDevicePluginCtrForCDI), so they reach pods
-    # through CDI, not through this variable; the operator's own CUDA validator is privileged.
-    # Declined: aicr's companion ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS=true. aicr needs it
-    # because its device plugin also uses the volume-mounts strategy; ours does not, and turning it on
-    # would only open a second way to request devices.
+    # An unprivileged container cannot see every GPU through NVIDIA_VISIBLE_DEVICES=all; allocated
+    # GPUs still reach pods through CDI (aicr's values-aks.yaml; same page).
     {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
 )
 
-# How the operator replaces the GPU driver when its version changes (driver.upgradePolicy), in the
-# order of docs/upgrade-runbook.md. A driver version change is a full reinstall: the new driver pod
-# rebuilds nvidia-peermem against the DOCA driver loaded at that moment, so it comes after a DOCA
-# change, never together with it.
+# How the operator replaces the GPU driver (driver.upgradePolicy): after a DOCA change, never with it,
+# since the new driver pod rebuilds nvidia-peermem against the loaded DOCA driver (docs/upgrade-runbook.md).
 DRIVER_UPGRADE_POLICY = {
     "autoUpgrade": True,  # the operator cordons, removes GPU pods, restarts the driver pod, uncordons
     "maxParallelUpgrades": 1,  # one node at a time: the rest of the pool keeps its GPUs
-    # The fabric test's workers keep /dev/shm in an in-memory emptyDir; with the chart's default
-    # (false) a driver upgrade that meets a running test stops the node in upgrade-failed instead of
-    # ending the test (which then reports the eviction).
+    # The test's workers keep /dev/shm in an emptyDir; the default (false) would leave the node in
+    # upgrade-failed instead of ending a running test.
     "gpuPodDeletion": {"deleteEmptyDir": True},
 }
 
@@ -98,9 +79,8 @@ def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
             # true makes nvidia-peermem fail with an ib_core symbol mismatch).
             "rdma": {"enabled": True, "useHostMofed": False},
             "upgradePolicy": DRIVER_UPGRADE_POLICY,
-            # The driver version stays the chart's (595.91.07 in v26.7.0), which carries the
-            # nvidia-peermem fast-path fix NVIDIA/gpu-driver-container@446061a (NVIDIA/gpu-operator#2844).
-            # Declined: aicr's driver pin (580.x) is for chart v26.3.x.
+            # The driver stays the chart's (595.91.07 in v26.7.0), with the nvidia-peermem fix
+            # NVIDIA/gpu-driver-container@446061a (NVIDIA/gpu-operator#2844).
         },
         "toolkit": {"env": [dict(e) for e in TOOLKIT_ENV]},
         # Every operand DaemonSet (driver, toolkit, device plugin, validator, ...) runs on the IB pool.
@@ -113,18 +93,12 @@ def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
         "vgpuDeviceManager": {"enabled": False},
         "vfioManager": {"enabled": False},
         "sandboxDevicePlugin": {"enabled": False},
-        # Adopted from aicr: both default to on in v26.7.0. Neither runs while sandboxWorkloads is
-        # off (controllers/state_manager.go isStateEnabled needs it), and ND-series VMs are neither
-        # confidential-computing nor Kata hosts; off, a later sandboxWorkloads switch cannot start them.
+        # ND-series VMs are neither confidential-computing nor Kata hosts (adopted from aicr; both
+        # default to on in v26.7.0).
         "ccManager": {"enabled": False},
         "kataSandboxDevicePlugin": {"enabled": False},
-        # Declined from aicr: validator.plugin.env WITH_WORKLOAD=false. aicr adds an entry because an
-        # empty env once rendered `plugin: null`; v26.7.0's template writes `env: []` (the rendered
-        # ClusterPolicy passes its CRD; tested). The workload check it turns off is worth keeping: an
-        # unprivileged pod that asks for one GPU and runs a CUDA kernel on each node, which also
-        # proves the device-visibility hardening above leaves allocated GPUs usable.
-        # Declined from aicr's H100 training recipe: gdrcopy. NCCL's network transport uses
-        # nvidia-peermem (GPUDirect RDMA), not gdrcopy, and the all-reduce does not need it.
+        # Declined from aicr: WITH_WORKLOAD=false for the validator, and gdrcopy
+        # (docs/kubernetes-layer.md#gpu-operator-operands-off-and-settings-declined).
     }
     if dra_gpus:
         extra = dra_values()

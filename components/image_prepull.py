@@ -1,35 +1,13 @@
 """The fabric test image, pulled onto every InfiniBand node while the drivers install.
 
-The test image (nccl-tests, CUDA, HPC-X: several GB) is otherwise pulled only when the job's pods
-start, and they start only after the DOCA driver, the GPU driver and the device plugins are ready:
-the pull sits on the critical path of `pulumi up`. This DaemonSet pulls it as soon as a node of the
-pool joins, in parallel with the driver containers, so the job's pods find it on the node
-(`IfNotPresent`, the default for a pinned tag).
-
-What it is:
-- one pod per IB node (the pool's node selector, its taint tolerated), in its own namespace that
-  enforces the `restricted` Pod Security level;
-- an init container of the fabric test image that runs `true` and exits: the kubelet pulls the image
-  to start it. It runs under runc, without GPUs, while the GPU driver may not be there yet: the pod
-  names no runtime class, and with CDI on (the chart's default, kept here) the GPU Operator's toolkit
-  adds the NVIDIA runtime to containerd without making it the default (it sets
-  NVIDIA_RUNTIME_SET_AS_DEFAULT=false: NVIDIA/gpu-operator@10ee5b3 (v26.7.0)
-  controllers/object_controls.go transformToolkitCtrForCDI). `NVIDIA_VISIBLE_DEVICES=void` is belt and
-  braces, harmless under runc: should a node's default runtime be the NVIDIA one after all (AKS makes
-  `nvidia-container-runtime` containerd's default on GPU nodes whose driver it installs:
-  Azure/AgentBaker@06836ee pkg/agent/baker.go, the containerd templates), it still injects no GPU and
-  needs no driver (the CUDA images set `all`; NVIDIA container toolkit user guide, GPU enumeration:
-  "`void` or empty or unset: nvidia-container-runtime will have the same behavior as runc");
-- then a `pause` container that only holds the pod (a few MiB), non-root, read-only, no
-  capabilities, no GPU, no RDMA device, no service account token, no network traffic (a deny-all
-  NetworkPolicy: the kubelet pulls the image, not the pod);
-- it depends on nothing but the cluster's Kubernetes provider, and nothing waits for it
-  (`pulumi.com/skipAwait`): it is best effort, the job's pods would pull the image themselves.
-
-Kept after the test, on purpose: the exited init container keeps the image in use, so the kubelet's
-image garbage collection leaves it on the node, and a re-run of the test (`pulumi up --replace`) or a
-node that joins later (scale-out, a reimaged node) has it before the job needs it. It costs a pause
-container per node and the disk the job needs anyway; `fabricTest.enabled: false` removes it.
+The test image (several GB) would otherwise be pulled only when the job's pods start, after the
+DOCA driver, the GPU driver and the device plugins: on the critical path of `pulumi up`. This
+DaemonSet pulls it as a node of the pool joins, so the job's pods find it there (`IfNotPresent`).
+One pod per IB node in a `restricted` namespace: an init container of the test image that runs
+`true` under runc (no GPU, `NVIDIA_VISIBLE_DEVICES=void`), then a `pause` container that holds the
+pod; no network (deny-all NetworkPolicy), nothing waits for it (`pulumi.com/skipAwait`). It stays
+after the test on purpose, so image garbage collection keeps the image for a re-run or a node that
+joins later. Why runc, and the rest: docs/fabric-test.md#image-pre-pull.
 """
 
 from __future__ import annotations

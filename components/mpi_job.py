@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import volcano_topology
 from components.namespace import Namespace, NamespaceArgs
 from core import fabric
 
@@ -140,16 +141,16 @@ def worker_template(
     extra_volumes: Sequence[core.VolumeArgs] = (),
     init_containers: Sequence[core.ContainerArgs] = (),
     resource_claims: Sequence[core.PodResourceClaimArgs] = (),
-    same_node_label: str | None = None,
+    same_node_labels: Sequence[str] = (),
 ) -> core.PodTemplateSpecArgs:
     """An sshd worker with `resources`, /dev/shm in memory, one per node; `init_containers` run
     to completion before sshd starts (within the pod's deadline). `resource_claims`: the pod's DRA
-    claims (`resources.claims` names those the container uses). `same_node_label`: every worker on
-    nodes that share this label's value (the NVL72 rack of the rack run)."""
+    claims (`resources.claims` names those the container uses). `same_node_labels`: every worker on
+    nodes that share each label's value (one placement group; the NVL72 rack of the rack run)."""
     worker_labels = labels(job_name, "worker")
     together = core.PodAffinityArgs(required_during_scheduling_ignored_during_execution=[
-        core.PodAffinityTermArgs(label_selector=meta.LabelSelectorArgs(match_labels=worker_labels),
-                                 topology_key=same_node_label)]) if same_node_label else None
+        core.PodAffinityTermArgs(label_selector=meta.LabelSelectorArgs(match_labels=worker_labels), topology_key=key)
+        for key in same_node_labels]) if same_node_labels else None
     return core.PodTemplateSpecArgs(
         metadata=meta.ObjectMetaArgs(labels=worker_labels, annotations={CONFIG_HASH_ANNOTATION: config_hash}),
         spec=pod_spec(
@@ -241,6 +242,8 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "plugins": {"ssh": [], "svc": []},
+        # prefer one torset, allow one fabric (soft: components/volcano_topology.py says why)
+        "networkTopology": volcano_topology.job_network_topology(),
         # any pod that fails (its deadline included) or is evicted ends the job as Terminated
         "policies": [
             {"event": "PodFailed", "action": "TerminateJob"},

@@ -16,14 +16,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import fabric_claims, mpi_job, nccl_sizing
-from components.fabric_test import ALL_REDUCE, Kind
+from components import fabric_claims, mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import dra, fabric, modes, pins
+from core import dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
+from core.kinds import ALL_REDUCE, Kind, kind_for
 from verify import doctor
 from verify.verdict import pass_line_gbps
 
@@ -75,11 +75,12 @@ class NcclJobArgs:
         return self.timeout_minutes + (self.doctor_minutes if self.doctor != "never" else 0)
 
     def __post_init__(self) -> None:
-        if not self.sku.has_gpus:
+        if kind_for(self.sku) is not ALL_REDUCE:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has no GPUs; the NCCL all-reduce needs GPU sizes "
                 f"(CPU-only sizes get a separate fabric test)"
             )
+        nccl_settings.family(self.sku)  # raises for a generation with no NCCL settings family
         if self.node_count < 1:
             raise ValueError(f"node_count: got {self.node_count}; expected 1 or more")
         pins.IMAGE_REF.require("image", self.image)
@@ -136,6 +137,14 @@ def gpus_by_claim(args: NcclJobArgs) -> bool:
     return dra.needs(args.sku, args.rdma_mode) is not None
 
 
+def same_node_labels(args: NcclJobArgs) -> list[str]:
+    """What every worker's node must share: in a DRA mode one placement group (the topology labeler's
+    label: a claim's constraint holds only its own HCAs, not another pod's), and on the rack run one
+    NVLink clique."""
+    return [*([fabric.PLACEMENT_GROUP_LABEL] if modes.rdma_mode(args.rdma_mode).dra else []),
+            *([fabric.GPU_CLIQUE_LABEL] if args.rack_run else [])]
+
+
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
     """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py):
     as counts of the device plugins' resources, or as the worker's DRA claims (components/fabric_claims.py)."""
@@ -186,7 +195,7 @@ def job_spec(
         worker=mpi_job.worker_template(
             args.job_name, args.image, worker_resources(args), args.deadline_minutes, config_hash, mounts, volumes,
             resource_claims=fabric_claims.worker_claims(args.rack_run).pod if gpus_by_claim(args) else (),
-            same_node_label=fabric.GPU_CLIQUE_LABEL if args.rack_run else None,
+            same_node_labels=same_node_labels(args),
         ),
     )
 

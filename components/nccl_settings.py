@@ -15,13 +15,16 @@ What is Azure's, and from where:
   settings and bind nothing. Its verdict run is IB-only (MNNVL and NVLS off, so two nodes of one
   NVL72 rack still cross InfiniBand); `rack=True` gives the MNNVL run reported beside it.
 
+A generation is one `Family` (its settings and binding) in `FAMILIES`, looked up by the catalog's
+`Sku.generation`; a GPU size of a generation with no family is refused.
+
 Two switches change the environment: `sharp` (NCCL's own IB transport, or HPC-X's SHARP plugin with
 CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL detect the topology).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.catalog import Sku
 
@@ -50,7 +53,7 @@ OURS = "ours"
 
 @dataclass(frozen=True)
 class Setting:
-    value: str | None  # None: a variable a generation removes from the shared groups (left to NCCL)
+    value: str | None  # None: a variable a family removes from the shared groups (left to NCCL)
     why: str
     source: str  # repository@commit path, or OURS (then `why` is the whole reason)
 
@@ -103,9 +106,24 @@ WITH_SHARP: dict[str, Setting] = {
     "UCX_NET_DEVICES": Setting("mlx5_0:1", "the same IB port as SHARP_SMX_UCX_INTERFACE", AKS_VALUES),
 }
 
-# Azure's per-generation tuning, on top of COMMON.
-BY_GENERATION: dict[str, dict[str, Setting]] = {
-    "ndv5": {
+@dataclass(frozen=True)
+class Family:
+    """The NCCL settings family of one Azure ND generation (the catalog's `Sku.generation`)."""
+
+    name: str  # the catalog's generation, e.g. "ndv5"
+    label: str  # the sizes, for the docs table
+    settings: dict[str, Setting]  # Azure's tuning for it, on top of COMMON
+    numa_binding: bool  # mpirun binds each rank to cores on its GPU's NUMA node (else unbound)
+    binding_source: str  # where the binding (or its absence) comes from
+    # The rack's NVLink run of a multi-node-NVLink generation: what it changes of `settings`
+    rack: dict[str, Setting] = field(default_factory=dict)
+
+
+# Azure's per-generation tuning, one family each, looked up by name with `family()`.
+NDV5 = Family(
+    name="ndv5",
+    label="ND H100/H200 v5",
+    settings={
         "NCCL_IB_QPS_PER_CONNECTION": Setting("4", "4 queue pairs per connection spread traffic over the fabric's "
                                                    "paths", f"{AKS_VALUES}; {HOPPER_CONF}"),
         "NCCL_MIN_NCHANNELS": Setting("32", "at least 32 channels, enough to keep 8 NDR HCAs busy",
@@ -119,12 +137,25 @@ BY_GENERATION: dict[str, dict[str, Setting]] = {
                                                  "affinity mpirun bound the rank to",
                                             f"{AKS_VALUES}; {HOPPER_CONF}; {AZHPC_NDV5}"),
     },
-    "ndv4": {
+    numa_binding=True,
+    binding_source=(f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true "
+                    f"in values.yaml, 'recommended for H100/H200')"),
+)
+NDV4 = Family(
+    name="ndv4",
+    label="ND A100 v4",
+    settings={
         "NCCL_IGNORE_CPU_AFFINITY": Setting("1", "NCCL places its threads by the GPU's NUMA node", AZHPC_NDV4),
     },
-    # Grace Blackwell: graceblackwell.conf's NCCL variables for the IB side, with MNNVL and NVLS off
-    # (the verdict run); values-gb300.yaml nulls what only Hopper needs.
-    "ndv6": {
+    numa_binding=False,
+    binding_source=AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)",
+)
+# Grace Blackwell: graceblackwell.conf's NCCL variables for the IB side, with MNNVL and NVLS off (the
+# verdict run); values-gb300.yaml unsets what only Hopper needs.
+NDV6 = Family(
+    name="ndv6",
+    label="ND GB200 / GB300 v6",
+    settings={
         "NCCL_NET_GDR_LEVEL": Setting("PHB", "GPUDirect RDMA where GPU and HCA share a PCIe host bridge: on "
                                              "Grace each GPU has its own HCAs next to it", GB_CONF),
         "NCCL_NET_GDR_C2C": Setting("1", "GPUDirect RDMA over Grace's chip-to-chip link (C2C) between the "
@@ -152,13 +183,28 @@ BY_GENERATION: dict[str, dict[str, Setting]] = {
         "NCCL_NET_PLUGIN": unset("not set: NCCL loads the image's RDMA plugin (libnccl-net.so on the library "
                                  "path), which Azure says DMA-BUF needs", f"{GB_CONF}; {IMAGE_DOCKERFILE}"),
     },
-}
-# The rack's NVLink run on a multi-node-NVLink size (GB200/GB300): graceblackwell.conf's intra-rack values,
-# over the verdict run's. Reported beside the IB verdict, never in it.
-RACK_RUN: dict[str, Setting] = {
-    "NCCL_MNNVL_ENABLE": Setting("1", "multi-node NVLink across the nodes of one NVL72 rack", GB_CONF),
-    "NCCL_NVLS_ENABLE": Setting("1", "NVLink SHARP reductions in the rack's NVSwitches", GB_CONF),
-}
+    numa_binding=False,
+    binding_source=f"{AKS_GB300_VALUES} (mpi.bindToCore: false); {GB_CONF} (CPU_BIND=none)",
+    # graceblackwell.conf's intra-rack values over the verdict run's; reported beside it, never in it
+    rack={
+        "NCCL_MNNVL_ENABLE": Setting("1", "multi-node NVLink across the nodes of one NVL72 rack", GB_CONF),
+        "NCCL_NVLS_ENABLE": Setting("1", "NVLink SHARP reductions in the rack's NVSwitches", GB_CONF),
+    },
+)
+FAMILIES: dict[str, Family] = {f.name: f for f in (NDV5, NDV4, NDV6)}
+
+
+def family(sku: Sku) -> Family:
+    """The settings family of `sku`'s generation; a ValueError naming the families there are otherwise."""
+    if not sku.has_gpus:
+        raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
+    try:
+        return FAMILIES[sku.generation]
+    except KeyError:
+        raise ValueError(f"sku: {sku.vm_size} is of generation {sku.generation!r}, which has no NCCL settings "
+                         f"family; the families are {', '.join(FAMILIES)} (components/nccl_settings.py)") from None
+
+
 TOPOLOGY_SETTING = Setting(
     f"{TOPOLOGY_DIR}/{TOPOLOGY_KEY}",
     "which HCA sits next to which GPU, hidden from NCCL by virtualisation (fabricTest.topologyFile; Azure's "
@@ -180,36 +226,31 @@ def binding(sku: Sku) -> Binding:
     """ND v5: Azure's NUMA-aware core binding, `pe` = the catalog's cores per VM / GPUs per VM (96 / 8
     = 12, the figure Azure's template hard-codes). Elsewhere no binding, as in the Azure test each
     generation's reference figure comes from."""
-    gpus = sku.gpus_per_vm
-    if sku.generation == "ndv5":
+    gpus, fam = sku.gpus_per_vm, family(sku)
+    if fam.numa_binding:
         return Binding(
             ("--map-by", f"ppr:{gpus}:node:pe={sku.cpu_cores_per_vm // gpus}", "--bind-to", "core",
              "--report-bindings"),
             "each rank bound to its own cores, on the NUMA node of its GPU (ranks 0-3 on socket 0, 4-7 on "
             "socket 1); --report-bindings prints the binding in the log",
-            f"{AKS_MPIJOB} (`--map-by ppr:$DEVICES_PER_NODE:node:pe=12 --bind-to core`, mpi.bindToCore: true in "
-            f"values.yaml, 'recommended for H100/H200'); cores: {sku.cpu_cores_source}",
+            f"{fam.binding_source}; cores: {sku.cpu_cores_source}",
         )
-    source = f"{AKS_GB300_VALUES} (mpi.bindToCore: false); {GB_CONF} (CPU_BIND=none)" if sku.generation == "ndv6" else (
-        AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)")
     return Binding(("-npernode", str(gpus), "--bind-to", "none"),
-                   "one rank per GPU, unbound: NCCL pins its own threads", source)
+                   "one rank per GPU, unbound: NCCL pins its own threads", fam.binding_source)
 
 
 def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, Setting]:
-    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted;
-    `rack`: the rack's NVLink run (RACK_RUN over the verdict run's values)."""
-    if not sku.has_gpus:
-        raise ValueError(f"sku: {sku.vm_size} has no GPUs; NCCL settings apply to GPU sizes only")
-    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **BY_GENERATION.get(sku.generation, {})}
+    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted (a
+    family's unset entries removed); `rack`: the rack's NVLink run (the family's `rack` over the rest)."""
+    fam = family(sku)
+    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **fam.settings}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
     if rack:
-        if not sku.has_mnnvl:
+        if not (sku.has_mnnvl and fam.rack):
             raise ValueError(f"rack: {sku.vm_size} has no multi-node NVLink; the rack run applies to GB200/GB300")
-        out.update(RACK_RUN)
+        out.update(fam.rack)
     return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
-
 
 
 def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, str]:
@@ -228,10 +269,8 @@ def markdown_table() -> str:
         ("every GPU size", COMMON),
         ("`sharp: false` (default)", WITHOUT_SHARP),
         ("`sharp: true`", WITH_SHARP),
-        ("ND H100/H200 v5", BY_GENERATION["ndv5"]),
-        ("ND A100 v4", BY_GENERATION["ndv4"]),
-        ("ND GB200 / GB300 v6", BY_GENERATION["ndv6"]),
-        ("ND GB200 / GB300 v6, the rack's NVLink run", RACK_RUN),
+        *((f.label, f.settings) for f in FAMILIES.values()),
+        *((f"{f.label}, the rack's NVLink run", f.rack) for f in FAMILIES.values() if f.rack),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]

@@ -18,10 +18,6 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from core.catalog import Sku
 
 # PCI class codes as NCCL writes them.
 PCI_CLASS_BRIDGE = "0x060400"  # PCI-to-PCI bridge (the PCIe switch of a GPU/HCA group)
@@ -178,30 +174,3 @@ def render_xml(topology_id: str) -> str:
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
 
-
-# --- GPU and HCA pairs, for the DRA claims (components/fabric_claims.py) ----------------------------
-@dataclass(frozen=True)
-class Group:
-    """GPUs and the HCAs beside them on one host (PCI addresses, as the drivers publish them)."""
-
-    gpus: tuple[str, ...]
-    hcas: tuple[str, ...]
-
-
-# ND GB300 v6: per NUMA node 2 GPUs and 2 HCAs (kubernetes-sigs/dranet@ca195e2
-# examples/azure_aks_examples/gb300/README.md, "DRA device attributes", from a live node's
-# resourceslice-{gpu,dranet}.yaml: `nvidia-smi topo -m` shows NODE within a NUMA node, SYS across).
-GB300_GROUPS = (
-    Group(gpus=("0008:06:00.0", "0009:06:00.0"), hcas=("0101:00:00.0", "0102:00:00.0")),
-    Group(gpus=("0018:06:00.0", "0019:06:00.0"), hcas=("0103:00:00.0", "0104:00:00.0")),
-)
-GROUPS_BY_SIZE = {"Standard_ND128isr_GB300_v6": GB300_GROUPS}
-
-
-def groups(sku: Sku) -> tuple[Group, ...] | None:
-    """Which HCAs sit beside which GPUs on `sku`, or None where no published source says."""
-    if sku.nccl_topology:
-        lay = layout(sku.nccl_topology)
-        return tuple(Group((p.gpu_busid,), (p.hca_busid,))
-                     for n in lay.numas for s in n.switches for p in s.pairs)
-    return GROUPS_BY_SIZE.get(sku.vm_size)

@@ -23,39 +23,16 @@ NIC_CLUSTER_POLICY_NAME = "nic-cluster-policy"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 DOCA_DRIVER_IMAGE = "doca-driver"
 
-# Azure's workaround for a race in which the inbox kernel modules load before the DOCA ones:
-# the driver container writes its module blacklist onto the host
+# Azure's workaround for a race in which the inbox kernel modules load before the DOCA ones
 # (Azure/aks-rdma-infiniband configs/nicclusterpolicy/base/nic.yaml; Mellanox/doca-driver-build#52).
-#
-# Deliberately not set: UNLOAD_THIRD_PARTY_RDMA_MODULES (default false). It matters only when a
-# non-Mellanox RDMA module holds ib_core, e.g. mana_ib on a VM whose frontend NIC is Azure's MANA:
-# then the DOCA reload cannot unload ib_core (the Go entrypoint stops with "third-party RDMA modules
-# are loaded"; Mellanox/doca-driver-build@e5decdd (network-operator-v26.4.1)
-# entrypoint/internal/entrypoint/entrypoint.go). The catalog's sizes do not get MANA: Azure lists the
-# existing sizes placed on MANA hardware as D/E/B/F/G/L series only, MANA otherwise coming with the
-# v6 Intel sizes (MicrosoftDocs/azure-docs@03e5750 articles/virtual-network/
-# accelerated-networking-mana-existing-sizes.md), and ND A100 v4, ND H100/H200 v5, HB v3/v4 and HX
-# are not among them. The system pool (D-series) may get MANA, but the DOCA driver never runs there
-# (node affinity on the InfiniBand label). Turning it on anyway is not free: the bash entrypoint
-# then rewrites openibd's unload list with sed and exits if that fails (entrypoint.sh
-# unload_third_party_rdma_modules), a path no Azure configuration exercises. ND GB200 v6 is a v6
-# size whose frontend NIC is not established here; docs/upgrade-runbook.md says how to recognise
-# the failure and set the variable.
+# UNLOAD_THIRD_PARTY_RDMA_MODULES stays unset: no catalog size has a MANA NIC holding ib_core
+# (docs/kubernetes-layer.md#doca-driver-third-party-rdma-modules).
 DOCA_DRIVER_ENV = (
     {"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"},
 )
 
-# How the operator replaces the DOCA driver when its version changes (docs/upgrade-runbook.md:
-# DOCA first, then a reboot of each node, then the GPU driver). The reload takes the HCAs away from
-# every pod on the node, so the node is cordoned and drained first, one node at a time (Azure's and
-# NVIDIA aicr's nic-cluster-policy-aks.yaml use the same policy).
-# - force: the fabric test's pods belong to a Volcano Job, not to a controller drain knows;
-#   deleteEmptyDir: its workers keep /dev/shm in an in-memory emptyDir.
-# - not waitForCompletion: it would hold the upgrade until a running fabric test ends, and that test
-#   measures the old driver.
-# - not safeLoad (cordon and drain before the driver loads on a node that starts): nothing that
-#   needs the fabric can land there early, since the RDMA resource appears only once the driver is
-#   loaded and nvidia.com/gpu only after the GPU driver, which waits for it.
+# DOCA upgrades cordon and drain one node at a time, as Azure's and aicr's policies do: the reload
+# takes the HCAs from every pod there (docs/kubernetes-layer.md#driver-upgrade-policies).
 OFED_UPGRADE_POLICY = {
     "autoUpgrade": True,
     "maxParallelUpgrades": 1,
@@ -96,19 +73,8 @@ class NetworkOperatorArgs:
 def chart_values() -> dict[str, Any]:
     """Values for the network-operator chart: its own NFD off (ours is a separate release) and its
     NodeFeatureRules off (ours labels InfiniBand controllers only). Everything else is the chart's
-    default: the operator runs on the system pool.
-
-    Declined from NVIDIA's AKS recipe (aicr recipes/components/network-operator/manifests/
-    ib-node-config-aks.yaml, a privileged host DaemonSet):
-    - loading ib_umad and rdma_ucm from the host: NCCL's InfiniBand transport and perftest use verbs
-      only (ib_uverbs, loaded with the DOCA stack); neither uses MADs (ib_umad) or the RDMA connection
-      manager (rdma_ucm). A host `modprobe` would also pick the inbox modules, which the DOCA driver
-      container blacklists on the host (its OFED_BLACKLIST_MODULES default lists ib_umad and rdma_ucm)
-      to keep them from racing its own.
-    - LimitMEMLOCK=infinity for containerd and kubelet, which restarts both on every IB node: the
-      fabric test's ranks run as root with CAP_IPC_LOCK, and the kernel lets such a process pin
-      memory past RLIMIT_MEMLOCK (components/mpi_job.py says so, and a test keeps it true).
-    """
+    default: the operator runs on the system pool. aicr's host changes (ib_umad/rdma_ucm, memlock)
+    are declined: docs/kubernetes-layer.md#network-operator-host-changes-declined."""
     return {"nfd": {"enabled": False, "deployNodeFeatureRules": False}}
 
 

@@ -2,24 +2,11 @@
 RDMA, as a gang-scheduled Volcano Job, in place of the NCCL all-reduce.
 
 One `mpimaster` pod runs `scripts/p2p-launcher.sh`: `osu_bw` then `osu_latency` with one rank on
-each of two `mpiworker` pods (one per node: pod anti-affinity). Open MPI's UCX PML carries the
-measured traffic over the InfiniBand HCA that the RDMA device plugin hands the pod; the launch
-itself stays on the pod network. No GPU is requested and none is needed.
-
-The image: by default the stack's `fabricTest.image`, the pinned CoreWeave nccl-tests image (HPC-X
-Open MPI with UCX at `MPI_HOME`, sshd, a compiler: a -devel image). It has NO OSU micro-benchmarks:
-its Dockerfile.ubuntu22 (coreweave/nccl-tests@8b67957, line 151) runs `rm -r /opt/hpcx/ompi`, which
-deletes the HPC-X tree that held `tests/osu-micro-benchmarks`, then rebuilds Open MPI into the same
-prefix without them (its `HPCX_OSU_DIR` is stale); its perftest is CUDA-linked and does not load on
-a GPU-less node. So each worker pod first runs an `osu-build` initContainer in the same image
-(`scripts/build-osu.sh`, unprivileged): if the image has `osu_bw` and `osu_latency` at
-`OSU_PREBUILT_DIR` (HPC-X's path), they are linked as they are, nothing downloaded (an image of your
-own for air-gapped clusters); otherwise OSU `OSU_VERSION` is downloaded from `OSU_URL` (egress to
-mvapich.cse.ohio-state.edu needed), checked against `OSU_SHA256` before it is unpacked, built with
-the image's `mpicc` and installed on an emptyDir; either way the two binaries end up in `OSU_DIR`,
-which the worker container mounts at the same path and where mpirun starts them. The build runs
-within the pod's activeDeadlineSeconds; the launcher checks over ssh that both workers have the
-binaries before it runs anything. Not yet run on real HB/HX hardware.
+each of two `mpiworker` pods (one per node), over UCX on the HCA the RDMA mode hands the pod; no GPU.
+The default image has no OSU binaries (its Dockerfile removes them), so each worker first runs an
+`osu-build` initContainer (`scripts/build-osu.sh`) that links prebuilt ones at `OSU_PREBUILT_DIR` or
+builds the pinned, checksummed OSU release into `OSU_DIR`. Not yet run on real HB/HX hardware; the
+details and sources: docs/fabric-test.md#cpu-only-hpc-sizes-hb--hx.
 
 The job's shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is
 `components.mpi_job`, shared with the NCCL test, so the two fabric tests cannot drift apart.
@@ -36,10 +23,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import mpi_job
-from components.fabric_test import POINT_TO_POINT, Kind
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from core import modes, pins
 from core.catalog import Sku
+from core.kinds import POINT_TO_POINT, Kind, kind_for
 
 core = k8s.core.v1
 
@@ -88,7 +75,7 @@ class P2pJobArgs:
     job_name: str = "p2p"
 
     def __post_init__(self) -> None:
-        if self.sku.has_gpus:
+        if kind_for(self.sku) is not POINT_TO_POINT:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has {self.sku.gpus_per_vm} GPUs; the MPI point-to-point job is for "
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"

@@ -5,8 +5,10 @@ same table. Everything SKU-dependent - GPUs requested by the job, RDMA resources
 topology file, the bandwidth thresholds, whether the AKS feature flag is registered - comes from
 here and nowhere else.
 
-Every figure names its source. Where no public measurement exists, the entry says so and the
-verdict for that size is UNKNOWN rather than a guess.
+Every figure carries a `Provenance`: measured or derived, and short citations (repo@commit path or
+URL, with a date) that the user's report prints; the reasoning behind each is in docs/sku-sources.md
+(#catalog-figures). Where no public figure exists, the entry has none and the verdict for that size
+is UNKNOWN rather than a guess.
 """
 
 from __future__ import annotations
@@ -14,6 +16,49 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from enum import Enum
+
+
+class Basis(Enum):
+    """What a figure rests on."""
+
+    MEASURED = "measured"  # a published run or gate, cited
+    # computed from cited figures (docs/sku-sources.md#catalog-figures says how): below a derived
+    # threshold a run is suspicious, not proven bad (the verdict says WARN, not FAIL)
+    DERIVED = "derived"
+
+
+@dataclass(frozen=True)
+class Citation:
+    ref: str  # "owner/repo@commit path" (with the line or section) or a URL
+    date: str  # YYYY-MM-DD: the commit's date, or when the page or thread was written
+
+    def __str__(self) -> str:
+        return f"{self.ref} ({self.date})"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a catalog figure comes from, short enough for a report line."""
+
+    basis: Basis
+    cites: tuple[Citation, ...]
+    note: str = ""  # a few words: what the figure is, or the rule it is derived by
+
+    def __post_init__(self) -> None:
+        if not self.cites:
+            raise ValueError("a catalog figure needs at least one citation")
+
+    def __str__(self) -> str:
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.basis.value}{note}: " + "; ".join(str(c) for c in self.cites)
+
+
+# Snapshots read, and their commit dates (docs/sku-sources.md lists them).
+AZNHC = "Azure/azurehpc-health-checks@0e0a1ac"
+AZNHC_DATE = "2026-05-01"
+AKS_RDMA, AKS_RDMA_DATE = "Azure/aks-rdma-infiniband@700dabb", "2026-07-16"
+AI_INFRA, AI_INFRA_DATE = "Azure/ai-infrastructure-on-azure@a01b073", "2026-04-22"
+DERIVATION = "docs/sku-sources.md#catalog-figures"
 
 # Sources, named once and referred to by the entries below.
 SRC_NDASRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndasra100v4-series"
@@ -25,25 +70,22 @@ SRC_NDGB300V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerate
 SRC_HBV3 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv3-series"
 SRC_HBV4 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv4-series"
 SRC_HX = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hx-series"
-SRC_AZURE_EXPECTED = (
-    "Azure/aks-rdma-infiniband@700dabb tests/expected-output.md section 1.1 "
-    "(2 nodes x 8 A100: busbw 187.22 GB/s at 8 GiB; 'less than 180 indicates a problem')"
-)
+# 2 nodes x 8 A100 on AKS: busbw 187.22 GB/s at 8 GiB; "less than 180 ... indicates that there is a problem"
+CITE_AZURE_EXPECTED = Citation(f"{AKS_RDMA} tests/expected-output.md section 1.1", AKS_RDMA_DATE)
 SRC_AKS_GB200_FLAG = (
     "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_references/aks/README.md section 6: "
     "'Before deploying GB200/GB300 node pools, you must unregister the AKSInfinibandSupport feature flag'; "
     "GB200/GB300 pools need Ubuntu 24.04"
 )
-# Azure's published expectations for GB300 (a guidance table, not a log: "Baselines assume a full rack
-# at 16 G message size"); warn is where Azure says to re-test, GHR where it says to file a health report.
-SRC_GB300_BASELINE = ("Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline/SKILL.md, "
-                      "Standard_ND128isr_GB300_v6: all_reduce busbw at 16 G")
-SRC_GB300_IB_ONLY = f"{SRC_GB300_BASELINE} (inter-rack, IB-only): ~200 GB/s, warn < 180, GHR < 150"
-SRC_GB300_MNNVL = f"{SRC_GB300_BASELINE} (intra-rack, MNNVL): ~937 GB/s, warn < 800, GHR < 600"
-SRC_NVL72_RACK = (f"{SRC_GB300_BASELINE}: '18 nodes per MNNVL rack (ClusterUUID)'; {SRC_NDGB200V6}: 'groups of 18 "
-                  "ND GB200 v6 VMs' per NVL72 rack (docs/sku-sources.md Q1)")
-SRC_DRANET_GB300 = ("kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/README.md: '4 x Mellanox "
-                    "ConnectX | 800 Gb/s InfiniBand each', '4 x NVIDIA GB300 | 288 GB HBM3E', 2 NUMA nodes")
+# Azure's published GB300 expectations: all_reduce busbw at 16 G, inter-rack IB-only ~200 GB/s (warn < 180,
+# GHR < 150) and intra-rack MNNVL ~937 GB/s (warn < 800, GHR < 600); "18 nodes per MNNVL rack". A guidance
+# table, not a log ("Baselines assume a full rack at 16 G message size").
+CITE_GB300_BASELINE = Citation(f"{AI_INFRA} skills/slurm/sku_performance_baseline/SKILL.md, "
+                               "Standard_ND128isr_GB300_v6", AI_INFRA_DATE)
+SRC_NVL72_RACK = (f"{CITE_GB300_BASELINE}: '18 nodes per MNNVL rack'; {SRC_NDGB200V6}: 'groups of 18 ND GB200 v6 "
+                  "VMs' per NVL72 rack")
+SRC_DRANET_GB300 = ("kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/README.md (2026-07-17): "
+                    "'4 x Mellanox ConnectX | 800 Gb/s InfiniBand each', '4 x NVIDIA GB300 | 288 GB HBM3E'")
 SRC_AKS_IB_FLAG = (
     "Azure/aks-rdma-infiniband@700dabb website/docs/getting-started/02-prerequisites.md "
     "('register the AKS Infiniband Support feature' so pool VMs land on one InfiniBand network)"
@@ -55,8 +97,8 @@ class Expectation:
     """What a healthy fabric delivers, and below what a run is a failure. Units in the name."""
 
     baseline_gbps: float  # GB/s (bytes), as nccl-tests prints busbw
-    threshold_gbps: float  # below this: FAIL
-    source: str
+    threshold_gbps: float  # below this: FAIL (WARN when derived)
+    provenance: Provenance
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold_gbps <= self.baseline_gbps:
@@ -66,7 +108,12 @@ class Expectation:
     def derived(self) -> bool:
         """True when the figures are derived rather than published measurements: a run below such a
         threshold is suspicious, not proven bad (the verdict says WARN, not FAIL)."""
-        return self.source.startswith("DERIVED")
+        return self.provenance.basis is Basis.DERIVED
+
+    @property
+    def source(self) -> str:
+        """The figures' provenance as the report prints it."""
+        return str(self.provenance)
 
 
 @dataclass(frozen=True)
@@ -76,7 +123,7 @@ class LinkExpectation:
 
     baseline_gbits: float  # the link's line rate
     threshold_gbits: float  # below this: FAIL (when measured with `gate_tool`)
-    source: str
+    provenance: Provenance
     gate_tool: str = "ib_write_bw"  # what the threshold was measured with (Azure's health checks)
     # the memory the gate's ib_write_bw moved: "cuda" (GPU memory, --use_cuda: GPUDirect RDMA,
     # check_ib_bw_gdr) or "host" (check_ib_bw_non_gdr)
@@ -94,6 +141,11 @@ class LinkExpectation:
                 self.threshold_gbits):
             raise ValueError(f"WARN band from {self.other_tool_warn_from_gbits} must be in (0, threshold "
                              f"{self.threshold_gbits}]")
+
+    @property
+    def source(self) -> str:
+        """The figures' provenance as the report prints it."""
+        return str(self.provenance)
 
 
 @dataclass(frozen=True)
@@ -133,7 +185,11 @@ class NodeAllReduceGate:
 
     threshold_gbps: float  # GB/s (bytes) busbw; below it Azure's health check fails the node
     size: str  # the message size Azure runs, as all_reduce_perf's -b/-e take it, e.g. "16G"
-    source: str
+    provenance: Provenance
+
+    @property
+    def source(self) -> str:
+        return str(self.provenance)
 
 
 @dataclass(frozen=True)
@@ -159,12 +215,10 @@ class Sku:
     # mpirun's core binding gives each rank cores_per_vm / gpus_per_vm of them.
     cpu_cores_per_vm: int = field(kw_only=True)
     cpu_cores_source: str = field(kw_only=True)
-    # AKS's osSKU for the pool: `Ubuntu` (22.04 up to 1.34, 24.04 from 1.35: learn.microsoft.com/azure/
-    # aks/upgrade-os-version), or `Ubuntu2404` where Azure requires 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG).
+    # AKS osSKU: `Ubuntu`, or `Ubuntu2404` where Azure requires 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG)
     os_sku: str = field(default="Ubuntu", kw_only=True)
-    # Multi-node NVLink (MNNVL): the nodes of one NVL72 rack share an NVLink domain (this many). Such
-    # a size needs the NVIDIA DRA driver and a ComputeDomain for NCCL to use it, and its fabric verdict
-    # judges InfiniBand from a run with MNNVL off. None: NVLink stays inside the VM.
+    # Multi-node NVLink: nodes per NVL72 rack (needs the DRA driver's ComputeDomain; the verdict judges an
+    # IB-only run). None: NVLink stays inside the VM.
     mnnvl_rack_nodes: int | None = field(default=None, kw_only=True)
     # The all-reduce of nodes of one rack over MNNVL: reported beside the IB verdict, never in it.
     allreduce_rack: Expectation | None = field(default=None, kw_only=True)
@@ -203,66 +257,57 @@ class Sku:
         return self.allreduce_2_nodes if nodes == 2 else self.allreduce_more_nodes
 
 
-_A100 = Expectation(baseline_gbps=187.0, threshold_gbps=180.0, source=SRC_AZURE_EXPECTED)
+_A100 = Expectation(baseline_gbps=187.0, threshold_gbps=180.0,
+                    provenance=Provenance(Basis.MEASURED, (CITE_AZURE_EXPECTED,), "2 x 8 A100 on AKS"))
 
-# Azure's own health checks (aznhc), one gate per size, read at one commit. `check_ib_bw_gdr` is a
-# single-node ib_write_bw loopback per HCA from GPU memory (GPUDirect RDMA), in Gb/s per HCA;
+# Azure's own health checks (aznhc), one gate per size. `check_ib_bw_gdr` is a single-node
+# ib_write_bw loopback per HCA from GPU memory (GPUDirect RDMA), in Gb/s per HCA;
 # `check_ib_bw_non_gdr` the same from host memory (the CPU-only sizes); `check_nccl_allreduce` a
 # single-node (NVLink only) all-reduce busbw in GB/s; `check_hw_cpuinfo` sockets, cores, threads.
-AZNHC = "Azure/azurehpc-health-checks@0e0a1ac"
-SRC_GDR_A100 = f"{AZNHC} conf/nd96asr_v4.conf and conf/nd96amsr_a100_v4.conf: check_ib_bw_gdr 180.0"
-SRC_GDR_H100 = (f"{AZNHC} conf/nd96isr_h100_v5.conf: check_ib_bw_gdr 380 "
-                "(its single-node check_nccl_allreduce: 460.0 GB/s at 16G)")
-SRC_GDR_H200 = (f"{AZNHC} conf/nd96isr_h200_v5.conf: check_ib_bw_gdr 360 "
-                "(its single-node check_nccl_allreduce: 431.0 GB/s at 16G; H100's are 380 and 460)")
-SRC_NON_GDR_HBV3 = f"{AZNHC} conf/hb120rs_v3.conf: check_ib_bw_non_gdr 190"
-SRC_NON_GDR_NDR = f"{AZNHC} conf/hb176rs_v4.conf and conf/hx176rs.conf: check_ib_bw_non_gdr 390"
+def _aznhc(what: str) -> Citation:
+    return Citation(f"{AZNHC} {what}", AZNHC_DATE)
+
+
+CITE_GDR_A100 = _aznhc("conf/nd96asr_v4.conf, nd96amsr_a100_v4.conf: check_ib_bw_gdr 180.0")
+CITE_GDR_H100 = _aznhc("conf/nd96isr_h100_v5.conf: check_ib_bw_gdr 380")
+CITE_GDR_H200 = _aznhc("conf/nd96isr_h200_v5.conf: check_ib_bw_gdr 360")
+CITE_NON_GDR_HBV3 = _aznhc("conf/hb120rs_v3.conf: check_ib_bw_non_gdr 190")
+CITE_NON_GDR_NDR = _aznhc("conf/hb176rs_v4.conf, hx176rs.conf: check_ib_bw_non_gdr 390")
 SRC_CORES_ND = (f"{AZNHC} conf/nd96asr_v4.conf, nd96amsr_a100_v4.conf, nd96isr_h100_v5.conf, "
                 "nd96isr_h200_v5.conf: check_hw_cpuinfo 2 96 96 (2 sockets, 96 cores, 96 threads)")
 SRC_CORES_HBV3 = f"{AZNHC} conf/hb120rs_v3.conf: check_hw_cpuinfo 2 120 120"
 SRC_CORES_HBV4 = f"{AZNHC} conf/hb176rs_v4.conf and conf/hx176rs.conf: check_hw_cpuinfo 2 176 176"
 SRC_CORES_GB200 = ("microsoft/aspire@5bd693a src/Aspire.Hosting.Azure.Kubernetes/AksNodeVmSizes.cs: "
                    "'Standard_ND128isr_NDR_GB200_v6 -- 128 vCPUs' (aznhc has no GB200 conf)")
-# No core count for GB300 in the sources read: Azure's size names carry the vCPU count (ND128...),
-# which for GB200's ND128 SRC_CORES_GB200 confirms. Derived from the name, not measured.
+# No GB300 core count found: the size name carries it (ND128), as GB200's, which SRC_CORES_GB200 confirms.
 SRC_CORES_GB300 = ("DERIVED from the size name Standard_ND128isr_GB300_v6 (128 vCPUs, as GB200's ND128; "
                    f"{SRC_CORES_GB200})")
-SRC_AICR_H100_AKS = (
-    "NVIDIA/aicr#1699 (2026-07-09): 157.11 GB/s busbw on 2 x Standard_ND96isr_H100_v5 on AKS, gate >= 150; "
-    "#1840: 157.5 GB/s on the same pair (its NCCL settings NOT FOUND in the sources read, docs/sku-sources.md "
-    "Q7; issue 13 reads it as untuned, NCCL_NET_PLUGIN=none, shared HCA pool)"
-)
-SRC_AZNHC_NCCL = "Azure/azurehpc-health-checks@0e0a1ac conf/{conf}.conf check_nccl_allreduce {gbps} 1 {size}"
 # NCCL's maintainers' figure for what one NIC carries at best in an all-reduce (busbw), per 200 Gb/s of
-# line rate: 24 GB/s, i.e. 48 GB/s for a 400 Gb/s NDR HCA.
+# line rate: 24 GB/s, i.e. 48 GB/s for a 400 Gb/s NDR HCA ("We usually consider 24GB/s is the peak
+# performance per 200G NIC", sjeaugey).
 NCCL_PEAK_GBPS_PER_200G = 24.0
-SRC_NCCL_PEAK = ("NVIDIA/nccl-tests#119 (sjeaugey, 2022-11-17): 'We usually consider 24GB/s is the peak "
-                 "performance per 200G NIC (12 GB/s for 100G NICs)'")
+CITE_NCCL_PEAK = Citation("NVIDIA/nccl-tests#119", "2022-11-17")
 
 
 def nccl_peak_gbps(hcas: int, link_gbits: float) -> float:
     """The all-reduce busbw NCCL's maintainers call the peak of `hcas` NICs of `link_gbits` each
-    (SRC_NCCL_PEAK): 8 x HDR 200 -> 192 GB/s, 8 x NDR 400 -> 384 GB/s."""
+    (CITE_NCCL_PEAK): 8 x HDR 200 -> 192 GB/s, 8 x NDR 400 -> 384 GB/s."""
     return hcas * NCCL_PEAK_GBPS_PER_200G * link_gbits / 200
 
 
 def _node_gate(conf: str, gbps: float, size: str) -> NodeAllReduceGate:
-    source = SRC_AZNHC_NCCL.format(conf=conf, gbps=gbps, size=size)
-    return NodeAllReduceGate(threshold_gbps=gbps, size=size, source=source)
+    cite = _aznhc(f"conf/{conf}.conf: check_nccl_allreduce {gbps} 1 {size}")
+    return NodeAllReduceGate(threshold_gbps=gbps, size=size,
+                             provenance=Provenance(Basis.MEASURED, (cite,), "Azure's single-node gate"))
 
 
 # The one published pair, as fractions of its NICs' NCCL peak (8 x HDR 200: 192 GB/s): baseline 187 is
 # 97.4 %, the fail line 180 is 93.75 %.
 _A100_PEAK_GBPS = nccl_peak_gbps(8, 200)
-AICR_H100_AKS_BUSBW_GBPS = 157.11  # SRC_AICR_H100_AKS
-
-
-def _weighed(threshold_gbps: float) -> str:
-    return (f"Weighed against {SRC_AICR_H100_AKS}: {AICR_H100_AKS_BUSBW_GBPS / threshold_gbps:.0%} of this "
-            "threshold, not used as a baseline (its settings are unknown; its gate of 150 is a liveness check); "
-            "it is why these stay derived (WARN, never FAIL, until a measurement on AKS with Azure's settings "
-            "exists). Azure's only H100 multi-node figure is 8 nodes with SHARP "
-            "(Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline: ~450 GB/s, warn < 400)")
+# NVIDIA's 2-node AKS run on ND H100 v5, settings unknown: weighed and not used as a baseline
+# (docs/sku-sources.md#catalog-figures); verify.verdict's floor keeps it from reading FAIL.
+AICR_H100_AKS_BUSBW_GBPS = 157.11
+CITE_AICR_H100_AKS = Citation("NVIDIA/aicr#1699", "2026-07-09")
 
 
 def _derived_from_nccl_peak(hcas: int, link_gbits: int) -> Expectation:
@@ -270,47 +315,39 @@ def _derived_from_nccl_peak(hcas: int, link_gbits: int) -> Expectation:
     placed where the one published pair sits relative to its NICs' NCCL peak. DERIVED, not measured,
     so a run below it is WARN (and no WARN band applies above it: verify.verdict)."""
     peak = nccl_peak_gbps(hcas, link_gbits)
-    baseline_fraction = _A100.baseline_gbps / _A100_PEAK_GBPS
-    threshold_fraction = _A100.threshold_gbps / _A100_PEAK_GBPS
-    threshold = round(peak * threshold_fraction, 1)
     return Expectation(
-        baseline_gbps=round(peak * baseline_fraction, 1),
-        threshold_gbps=threshold,
-        source=(
-            f"DERIVED, not measured: {hcas} x {link_gbits} Gb/s HCAs peak at {peak:g} GB/s busbw in NCCL "
-            f"({hcas} x {NCCL_PEAK_GBPS_PER_200G * link_gbits / 200:g}; {SRC_NCCL_PEAK}); baseline and "
-            f"threshold sit where ND A100 v4's published pair sits against its own peak of "
-            f"{_A100_PEAK_GBPS:g} (8 x 24): baseline 187 = {baseline_fraction:.1%}, fail line 180 = "
-            f"{threshold_fraction:.2%} ({SRC_AZURE_EXPECTED}). {_weighed(threshold)}"
-        ),
+        baseline_gbps=round(peak * _A100.baseline_gbps / _A100_PEAK_GBPS, 1),
+        threshold_gbps=round(peak * _A100.threshold_gbps / _A100_PEAK_GBPS, 1),
+        provenance=Provenance(
+            Basis.DERIVED, (CITE_NCCL_PEAK, CITE_AZURE_EXPECTED),
+            f"{hcas} x {link_gbits} Gb/s HCAs at ND A100 v4's share of NCCL's per-NIC peak; {DERIVATION}"),
     )
 
 
-def _scaled_by_gdr_gate(of: Expectation, of_name: str, of_gate_gbits: float, gate_gbits: float,
-                        gate_source: str) -> Expectation:
+def _scaled_by_gdr_gate(of: Expectation, of_name: str, of_gate_gbits: float, of_gate_source: Citation,
+                        gate_gbits: float, gate_source: Citation) -> Expectation:
     """`of` scaled by the ratio of two sizes' GPUDirect RDMA gates (Azure's per-HCA health check): a
     size whose HCAs Azure gates lower gets a lower line, from its own figure rather than a copy."""
     scale = gate_gbits / of_gate_gbits
     return Expectation(
         baseline_gbps=round(of.baseline_gbps * scale, 1),
         threshold_gbps=round(of.threshold_gbps * scale, 1),
-        source=(
-            f"DERIVED, not measured: {of_name}'s derived {of.baseline_gbps:g} / {of.threshold_gbps:g} GB/s x "
-            f"{gate_gbits:g}/{of_gate_gbits:g}, the ratio of Azure's GPUDirect RDMA gates per HCA ({gate_source}; "
-            f"{of_name}'s {of_gate_gbits:g}); {of_name}'s figures: {of.source}"
-        ),
+        provenance=Provenance(
+            Basis.DERIVED, (gate_source, of_gate_source),
+            f"{of_name}'s derived line x {gate_gbits:g}/{of_gate_gbits:g}, their GPUDirect RDMA gates; {DERIVATION}"),
     )
 
 
 _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS = 380.0, 360.0
 _H100_DERIVED = _derived_from_nccl_peak(8, 400)
-_H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS,
-                                    SRC_GDR_H200)
+_H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_GBITS, CITE_GDR_H100,
+                                    _H200_GDR_GATE_GBITS, CITE_GDR_H200)
 
-# GB300: Azure's own published figures (SRC_GB300_BASELINE), not derived. The fail line is Azure's
-# warn line, below which its guide says to re-test (its GHR line, 150 / 600, is for a health report).
-_GB300_IB_ONLY = Expectation(baseline_gbps=200.0, threshold_gbps=180.0, source=SRC_GB300_IB_ONLY)
-_GB300_MNNVL = Expectation(baseline_gbps=937.0, threshold_gbps=800.0, source=SRC_GB300_MNNVL)
+# GB300: Azure's published figures; the fail line is its warn line ("re-test"; GHR 150 / 600 is for a report).
+_GB300_IB_ONLY = Expectation(baseline_gbps=200.0, threshold_gbps=180.0, provenance=Provenance(
+    Basis.MEASURED, (CITE_GB300_BASELINE,), "Azure's published inter-rack, IB-only figure at 16 G: ~200, warn < 180"))
+_GB300_MNNVL = Expectation(baseline_gbps=937.0, threshold_gbps=800.0, provenance=Provenance(
+    Basis.MEASURED, (CITE_GB300_BASELINE,), "Azure's published intra-rack, MNNVL figure at 16 G: ~937, warn < 800"))
 
 # Point to point over one HCA. GPU sizes: the line rate and the size's own GPUDirect RDMA gate (what
 # a GPU-memory ib_write_bw must reach). CPU-only sizes: the host-memory gate. Azure measures every
@@ -318,17 +355,22 @@ _GB300_MNNVL = Expectation(baseline_gbps=937.0, threshold_gbps=800.0, source=SRC
 # at 97.5 % of the line rate, osu_bw gets a WARN band below the gate down to 95 % of the line rate
 # (the fraction HBv3's own gate allows, 190 of 200): derived, not measured (no published osu_bw
 # figure for HBv4/HX).
+def _gate(cite: Citation, note: str) -> Provenance:
+    return Provenance(Basis.MEASURED, (cite,), note)
+
+
 _A100_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=180.0, gate_memory="cuda",
-                             source=f"HDR line rate; {SRC_GDR_A100}")
+                             provenance=_gate(CITE_GDR_A100, "HDR line rate; Azure's GPUDirect RDMA gate"))
 _H100_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H100_GDR_GATE_GBITS, gate_memory="cuda",
-                             source=f"NDR line rate; {SRC_GDR_H100}")
+                             provenance=_gate(CITE_GDR_H100, "NDR line rate; Azure's GPUDirect RDMA gate"))
 _H200_LINK = LinkExpectation(baseline_gbits=400.0, threshold_gbits=_H200_GDR_GATE_GBITS, gate_memory="cuda",
-                             source=f"NDR line rate; {SRC_GDR_H200}")
-_HBV3_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=190.0, source=f"HDR line rate; {SRC_NON_GDR_HBV3}")
+                             provenance=_gate(CITE_GDR_H200, "NDR line rate; Azure's GPUDirect RDMA gate"))
+_HBV3_LINK = LinkExpectation(baseline_gbits=200.0, threshold_gbits=190.0,
+                             provenance=_gate(CITE_NON_GDR_HBV3, "HDR line rate; Azure's host-memory gate"))
 _NDR_HOST_LINK = LinkExpectation(
     baseline_gbits=400.0, threshold_gbits=390.0, other_tool_warn_from_gbits=380.0,
-    source=(f"NDR line rate; {SRC_NON_GDR_NDR}; osu_bw WARN band 380-390 DERIVED: 95 % of the line rate, "
-            f"the fraction of {SRC_NON_GDR_HBV3}"),
+    provenance=_gate(CITE_NON_GDR_NDR, f"NDR line rate; Azure's host-memory gate; osu_bw WARN from 380 is derived, "
+                                       f"{DERIVATION}"),
 )
 
 SKUS: dict[str, Sku] = {
@@ -349,7 +391,7 @@ SKUS: dict[str, Sku] = {
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
             p2p=_A100_LINK,
-            sources=(SRC_NDASRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+            sources=(SRC_NDASRV4, str(CITE_AZURE_EXPECTED), SRC_AKS_IB_FLAG),
             gpu_memory_gb=40,
             allreduce_1_node=_node_gate("nd96asr_v4", 228.0, "8G"),
             cpu_cores_per_vm=96,
@@ -370,7 +412,7 @@ SKUS: dict[str, Sku] = {
             allreduce_2_nodes=_A100,
             allreduce_more_nodes=_A100,
             p2p=_A100_LINK,
-            sources=(SRC_NDAMSRV4, SRC_AZURE_EXPECTED, SRC_AKS_IB_FLAG),
+            sources=(SRC_NDAMSRV4, str(CITE_AZURE_EXPECTED), SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
             allreduce_1_node=_node_gate("nd96amsr_a100_v4", 228.0, "16G"),
             cpu_cores_per_vm=96,
@@ -391,7 +433,7 @@ SKUS: dict[str, Sku] = {
             allreduce_2_nodes=_H100_DERIVED,
             allreduce_more_nodes=_H100_DERIVED,
             p2p=_H100_LINK,
-            sources=(SRC_NDH100V5, SRC_GDR_H100, SRC_AKS_IB_FLAG),
+            sources=(SRC_NDH100V5, str(CITE_GDR_H100), SRC_AKS_IB_FLAG),
             gpu_memory_gb=80,
             allreduce_1_node=_node_gate("nd96isr_h100_v5", 460.0, "16G"),
             cpu_cores_per_vm=96,
@@ -412,7 +454,7 @@ SKUS: dict[str, Sku] = {
             allreduce_2_nodes=_H200_DERIVED,
             allreduce_more_nodes=_H200_DERIVED,
             p2p=_H200_LINK,
-            sources=(SRC_NDH200V5, SRC_GDR_H200, SRC_AKS_IB_FLAG),
+            sources=(SRC_NDH200V5, str(CITE_GDR_H200), SRC_AKS_IB_FLAG),
             gpu_memory_gb=141,
             allreduce_1_node=_node_gate("nd96isr_h200_v5", 431.0, "16G"),
             cpu_cores_per_vm=96,
@@ -514,7 +556,7 @@ SKUS: dict[str, Sku] = {
             allreduce_2_nodes=_GB300_IB_ONLY,
             allreduce_more_nodes=_GB300_IB_ONLY,
             p2p=None,  # aznhc has no GB300 conf: no GDR gate to judge one HCA by
-            sources=(SRC_NDGB300V6, SRC_DRANET_GB300, SRC_GB300_BASELINE, SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
+            sources=(SRC_NDGB300V6, SRC_DRANET_GB300, str(CITE_GB300_BASELINE), SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
             gpu_memory_gb=288,  # SRC_DRANET_GB300
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB300,

@@ -9,6 +9,7 @@ for the NICs, the NVIDIA DRA driver for the GPUs). Both need the GA API, resourc
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from core import modes
 from core.catalog import Sku
@@ -35,6 +36,32 @@ GPU_PCI_ATTRIBUTE = 'device.attributes["resource.kubernetes.io"].pciBusID'
 NIC_PCI_ATTRIBUTE = 'device.attributes["dra.net"].pciAddress'
 NIC_RDMA_ATTRIBUTE = 'device.attributes["dra.net"].rdma'
 PLACEMENT_GROUP_ATTRIBUTE = "azure.dra.net/placementGroupId"
+
+
+@dataclass(frozen=True)
+class Group:
+    """GPUs and the HCAs beside them on one host (PCI addresses, as the drivers publish them)."""
+
+    gpus: tuple[str, ...]
+    hcas: tuple[str, ...]
+
+
+# ND GB300 v6: per NUMA node 2 GPUs and 2 HCAs (kubernetes-sigs/dranet@ca195e2
+# examples/azure_aks_examples/gb300/README.md "DRA device attributes", from a live node's ResourceSlices:
+# `nvidia-smi topo -m` shows NODE within a NUMA node, SYS across). Sizes with an NCCL topology file are
+# paired by its layout instead (components/fabric_claims.groups).
+PUBLISHED_GROUPS: dict[str, tuple[Group, ...]] = {
+    "Standard_ND128isr_GB300_v6": (
+        Group(gpus=("0008:06:00.0", "0009:06:00.0"), hcas=("0101:00:00.0", "0102:00:00.0")),
+        Group(gpus=("0018:06:00.0", "0019:06:00.0"), hcas=("0103:00:00.0", "0104:00:00.0")),
+    ),
+}
+
+
+def can_pair(sku: Sku) -> bool:
+    """Whether a published source says which HCA sits beside which GPU on `sku`: Azure's NCCL
+    topology file (every catalog topology has a layout: tests/test_nccl_topology.py) or PUBLISHED_GROUPS."""
+    return sku.has_gpus and (sku.nccl_topology is not None or sku.vm_size in PUBLISHED_GROUPS)
 
 
 def needs(sku: Sku, rdma_mode: str) -> str | None:

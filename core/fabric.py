@@ -15,6 +15,34 @@ IB_TAINT_VALUE = "true"
 IB_TAINT_EFFECT = "NoSchedule"
 IB_TAINT = f"{IB_TAINT_KEY}={IB_TAINT_VALUE}:{IB_TAINT_EFFECT}"  # AKS nodeTaints syntax
 
+# The certifier's taints (`…=uncertified` until a node passes, `…=quarantined` after it fails): pods that
+# must run on a node before it is certified (operators, labelers, the fabric test) tolerate the key.
+FABRIC_TAINT_KEY = "aks-infiniband.io/fabric"
+
+# The fabric's shape, labelled on each IB node (verify/topology.py). Azure's own names, so Azure's NCCL
+# chart (`ib/torset` affinity) and labelers work unchanged here (Azure/ai-infrastructure-on-azure@a01b073
+# utilities/aks/node_labeler, torset_labeler).
+TORSET_LABEL = "ib/torset"
+PKEY_LABEL = "ib/pkey"
+PHYSICAL_HOST_LABEL = "hyperv/PhysicalHostName"
+HCA_GUIDS_ANNOTATION = "ib/hca-guids"
+# Azure publishes no node label for these IMDS facts (dranet publishes them as device attributes,
+# azure.dra.net/placementGroupId): ours. Nodes of two placement groups share no InfiniBand fabric.
+PLACEMENT_GROUP_LABEL = "aks-infiniband.io/placement-group"
+INTERCONNECT_SUBGROUP_LABEL = "aks-infiniband.io/interconnect-subgroup"
+# The topology tiers, lowest first: hosts under one set of leaf switches, then one fabric.
+TOPOLOGY_TIERS = (TORSET_LABEL, PLACEMENT_GROUP_LABEL)
+
+
+def topology_names() -> dict[str, str]:
+    """Each fact verify/topology.py writes -> its label (or annotation) name."""
+    return {"pkey": PKEY_LABEL, "physical_host": PHYSICAL_HOST_LABEL, "placement_group": PLACEMENT_GROUP_LABEL,
+            "interconnect_subgroup": INTERCONNECT_SUBGROUP_LABEL, "hca_guids": HCA_GUIDS_ANNOTATION,
+            "torset": TORSET_LABEL}
+
+# The cluster's CPU pool (inside the ManagedCluster); an IB pool of that name would overwrite it.
+SYSTEM_POOL_NAME = "system"
+
 # Labels the pool carries (AKS applies them to every node of the pool).
 IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
 IB_POOL_ROLE = "infiniband"
@@ -49,6 +77,12 @@ RDMA_RESOURCE_PREFIX = "rdma"
 def toleration() -> dict[str, str]:
     """The toleration of the IB pool taint, in Kubernetes' (camelCase) form."""
     return {"key": IB_TAINT_KEY, "operator": "Equal", "value": IB_TAINT_VALUE, "effect": IB_TAINT_EFFECT}
+
+
+def fabric_toleration() -> dict[str, str]:
+    """Tolerates the certifier's taints, whatever their value: for pods that run on a node before it is
+    certified or while it is quarantined."""
+    return {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
 
 def pool_node_selector() -> dict[str, str]:

@@ -118,9 +118,11 @@ def rdma_mode(name: str, key: str = "rdmaMode") -> RdmaMode:
 
 def config_description() -> str:
     """The `rdmaMode` key's description in the configuration reference, from the records."""
-    return "How pods get the HCAs: " + " or ".join(f"`{m.name}` ({m.description})" for m in MODES.values()) + "."
+    each = [f"`{m.name}` ({m.description})" for m in MODES.values()]
+    return "How pods get the HCAs: " + (", ".join(each[:-1]) + " or " if len(each) > 1 else "") + each[-1] + "."
 
 
-def extended_resources() -> frozenset[str]:
-    """Every extended resource some mode's pods request for the HCAs (what the policy pack accepts)."""
-    return frozenset(m.resource for m in MODES.values() if m.resource)
+def extended_resources() -> tuple[str, ...]:
+    """Every extended resource some mode's pods request for the HCAs, in the modes' order (what the
+    policy pack accepts, and what verify's hints name)."""
+    return tuple(m.resource for m in MODES.values() if m.resource)

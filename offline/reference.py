@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCK = Path(__file__).with_name("reference.lock.json")
 CACHE = ROOT / ".cache" / "reference"
 SHARED = ROOT.parent / "shared" / "reference"
-HOW_TO_GET = "run `make reference` (downloads the pinned upstream files, about 4 MB; needs network) " \
+HOW_TO_GET = "run `make reference` (downloads the pinned upstream files, about 5 MB; needs network) " \
              "or set AKS_IB_REFERENCE to a copy"
 
 

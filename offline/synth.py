@@ -372,7 +372,8 @@ def _collect_argv(rendering: Rendering) -> list[str] | None:
 
 def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     """None when the stack runs no fabric test (`fabricTest.enabled: false`)."""
-    from verify import kinds, verdict
+    from core import kinds
+    from verify import verdict
     from verify.__main__ import build_parser
 
     argv = _collect_argv(rendering)

@@ -79,7 +79,7 @@ def _rdma_resources(resources: Any) -> list[str]:
 
 
 def _rdma_names() -> str:
-    return " or ".join(sorted(modes.extended_resources()))
+    return " or ".join(modes.extended_resources())
 
 
 # --- 1. the IB size is in the catalog -----------------------------------------------------------

@@ -14,7 +14,7 @@ The package, one job per module:
 - `docs`: Pulumi.yaml's `config:` block and docs/configuration.md's key table, generated from `SCHEMA`
   (`make sync-config`, i.e. `python -m stack_config sync`; a test keeps them in sync).
 
-All sizing of the NCCL test (`-e` and the GPU memory it needs) is `components/nccl_sizing.py`.
+All sizing of the NCCL test (`-e` and the GPU memory it needs) is `core/nccl_sizing.py`.
 """
 
 from stack_config.docs import TABLE_END, TABLE_START, markdown_table, pulumi_yaml, pulumi_yaml_config, sync_files
@@ -29,13 +29,12 @@ from stack_config.schema import (
     PROJECT,
     SCHEMA,
     SCHEMA_BY_NAME,
-    SYSTEM_POOL_NAME,
     VERSION_PINS,
 )
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION", "DEFAULT_NCCL_TESTS_IMAGE", "DEFAULT_VERSIONS", "LOCATION_KEY", "MAX_NODES",
-    "PROJECT", "SCHEMA", "SCHEMA_BY_NAME", "SYSTEM_POOL_NAME", "TABLE_END", "TABLE_START", "VERSION_PINS",
+    "PROJECT", "SCHEMA", "SCHEMA_BY_NAME", "TABLE_END", "TABLE_START", "VERSION_PINS",
     "ConfigError", "FabricTest", "IbPool", "Key", "StackConfig", "SystemPool", "Versions", "load",
     "markdown_table", "parse", "pulumi_yaml", "pulumi_yaml_config", "sync_files",
 ]

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import fabric_test, nccl_sizing, nccl_topology
-from core import catalog, dra, modes
+from core import catalog, dra, kinds, modes, nccl_sizing
 from stack_config import engine
 from stack_config.engine import ConfigError
 from stack_config.schema import (
@@ -67,7 +66,7 @@ class FabricTest:
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
 
-    def threshold(self, kind: fabric_test.Kind) -> float | None:
+    def threshold(self, kind: kinds.Kind) -> float | None:
         """The fail threshold set for a test of `kind`, in that kind's unit (None: the catalog's)."""
         return {"thresholdGbps": self.threshold_gbps, "p2pThresholdGbits": self.p2p_threshold_gbits}[
             kind.threshold_key]
@@ -115,15 +114,16 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         if why:
             problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
-    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in fabric_test.KINDS}
-    for key, why in fabric_test.threshold_problems(fabric_test.kind_for(sku), thresholds).items():
+    kind = kinds.kind_for(sku)
+    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in kinds.BY_NAME.values()}
+    for key, why in kinds.threshold_problems(kind, thresholds).items():
         problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
-    if not sku.has_gpus and ft.get("doctor") == "always":
+    if not kind.has_doctor and ft.get("doctor") == "always":
         problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
-                        f"{fabric_test.kind_for(sku).test}, which has no doctor: leave it unset (auto) or set never")
-    if ft.get("sharp") and not sku.has_gpus:
+                        f"{kind.test}, which has no doctor: leave it unset (auto) or set never")
+    if ft.get("sharp") and not kind.runs_nccl:
         problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
-                        f"{fabric_test.kind_for(sku).test}, which has no NCCL and no SHARP setting: remove the key "
+                        f"{kind.test}, which has no NCCL and no SHARP setting: remove the key "
                         f"or set it to false")
     if ft.get("sharp") and sku.has_mnnvl:
         problems.append(f"{prefix}fabricTest.sharp: got true; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
@@ -133,7 +133,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     if mode and modes.MODES[mode].dra and not sku.has_gpus:
         problems.append(f"{prefix}rdmaMode: got {mode!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
                         f"GPU with its HCA: use shared or sriov")
-    elif mode and modes.MODES[mode].dra and nccl_topology.groups(sku) is None:
+    elif mode and modes.MODES[mode].dra and not dra.can_pair(sku):
         problems.append(f"{prefix}rdmaMode: got {mode!r}; no published source says which HCA sits beside which "
                         f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems

@@ -3,7 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-from core import modes, pins
+from core import fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify.doctor import DOCTOR_MODES
@@ -68,7 +68,6 @@ VERSION_PINS: dict[str, pins.Pin] = {
 DEFAULT_NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu22.04-nccl2.28.3-1-8b67957"
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
-SYSTEM_POOL_NAME = "system"  # the cluster's CPU pool; an IB pool of that name would overwrite it
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -99,7 +98,7 @@ SCHEMA: tuple[Key, ...] = (
                 check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 or "
                                               "more nodes)")),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
-                check=checks.pool_name(SYSTEM_POOL_NAME)),
+                check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=int_range(128, 2048)),
         )),

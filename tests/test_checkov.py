@@ -187,6 +187,17 @@ def test_the_config_file_runs_clean(reports):
     assert report["summary"]["passed"] > 0
 
 
+def test_the_one_privileged_pod_of_our_own_is_named_and_each_of_its_skips_is_used(unfiltered):
+    """The topology labeler's SHARP step is privileged (components/topology_labeler.py says why): its
+    findings are skipped on that one object by annotation, each with its reason, and none is stale."""
+    from components import topology_labeler
+    resource = "DaemonSet.fabric-topology.fabric-topology-labeler"
+    skipped = {s["check_id"] for s in unfiltered["results"].get("skipped_checks", []) if s["resource"] == resource}
+    assert skipped == set(topology_labeler.PRIVILEGED_SHARP_STEP)
+    others = {s["resource"] for s in unfiltered["results"].get("skipped_checks", [])} - {resource}
+    assert not others, f"only the labeler may skip checks on itself: {sorted(others)}"
+
+
 def test_privileged_and_host_access_are_not_excepted():
     """The exceptions never cover privileged pods or host namespaces: those must stay fixed (a chart
     that starts rendering a privileged pod must be looked at, not waved through)."""

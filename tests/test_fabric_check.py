@@ -12,9 +12,9 @@ import pytest
 from conftest import dev_config
 
 import stack_config
-from components import fabric_check, fabric_test
+from components import fabric_check
 from components.fabric_check import PENDING, parse_result
-from core import catalog
+from core import catalog, kinds
 from offline import engine, mocks
 from tests.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 from verify.collect import AksCluster
@@ -110,7 +110,7 @@ def test_a_credential_rotation_changes_no_input_of_the_collect_step(dev, monkeyp
 
 
 def test_collect_command_without_a_subscription_leaves_it_to_az():
-    job = SimpleNamespace(kind=fabric_test.ALL_REDUCE, sku=catalog.lookup("Standard_ND96asr_v4"),
+    job = SimpleNamespace(kind=kinds.ALL_REDUCE, sku=catalog.lookup("Standard_ND96asr_v4"),
                           namespace_name="fabric-test", job_name="nccl-allreduce", node_count=2, deadline_minutes=60,
                           spec_sha256="0" * 64, sharp=False, job=None)  # a FabricTestJob without Pulumi
     args = fabric_check.FabricCheckArgs(resource_group_name="rg", cluster_name="aks", job=job)

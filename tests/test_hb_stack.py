@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from components import fabric_check, fabric_test
+from components import fabric_check
 from components.fabric_check import PENDING, FabricCheckArgs, collect_command, parse_result
 from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
-from core import catalog, fabric, modes
+from core import catalog, fabric, kinds, modes
 from offline import engine
 from verify import collect as collect_mod
-from verify import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,7 +194,7 @@ def test_hb_no_collect_step_when_the_test_is_disabled(render):
 class _Job:
     """A fabric test job as FabricCheckArgs sees it (the FabricTestJob protocol), without Pulumi."""
 
-    def __init__(self, kind: fabric_test.Kind, sku: str, node_count: int):
+    def __init__(self, kind: kinds.Kind, sku: str, node_count: int):
         self.kind, self.sku, self.node_count = kind, catalog.lookup(sku), node_count
         self.namespace_name, self.job_name, self.deadline_minutes = "fabric-test", "j", 60
         self.spec_sha256, self.job, self.sharp = "0" * 64, None, False
@@ -204,10 +203,10 @@ class _Job:
 def test_the_threshold_goes_out_in_the_unit_of_the_jobs_kind():
     """One rule, the kind's: the all-reduce's threshold is GB/s busbw, point to point's Gb/s."""
     cluster = collect_mod.AksCluster("rg", "aks")
-    p2p = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(fabric_test.POINT_TO_POINT, HB, WORKERS),
+    p2p = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(kinds.POINT_TO_POINT, HB, WORKERS),
                                                       threshold=150.0), cluster))
     assert _option(p2p, "--threshold-gbits") == "150" and "--threshold-gbps" not in p2p
-    gpu = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(fabric_test.ALL_REDUCE,
+    gpu = shlex.split(collect_command(FabricCheckArgs("rg", "aks", _Job(kinds.ALL_REDUCE,
                                                                         "Standard_ND96asr_v4", 2), threshold=150.0),
                                       cluster))
     assert _option(gpu, "--threshold-gbps") == "150" and "--threshold-gbits" not in gpu
@@ -215,9 +214,9 @@ def test_the_threshold_goes_out_in_the_unit_of_the_jobs_kind():
 
 def test_the_other_kinds_threshold_is_named_as_the_wrong_one():
     thresholds = {"thresholdGbps": 50.0, "p2pThresholdGbits": None}
-    problems = fabric_test.threshold_problems(fabric_test.kind_for(catalog.lookup(HB)), thresholds)
+    problems = kinds.threshold_problems(kinds.kind_for(catalog.lookup(HB)), thresholds)
     assert list(problems) == ["thresholdGbps"] and "Gb/s (bits)" in problems["thresholdGbps"]
-    assert fabric_test.threshold_problems(fabric_test.ALL_REDUCE, thresholds) == {}
+    assert kinds.threshold_problems(kinds.ALL_REDUCE, thresholds) == {}
 
 
 def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path):
@@ -265,7 +264,7 @@ def test_the_point_to_point_test_has_one_name():
     names = [p.name for p in (ROOT / "components").glob("*.py")] + [p.name for p in (ROOT / "scripts").glob("*")]
     assert "p2p_job.py" in names and "p2p-launcher.sh" in names
     assert not [n for n in names if "bandwidth" in n or "mpi-p2p" in n]
-    assert P2pJobArgs.job_name == "p2p" and fabric_test.POINT_TO_POINT.name == kinds.P2P == "p2p"
+    assert P2pJobArgs.job_name == "p2p" and kinds.POINT_TO_POINT.name == kinds.P2P == "p2p"
 
 
 def test_the_plan_names_the_point_to_point_test_and_its_gate(hb):

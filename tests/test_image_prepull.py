@@ -16,10 +16,11 @@ DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 POOL = "azure-native:containerservice:AgentPool"
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 HB = "Standard_HB176rs_v4"
+PREPULL = "fabric-test-prepull-daemonset"
 
 
 def daemonset(stack) -> dict[str, Any]:
-    return as_api(stack.one(DAEMONSET).inputs)
+    return as_api(stack.one(DAEMONSET, PREPULL).inputs)
 
 
 def pod(stack) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def test_it_is_small_unprivileged_and_asks_for_no_gpu_or_rdma(dev):
 
 
 def test_it_waits_for_nothing_but_the_cluster(dev):
-    ds = dev.one(DAEMONSET)
+    ds = dev.one(DAEMONSET, PREPULL)
     provider = dev.one("pulumi:providers:kubernetes")
     assert ds.provider.startswith(provider.urn + "::")
     for r in dev.resources:
@@ -106,12 +107,12 @@ def test_its_namespace_is_restricted_and_closed(dev):
 
 
 def test_its_objects_pass_the_kubernetes_schema(dev):
-    for type_ in (DAEMONSET, "kubernetes:networking.k8s.io/v1:NetworkPolicy"):
-        assert core_errors(dev.one(type_).inputs) == [], type_
+    for type_, name in ((DAEMONSET, PREPULL), ("kubernetes:networking.k8s.io/v1:NetworkPolicy", None)):
+        assert core_errors(dev.one(type_, name).inputs) == [], type_
 
 
 def test_no_test_no_prepull(render):
-    assert not render(fabricTest={"enabled": False}).of_type(DAEMONSET)
+    assert PREPULL not in {r.name for r in render(fabricTest={"enabled": False}).of_type(DAEMONSET)}
 
 
 def test_args_refuse_an_empty_image():

@@ -6,6 +6,7 @@ hidden that way is still two modules that cannot be understood one without the o
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,3 +82,52 @@ def test_the_check_sees_a_cycle_hidden_in_a_function():
     assert "verify.series" in graph["verify.osu"] and "offline.timeline" in graph["offline.mermaid"]
     graph["verify.series"] = {*graph["verify.series"], "verify.osu"}
     assert cycles(graph) == [["verify.osu", "verify.series"]]
+
+
+# --- imports point down ---------------------------------------------------------------------------
+# Each package's layer (docs/architecture.md): a module imports only from a lower layer or its own
+# package. core holds the pure rules (catalog, fabric contract, pins, modes, kinds); verify runs in the
+# pod and the policy pack in Pulumi's analyzer, so both read only core; stack_config and components are
+# peers that __main__ joins (config -> typed Args); offline renders everything.
+LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "offline": 3, "__main__": 4}
+
+
+def _package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that does not point down: to a higher layer, or to another package of the same one."""
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                  if _package(a) != _package(b) and LAYERS[_package(a)] <= LAYERS[_package(b)])
+
+
+def _graph_with_main() -> dict[str, set[str]]:
+    graph = import_graph()
+    graph["__main__"] = _imports(ROOT / "__main__.py", _modules())
+    return graph
+
+
+def test_imports_point_down():
+    graph = _graph_with_main()
+    assert {_package(m) for m in graph} == set(LAYERS)  # a new package gets a layer
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_and_a_sideways_import():
+    graph = _graph_with_main()
+    graph["core.catalog"] = {*graph["core.catalog"], "stack_config.schema"}
+    graph["components.cluster"] = {*graph["components.cluster"], "stack_config"}
+    assert upward_imports(graph) == ["components.cluster -> stack_config", "core.catalog -> stack_config.schema"]
+
+
+def test_core_imports_nothing_but_the_standard_library_and_itself():
+    """The pure rules run in every layer, the pod's verify and the policy pack's analyzer included."""
+    for name, path in _modules().items():
+        if _package(name) != "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            roots = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for root in (r.split(".")[0] for r in roots):
+                assert root == "core" or root in sys.stdlib_module_names, f"{name} imports {root}"

@@ -170,7 +170,7 @@ def daemonset_tolerations(rendering: engine.Rendering) -> dict[str, list[dict]]:
     gpu = [r for r in rendering.of_type(RELEASE) if r.inputs["chart"] == "gpu-operator"]
     if gpu:
         out["gpu operator"] = gpu[0].inputs["values"]["daemonsets"]["tolerations"]
-    for ds in rendering.of_type("kubernetes:apps/v1:DaemonSet"):  # our own: the test image pre-pull
+    for ds in rendering.of_type("kubernetes:apps/v1:DaemonSet"):  # our own: the image pre-pull, the labeler
         out[f"DaemonSet {ds.name}"] = ds.inputs["spec"]["template"]["spec"]["tolerations"]
     return out
 
@@ -181,7 +181,7 @@ def test_every_daemonset_owner_tolerates_the_taint_the_pool_carries(render, size
     pool_taints = rendering.one(AGENT_POOL).inputs["nodeTaints"]
     assert pool_taints == [fabric.IB_TAINT]
     owners = daemonset_tolerations(rendering)
-    assert len(owners) == (4 if catalog.lookup(size).has_gpus else 3)
+    assert len(owners) == (5 if catalog.lookup(size).has_gpus else 4)
     for owner, tolerations in owners.items():
         assert any(t["key"] == fabric.IB_TAINT_KEY for t in tolerations), owner
         assert all(tolerates(tolerations, taint) for taint in pool_taints), owner

@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import stack_config
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
 from core import catalog, fabric, modes
@@ -536,3 +538,18 @@ def test_launcher_refuses_an_unknown_log_mode(fake_cluster, dev):
     done = run_launcher(fake_cluster, dev, hosts=2, LAUNCHER_NCCL_LOG="everything")
     assert done.returncode == 2 and "expected condensed or full" in done.stderr
     assert not (fake_cluster / "mpirun.args").exists()
+
+
+def test_every_gpu_generation_of_the_catalog_has_one_settings_family_and_an_unknown_one_is_refused():
+    gpu_skus = [s for s in catalog.SKUS.values() if s.has_gpus]
+    assert {s.generation for s in gpu_skus} == set(nccl_settings.FAMILIES)  # no family without a size
+    for sku in gpu_skus:
+        assert nccl_settings.family(sku).name == sku.generation
+    new = replace(catalog.lookup(H100), generation="ndv7")
+    with pytest.raises(ValueError, match="generation 'ndv7', which has no NCCL settings family; the families are "
+                                         "ndv5, ndv4, ndv6"):
+        nccl_job.NcclJobArgs(sku=new, node_count=2, rdma_mode="shared", image=stack_config.DEFAULT_NCCL_TESTS_IMAGE,
+                             all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=60)
+    for call in (nccl_settings.binding, lambda s: nccl_settings.settings(s, topology_file=True, sharp=False)):
+        with pytest.raises(ValueError, match="'ndv7'"):
+            call(new)

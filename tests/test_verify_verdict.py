@@ -34,8 +34,13 @@ def load(reference, name):
     return parse_file(reference / "nccl-tests" / name)
 
 
+def _provenance(basis: catalog.Basis) -> catalog.Provenance:
+    return catalog.Provenance(basis, (catalog.Citation("test/test@0000000 x", "2026-01-01"),))
+
+
 def exp(baseline, threshold):
-    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold, source="test")
+    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
+                               provenance=_provenance(catalog.Basis.MEASURED))
 
 
 def test_azure_reference_passes_against_the_catalog(reference):
@@ -184,7 +189,8 @@ def test_the_warn_band_is_not_empty_for_any_published_catalog_expectation():
 
 def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(reference):
     run = load(reference, AZURE)  # 187.22 GB/s at 8 GiB
-    derived = catalog.Expectation(baseline_gbps=200.0, threshold_gbps=190.0, source="DERIVED, not measured: x")
+    derived = catalog.Expectation(baseline_gbps=200.0, threshold_gbps=190.0,
+                                  provenance=_provenance(catalog.Basis.DERIVED))
     j = judge(run, sku=A100, nodes=2, expectation=derived)
     assert j.verdict is Verdict.WARN and "derived, not a published measurement" in j.reasons[0]
     assert judge(run, sku=A100, nodes=2, expectation=derived, threshold_gbps=190).verdict is Verdict.FAIL
@@ -192,7 +198,8 @@ def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(referen
 
 
 def derived(baseline, threshold):
-    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold, source="DERIVED, not measured: x")
+    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
+                               provenance=_provenance(catalog.Basis.DERIVED))
 
 
 @pytest.mark.parametrize("expectation, override", [
@@ -332,7 +339,7 @@ def test_a_single_node_run_keeps_unknown_and_says_no_inter_node_channel():
 
 @pytest.mark.parametrize("busbw, verdict", [
     (_H100_FLOOR - 1, Verdict.FAIL),
-    (157.11, Verdict.WARN),  # NVIDIA's own AKS run, settings unknown (catalog.SRC_AICR_H100_AKS): IB worked
+    (157.11, Verdict.WARN),  # NVIDIA's own AKS run, settings unknown (catalog.CITE_AICR_H100_AKS): IB worked
     (_H100_2.baseline_gbps, Verdict.PASS),
 ])
 def test_the_floor_under_a_derived_threshold(busbw, verdict):

@@ -1,6 +1,6 @@
 """python -m verify report LOG ... | python -m verify collect ...
 
-Two kinds of result (verify/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
+Two kinds of result (core/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
 GB/s of bus bandwidth) and `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
 nodes, judged in Gb/s of link bandwidth). `report` detects the kind from the log; `collect` is told
 it (`--kind`, default nccl), because it knows which job it waits for. Each kind has its own threshold
@@ -35,9 +35,9 @@ import os
 import sys
 from pathlib import Path
 
-from core import catalog
+from core import catalog, kinds
 from verify import collect as collect_mod
-from verify import doctor_report, kinds, p2p, sections
+from verify import doctor_report, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
 from verify.verdict import Verdict, headline, judge, plural

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core import catalog
-from verify import kinds, osu, perftest
+from core import catalog, kinds
+from verify import osu, perftest
 from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
 from verify.verdict import Verdict, headline
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from verify import kinds
+from core import kinds
 from verify.nccl import NcclResult
 from verify.transport import Transport
 from verify.verdict import Judgement, headline

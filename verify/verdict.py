@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from core import catalog
+from core import catalog, modes
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
@@ -48,7 +48,7 @@ WARN_FRACTION_OF_BASELINE = 0.97
 # Below this fraction of the baseline a run is FAIL even where the threshold is derived: no fabric that
 # works gets there. The floor sits below the slowest InfiniBand run on record for these sizes on AKS,
 # NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5 (its settings unknown), gated there at >= 150 GB/s
-# (catalog.SRC_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
+# (catalog.CITE_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
 # is suspicious (WARN), not proven broken. Below 35 % every known cause is a defect: NCCL on TCP
 # sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight rails (12.5-25 %), GPUDirect RDMA
 # lost together with half the rails. 35 % of the derived baselines:
@@ -292,7 +292,8 @@ def judge(
 
 # What a run without RDMA usually lacks in the pod, in the order to check it.
 RDMA_CHECKLIST = (
-    "the worker pods' limits hold the RDMA resource (rdma/shared_ib or rdma/ib) and the node advertises it "
+    f"the worker pods' limits hold the RDMA resource ({' or '.join(modes.extended_resources())}) "
+    "and the node advertises it "
     "(kubectl describe node: the RDMA device plugin of the NicClusterPolicy), /dev/infiniband is in the "
     "container, and the container has IPC_LOCK"
 )

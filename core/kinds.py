@@ -1,0 +1,89 @@
+"""The fabric-test kinds, one record each, looked up by name: the all-reduce (GPU sizes, `NcclJob`)
+and the point-to-point test (CPU-only HB / HX sizes, `P2pJob`).
+
+Each record holds what differs between them: the unit its bandwidth is judged in (GB/s of bus
+bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that unit, the collector's
+flag, the stack outputs it reports, and whether the fabric doctor and the NCCL settings (SHARP,
+the topology file) apply. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from core.catalog import Sku
+
+NCCL = "nccl"  # nccl-tests all_reduce_perf across the GPU nodes (verify/nccl.py, verify/verdict.py)
+P2P = "p2p"  # OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # NCCL or P2P
+    test: str  # what runs, for messages
+    gpus: bool  # the kind of test a size with GPUs (True) or without (False) runs
+    unit: str  # what its bandwidth (and so its threshold) is measured in
+    threshold_key: str  # the stack's fabricTest.<key> for the threshold: the unit is in the name
+    threshold_flag: str  # the collector's flag for it (python -m verify collect)
+    has_doctor: bool  # the fabric doctor (fabricTest.doctor) can run with it
+    runs_nccl: bool  # NCCL's settings (fabricTest.sharp, fabricTest.topologyFile) apply
+    # stack output name -> FabricCheck attribute, in the order they are exported
+    stack_outputs: tuple[tuple[str, str], ...]
+
+
+ALL_REDUCE = Kind(
+    name=NCCL,
+    test="the NCCL all-reduce across every GPU node",
+    gpus=True,
+    unit="GB/s (bytes) of bus bandwidth",
+    threshold_key="thresholdGbps",
+    threshold_flag="--threshold-gbps",
+    has_doctor=True,
+    runs_nccl=True,
+    stack_outputs=(("fabricTransport", "transport"),
+                   ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
+                   ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
+                   ("fabricRanks", "ranks"), ("ncclVersion", "nccl_version"),
+                   ("fabricSuspects", "suspects"),  # the fabric doctor's named nodes / HCAs ([] when none)
+                   ("allReduceSharp", "sharp")),
+)
+POINT_TO_POINT = Kind(
+    name=P2P,
+    test="the MPI point-to-point test between two nodes (osu_bw, osu_latency)",
+    gpus=False,
+    unit="Gb/s (bits) of link bandwidth",
+    threshold_key="p2pThresholdGbits",
+    threshold_flag="--threshold-gbits",
+    has_doctor=False,
+    runs_nccl=False,
+    stack_outputs=(("p2pBandwidthAtMaxSizeGbits", "bw_at_max_size_gbits"),
+                   ("p2pMaxBandwidthGbits", "max_bw_gbits"), ("p2pLatencyUs", "latency_us")),
+)
+BY_NAME: dict[str, Kind] = {k.name: k for k in (ALL_REDUCE, POINT_TO_POINT)}
+KINDS = tuple(BY_NAME)  # the names, as verify's --kind offers them
+
+
+def kind(name: str, key: str = "kind") -> Kind:
+    """The kind called `name`; a ValueError naming `key`, the value and the kinds there are otherwise."""
+    try:
+        return BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{key}: got {name!r}; expected one of {', '.join(BY_NAME)}") from None
+
+
+def kind_for(sku: Sku) -> Kind:
+    """The test that proves a size's fabric: GPU sizes the all-reduce, CPU-only sizes (HB / HX) point to point."""
+    (found,) = (k for k in BY_NAME.values() if k.gpus == sku.has_gpus)
+    return found
+
+
+def threshold_problems(kind: Kind, thresholds: Mapping[str, float | None]) -> dict[str, str]:
+    """{threshold key: why not} for each threshold set that is not `kind`'s: the other unit's value
+    would be silently ignored (or, converted, mean something else)."""
+    return {
+        key: f"on this size the fabric test is {kind.test}, judged in {kind.unit}: set fabricTest."
+             f"{kind.threshold_key} instead"
+        for key, value in thresholds.items()
+        if value is not None and key != kind.threshold_key
+    }

@@ -1,0 +1,43 @@
+"""The fabric-test kind record (core/kinds.py): looked up by name, one per size, and the per-kind
+facts the configuration checks read from it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import dev_config
+
+import stack_config
+from core import catalog, kinds
+from stack_config.engine import ConfigError
+
+
+def test_an_unknown_kind_is_refused_by_name():
+    assert kinds.kind("p2p") is kinds.POINT_TO_POINT and kinds.kind("nccl") is kinds.ALL_REDUCE
+    for bad in ("NCCL", "osu", "", None):
+        with pytest.raises(ValueError, match=f"kind: got {bad!r}; expected one of nccl, p2p"):
+            kinds.kind(bad)
+
+
+def test_every_size_has_exactly_one_kind_and_the_kinds_differ_where_they_must():
+    for sku in catalog.SKUS.values():
+        assert kinds.kind_for(sku).gpus == sku.has_gpus
+    records = list(kinds.BY_NAME.values())
+    for field in ("threshold_key", "threshold_flag", "unit"):
+        assert len({getattr(k, field) for k in records}) == len(records), field
+    exported = [name for k in records for name, _ in k.stack_outputs]
+    assert len(exported) == len(set(exported))  # no stack output is claimed by two kinds
+    assert kinds.KINDS == ("nccl", "p2p")
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("doctor", "always", "which has no doctor"),
+    ("sharp", True, "which has no NCCL and no SHARP setting"),
+])
+def test_the_configuration_refuses_what_the_kind_of_the_size_does_not_have(key, value, why):
+    with pytest.raises(ConfigError, match=re.escape(f"fabricTest.{key}: ") + ".*"
+                       + re.escape(f"{kinds.POINT_TO_POINT.test}, {why}")):
+        stack_config.parse(dev_config(ibPool={"vmSize": "Standard_HB176rs_v4"}, fabricTest={key: value}), "dev")
+    # the all-reduce has both
+    assert stack_config.parse(dev_config(fabricTest={key: value}), "dev").fabric_test
