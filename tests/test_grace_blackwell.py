@@ -15,7 +15,8 @@ from conftest import dev_config, rendered
 
 import stack_config
 from components import dra_driver, dranet, fabric_claims, nccl_settings
-from components.nccl_topology import groups, layout
+from components.fabric_claims import groups
+from components.nccl_topology import layout
 from core import catalog, dra, fabric
 from offline import engine
 
@@ -107,7 +108,10 @@ def test_gb_workers_claim_their_gpus_and_the_verdict_run_is_ib_only(stack):
         "NCCL_MNNVL_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
     # relaxed ordering as Azure's GB300 values leave it (unset), and the RDMA plugin loaded (no `none`)
     assert "NCCL_IB_PCI_RELAXED_ORDERING" not in env and "NCCL_NET_PLUGIN" not in env
-    assert "podAffinity" not in spec["affinity"]  # the verdict run may span racks
+    # the verdict run may span racks; in rdmaMode dra (the gb300 stack) it is held to one placement group
+    together = {t["topologyKey"] for t in (spec["affinity"].get("podAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", [])}
+    assert together == ({fabric.PLACEMENT_GROUP_LABEL} if stack is gb300 else set())
 
 
 def test_gb_rack_run_claims_the_compute_domain_and_is_reported_apart():
@@ -119,8 +123,11 @@ def test_gb_rack_run_claims_the_compute_domain_and_is_reported_apart():
     (domain,) = r.of_type(COMPUTE_DOMAIN)
     assert domain.inputs["spec"]["channel"]["resourceClaimTemplate"]["name"] == channel["resourceClaimTemplateName"]
     assert domain.inputs["metadata"]["namespace"] == rack_job["metadata"]["namespace"]
-    (together,) = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert together["topologyKey"] == fabric.GPU_CLIQUE_LABEL
+    together = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # one NVLink clique (and, rdmaMode dra, one placement group), every worker of this job
+    assert {t["topologyKey"] for t in together} == {fabric.GPU_CLIQUE_LABEL, fabric.PLACEMENT_GROUP_LABEL}
+    assert all(t["labelSelector"]["matchLabels"].items() <= task(rack_job, "mpiworker")["template"]["metadata"][
+        "labels"].items() for t in together)
     env = launcher_env(rack_job)
     assert (env["NCCL_MNNVL_ENABLE"], env["NCCL_NVLS_ENABLE"], env["DOCTOR"]) == ("1", "1", "never")
     # it runs after the verdict run's collect step (both take every GPU) ...
@@ -157,6 +164,10 @@ def test_h100_dra_claims_pair_each_gpu_with_its_hca_held_to_one_placement_group(
         assert nic["selectors"][0]["cel"]["expression"] == f'{dra.NIC_PCI_ATTRIBUTE} in ["{p.hca_busid}"]'
     (constraint,) = devices["constraints"]
     assert constraint == {"requests": [f"nic-{i}" for i in range(8)], "matchAttribute": dra.PLACEMENT_GROUP_ATTRIBUTE}
+    # a claim's constraint holds its own HCAs; across workers, the topology labeler's placement-group label
+    (together,) = worker(jobs(r)["nccl-allreduce"])["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert together["topologyKey"] == fabric.PLACEMENT_GROUP_LABEL
 
 
 def test_h100_dra_workers_request_no_rdma_or_gpu_count_and_dranet_is_installed():
