@@ -324,3 +324,35 @@ def test_rack_is_refused_for_a_size_without_multi_node_nvlink(monkeypatch, capsy
                      "--nodes", "2", "--rack", "--json"])
     err = capsys.readouterr().err  # before any request: as the other flags that do not apply
     assert code == 2 and "--rack applies to the NCCL all-reduce of a multi-node-NVLink size" in err
+
+
+# --- Volcano allocates the claims: DRA on in its scheduler (components/volcano_dra.py) ------------------
+def _volcano(reference: Path) -> list[dict[str, Any]]:
+    text = (reference / "examples" / "volcano-development.v1.15.1.yaml").read_text()
+    return [d for d in sc.load_yaml_all(text) if d]
+
+
+def test_volcanos_scheduler_gets_dra_on_and_keeps_everything_else(reference):
+    import yaml
+
+    from components import volcano_dra, volcano_topology
+
+    before = _volcano(reference)
+    after = volcano_dra.configure(volcano_topology.configure(before))  # composes with the topology rewrite
+    (cm,) = [o for o in after if o["kind"] == "ConfigMap" and o["metadata"]["name"] == volcano_dra.SCHEDULER_CONFIGMAP]
+    conf = yaml.safe_load(cm["data"][volcano_dra.SCHEDULER_KEY])
+    (predicates,) = [p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "predicates"]
+    assert predicates["arguments"] == {volcano_dra.PREDICATE_ARGUMENT: True}
+    assert "network-topology-aware" in [p["name"] for p in conf["tiers"][-1]["plugins"]]
+    (deploy,) = [o for o in after if o["kind"] == "Deployment" and o["metadata"]["name"] == volcano_dra.SCHEDULER]
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args.count(volcano_dra.FEATURE_GATE) == 1 and args[-1] == "2>&1"  # before the manifest's redirect
+    assert sc.kubernetes_errors(deploy, K8S) == []
+    changed = {(o["kind"], o["metadata"]["name"]) for o, b in zip(after, volcano_topology.configure(before),
+                                                                   strict=True) if o != b}
+    assert changed == {("ConfigMap", volcano_dra.SCHEDULER_CONFIGMAP), ("Deployment", volcano_dra.SCHEDULER)}
+    again = volcano_dra.configure(after)  # idempotent
+    assert again == after
+    with pytest.raises(ValueError, match="lacks the scheduler"):
+        volcano_dra.configure([o for o in before if o["kind"] != "Deployment"])
