@@ -159,6 +159,7 @@ fabric_check = (
             job=fabric_job,
             threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
+            fail_on=ft.fail_on,
         ),
     )
     if fabric_job

@@ -1,5 +1,6 @@
 """Row 9: the in-stack collect step. Waits for the fabric test job, parses the launcher's log and
-turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL fails `pulumi up`.
+turns the verdict into stack outputs; with `fail_on_low_bandwidth`, a FAIL (or, with `fail_on="warn"`,
+anything but PASS) fails `pulumi up`.
 
 Both fabric tests go through it: it takes the job (`fabric_test.FabricTestJob`: `NcclJob` or
 `P2pJob`), whose `kind` says how the log is judged, in which unit, and which stack outputs the
@@ -16,14 +17,13 @@ A Command with no `update` re-runs its create command whenever an input differs;
 read afresh on every run, differs after any credential or certificate rotation, and a re-run after
 the job's 24 h TTL would fail or block `pulumi up`. With stable inputs only the trigger (the job's
 spec hash) re-runs it, and a second `pulumi up` changes nothing. Progress goes to stderr, which
-Pulumi shows; the result is the one JSON object on stdout, parsed by `parse_result`. A run that did
+Pulumi shows; the result is the one JSON object on stdout (verify/result.py, its published schema),
+read by `parse_result`. A run that did
 not complete (`--incomplete-as-fail`) is such a result too: verdict FAIL, its diagnosis as reasons.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -37,6 +37,8 @@ import pulumi_command as command
 from components.fabric_test import FabricTestJob, number_arg
 from core.kinds import POINT_TO_POINT, Kind
 from verify.collect import NODE_SETUP_BUDGET_MINUTES, AksCluster
+from verify.result import FabricResult as VerifyResult
+from verify.result import ResultError
 
 PROJECT_DIR = Path(__file__).parent.parent  # lexically: a symlinked .venv stays inside it
 # How long the collector waits. The job is created as soon as the pool and the operators' releases
@@ -65,6 +67,7 @@ class FabricCheckArgs:
     # Gb/s for point to point); None: the catalog's for the size.
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
+    fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
     # None: the subscription Pulumi deploys to (azure-native getClientConfig), so az never uses another
     subscription_id: pulumi.Input[str] | None = None
     @property
@@ -107,8 +110,8 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
     ]
     if args.threshold is not None:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
-    if args.fail_on_low_bandwidth:
-        argv.append("--fail-on-low-bandwidth")
+    if args.fail_on_low_bandwidth:  # the level `fail` keeps the flag it always had: no re-run of the step
+        argv += ["--fail-on-low-bandwidth"] if args.fail_on == "fail" else ["--fail-on", args.fail_on]
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
     if getattr(job, "rack_run", False):  # the rack's NVLink run: judged by the catalog's rack (MNNVL) figure
@@ -122,7 +125,8 @@ def collect_command(args: FabricCheckArgs, cluster: AksCluster) -> str:
 
 @dataclass(frozen=True)
 class FabricResult:
-    """What the stack reports. Numbers are None until a run has produced them: never made up."""
+    """What the stack reports, taken from the collector's result (`of`). Numbers are None until a run
+    has produced them: never made up."""
 
     verdict: str
     max_busbw_gbps: float | None = None
@@ -132,14 +136,35 @@ class FabricResult:
     hosts: int | None = None  # distinct host names in the log
     gpus_per_node: int | None = None
     nccl_version: str | None = None
-    transport: str | None = None  # the JSON's transport.summary: "NET/IB GDRDMA, 8 HCAs per node"
+    transport: str | None = None  # the result's transport.summary: "NET/IB GDRDMA, 8 HCAs per node"
     reasons: tuple[str, ...] = field(default_factory=tuple)
-    # p2p (`python -m verify` JSON keys of the same names): Gb/s and microseconds
+    # p2p: Gb/s and microseconds
     bw_at_max_size_gbits: float | None = None
     max_bw_gbits: float | None = None
     latency_us: float | None = None
     # the fabric doctor's suspects, as `python -m verify` prints them: {host, hca, reason, evidence, verdict}
     suspects: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, result: VerifyResult) -> FabricResult:
+        """The stack's figures of a result, each from the field of the same name."""
+        nccl, p2p = result.allreduce, result.p2p
+        return cls(
+            verdict=result.verdict or "UNKNOWN",
+            reasons=result.reasons,
+            max_busbw_gbps=nccl and nccl.max_busbw_gbps,
+            busbw_at_max_size_gbps=nccl and nccl.busbw_at_max_size_gbps,
+            max_size_bytes=result.figures.max_size_bytes if result.figures else None,
+            ranks=nccl and nccl.ranks,
+            hosts=len(set(nccl.hosts)) or None if nccl and nccl.hosts else None,
+            gpus_per_node=nccl and nccl.gpus_per_node,
+            nccl_version=nccl and nccl.nccl_version,
+            transport=nccl.transport.summary if nccl and nccl.transport else None,
+            bw_at_max_size_gbits=p2p and p2p.bw_at_max_size_gbits,
+            max_bw_gbits=p2p and p2p.max_bw_gbits,
+            latency_us=p2p and p2p.latency_us,
+            suspects=tuple(s.to_json() for s in result.suspects),
+        )
 
     def ranks_text(self, expected_nodes: int, gpus_per_node: int) -> str:
         expected = f"{expected_nodes} nodes x {gpus_per_node} GPUs = {expected_nodes * gpus_per_node} ranks"
@@ -150,66 +175,20 @@ class FabricResult:
         return f"{self.ranks} ranks (expected {expected})"
 
 
-def _float(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _hosts(v: Any) -> int | None:
-    """`hosts` is the list of host names the log shows (a count is accepted too)."""
-    if isinstance(v, list):
-        return len(set(map(str, v))) or None
-    return _int(v)
-
-
-def _transport(v: Any) -> str | None:
-    """`transport` is an object whose `summary` is the one line the stack shows."""
-    summary = v.get("summary") if isinstance(v, dict) else None
-    return summary if isinstance(summary, str) else None
-
-
 def parse_result(stdout: str | None) -> FabricResult:
-    """The collect step's stdout -> the stack's result. Empty stdout (a preview, the offline mocks,
-    or a step that has not run) is PENDING; anything but a JSON object is UNKNOWN with the reason."""
+    """The collect step's stdout -> the stack's result, read through the result type (verify/result.py,
+    the published schema). Empty stdout (a preview, the offline mocks, or a step that has not run) is
+    PENDING; anything the schema refuses is UNKNOWN, with the reason naming the key."""
     text = (stdout or "").strip()
     if not text:
         return FabricResult(verdict=PENDING, reasons=("the collect step has produced no result yet",))
-    try:
-        doc = json.loads(text.splitlines()[-1]) if not text.startswith("{") else json.loads(text)
-    except json.JSONDecodeError as err:
-        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step printed no JSON result ({err.msg})",))
-    if not isinstance(doc, dict):
-        return FabricResult(verdict="UNKNOWN", reasons=("the collect step printed JSON that is not an object",))
-    reasons = doc.get("reasons") or ()
-    return FabricResult(
-        verdict=str(doc.get("verdict") or "UNKNOWN"),
-        max_busbw_gbps=_float(doc.get("max_busbw_gbps")),
-        busbw_at_max_size_gbps=_float(doc.get("busbw_at_max_size_gbps")),
-        max_size_bytes=_int(doc.get("max_size_bytes")),
-        ranks=_int(doc.get("ranks")),
-        hosts=_hosts(doc.get("hosts")),
-        gpus_per_node=_int(doc.get("gpus_per_node")),
-        nccl_version=doc.get("nccl_version") if isinstance(doc.get("nccl_version"), str) else None,
-        transport=_transport(doc.get("transport")),
-        reasons=tuple(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else (str(reasons),),
-        bw_at_max_size_gbits=_float(doc.get("bw_at_max_size_gbits")),
-        max_bw_gbits=_float(doc.get("max_bw_gbits")),
-        latency_us=_float(doc.get("latency_us")),
-        suspects=_suspects(doc.get("suspects")),
-    )
-
-
-def _suspects(v: Any) -> tuple[dict[str, Any], ...]:
-    """The suspects list, each entry with the keys the stack output promises (anything else dropped)."""
-    if not isinstance(v, list):
-        return ()
-    keys = ("host", "hca", "reason", "evidence", "verdict")
-    return tuple({k: s.get(k) for k in keys} for s in v if isinstance(s, dict) and isinstance(s.get("host"), str))
+    try:  # the collector prints one object (indented); a last line of JSON is read as well
+        read = VerifyResult.loads(text if text.startswith("{") else text.splitlines()[-1])
+    except ResultError as err:
+        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step printed no fabric result: {err}",))
+    if read.verdict is None:
+        return FabricResult(verdict="UNKNOWN", reasons=(f"the collect step had no result: {read.error}",))
+    return FabricResult.of(read)
 
 
 class FabricCheck(pulumi.ComponentResource):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pulumi
 
 from offline import charts, engine, synth
+from stack_config.stackfile import StackFileError
 
 
 def _stacks() -> list[str]:
@@ -32,6 +33,9 @@ def _render(stack: str) -> engine.Rendering | None:
         return engine.render(stack)
     except FileNotFoundError as e:
         print(f"error: {e}; stacks here: {', '.join(_stacks()) or 'none'}", file=sys.stderr)
+        return None
+    except StackFileError as e:  # YAML the CLI would refuse too: file, line, column, what to do
+        print(f"error: {e}", file=sys.stderr)
         return None
     except pulumi.RunError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -50,6 +54,9 @@ def synth_command(args: argparse.Namespace) -> int:
             rendered = charts.render_all(rendering)
         except charts.Unavailable as e:
             note = f"charts/ not rendered: {e}"
+        except charts.HelmFailed as e:  # nothing is written: the render is incomplete
+            print(f"error: {_helm_failure(e, rendering)}", file=sys.stderr)
+            return 2
         else:
             files.update(charts.files(rendered, charts.kube_version(rendering)))
             note = f"charts/ holds {len(rendered)} Helm releases rendered by Helm {charts.HELM_VERSION}"
@@ -57,6 +64,15 @@ def synth_command(args: argparse.Namespace) -> int:
     print(f"rendered stack {args.stack} into {args.out}/: {synth.summary(files)} "
           f"({time.monotonic() - began:.1f} s; nothing deployed); {note}")
     return 0
+
+
+def _helm_failure(e: charts.HelmFailed, rendering: engine.Rendering) -> str:
+    """One line for a chart Helm refused: the config key behind it, when it is the Kubernetes version."""
+    if e.kube_version_required:
+        return (f"aks-infiniband:kubernetesVersion: got {charts.kube_version(rendering)!r}; a pinned chart requires "
+                f"Kubernetes {e.kube_version_required} ({str(e).split(' failed:')[0]}): set a version inside "
+                f"that range")
+    return str(e).splitlines()[0]
 
 
 def policy_command(args: argparse.Namespace) -> int:

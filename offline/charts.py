@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from offline import reference, synth
+from offline import objects, reference
 from offline.engine import ROOT, Rendering
 
 HELM_VERSION = "v3.19.0"  # tools/install_helm.py installs exactly this one
@@ -42,6 +42,15 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class Unavailable(Exception):
     """The charts cannot be rendered here; the message says why and what to do."""
+
+
+class HelmFailed(RuntimeError):
+    """`helm template` refused a release; `kube_version_required` is the chart's kubeVersion range when
+    that is why (the stack's kubernetesVersion is outside it)."""
+
+    def __init__(self, message: str, kube_version_required: str | None = None):
+        super().__init__(message)
+        self.kube_version_required = kube_version_required
 
 
 def charts_dir() -> Path:
@@ -105,14 +114,14 @@ def releases(rendering: Rendering) -> list[Release]:
     """The stack's Helm releases, with the values exactly as the values files record them."""
     out = []
     for r in sorted(rendering.resources, key=lambda r: r.urn):
-        if r.type not in synth.HELM_TYPES:
+        if r.type not in objects.HELM_TYPES:
             continue
-        inputs = synth.redacted_inputs(r)
+        inputs = objects.redacted_inputs(r)
         ref = str(inputs.get("chart", ""))
         # an OCI chart names its registry path in `chart` itself (components/operator_release.Chart.ref)
         repo = ref.rsplit("/", 1)[0] if ref.startswith("oci://") else str(
             (inputs.get("repositoryOpts") or {}).get("repo", ""))
-        out.append(Release(name=synth.release_name(r), chart=synth.helm_chart(r), version=str(inputs["version"]),
+        out.append(Release(name=objects.release_name(r), chart=objects.helm_chart(r), version=str(inputs["version"]),
                            namespace=str(inputs.get("namespace") or "default"), values=inputs.get("values") or {},
                            repo=repo))
     return out
@@ -131,7 +140,7 @@ def api_versions(rendering: Rendering) -> list[str]:
     chart that does rendering as it would on the cluster."""
     found: set[str] = set()
     for r in rendering.resources:
-        api_kind = synth.k8s_api_kind(r)
+        api_kind = objects.k8s_api_kind(r)
         if api_kind and "." in api_kind[0].split("/")[0]:
             found.update({api_kind[0], f"{api_kind[0]}/{api_kind[1]}"})
     return sorted(found)
@@ -150,7 +159,9 @@ def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: 
     done = subprocess.run(args, input=yaml.safe_dump(release.values, sort_keys=True), capture_output=True,
                           text=True, timeout=120)
     if done.returncode != 0:
-        raise RuntimeError(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}")
+        needs = re.search(r"chart requires kubeVersion: (.+?) which is incompatible", done.stderr)
+        raise HelmFailed(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}",
+                         needs.group(1) if needs else None)
     return done.stdout
 
 
@@ -215,12 +226,12 @@ def files(rendered: Sequence[RenderedRelease], kube: str) -> dict[str, bytes]:
         rel = r.release
         header = [
             f"# Helm release {rel.name}: chart {rel.chart} {rel.version} ({rel.archive_name}, shared reference),",
-            f"# namespace {rel.namespace}, values helm/{synth._slug(rel.name)}.values.yaml.",
+            f"# namespace {rel.namespace}, values helm/{objects.slug(rel.name)}.values.yaml.",
             f"# Rendered offline by `helm template` (Helm {HELM_VERSION}) for Kubernetes {kube}: "
             f"{len(r.objects)} objects.",
         ]
         if r.crds:
             header.append("# CRDs the chart installs from crds/ (not shown): "
                           + "; ".join(_crd_line(c) for c in sorted(r.crds, key=lambda c: c["metadata"]["name"])))
-        out[f"charts/{synth._slug(rel.name)}.yaml"] = ("\n".join(header) + "\n" + r.text).encode()
+        out[f"charts/{objects.slug(rel.name)}.yaml"] = ("\n".join(header) + "\n" + r.text).encode()
     return out

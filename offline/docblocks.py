@@ -18,7 +18,10 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verify.result import FabricResult
 
 BLOCK = re.compile(r"(<!-- generated:(?P<name>[a-z.-]+) start -->\n)(?P<body>.*?)(<!-- generated:(?P=name) end -->)",
                    re.S)
@@ -65,7 +68,7 @@ def pictures(files: Mapping[str, bytes]) -> dict[str, str]:
     return {name: files[name].decode() for name in ("graph.mmd", "timeline.mmd")}
 
 
-def _report(log: str) -> tuple[dict[str, Any], str]:
+def _report(log: str) -> tuple[FabricResult, str]:
     from verify.nccl import parse
     from verify.report import summary, table
     from verify.verdict import judge
@@ -99,7 +102,7 @@ def stack_output_sample(reference: Path) -> str:
         def new_resource(self, args):  # type: ignore[no-untyped-def]
             rid, state = super().new_resource(args)
             if args.typ == "command:local:Command" and args.name.endswith("-collect"):
-                state["stdout"] = json.dumps(result)
+                state["stdout"] = json.dumps(result.to_json())
             return rid, state
 
     config = engine.stack_file_config("dev")

@@ -21,6 +21,7 @@ import yaml
 
 from offline import pulumi_adapter as sdk
 from offline.mocks import OfflineMocks
+from stack_config import stackfile
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "aks-infiniband"
@@ -156,13 +157,14 @@ class RecordingMonitor(sdk.MockMonitor):
         return response
 
 
-def stack_file_config(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    """The `config:` map of Pulumi.<stack>.yaml, as typed YAML values."""
+def stack_file_config(stack: str, root: Path | None = None) -> dict[str, Any]:
+    """The `config:` map of Pulumi.<stack>.yaml, as typed YAML values, read as strictly as the CLI reads
+    it (stack_config.stackfile: a StackFileError names the file, line and column)."""
+    root = ROOT if root is None else root
     path = root / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.name} in {root}")
-    doc = yaml.load(path.read_text(), Loader=_LOADER) or {}  # noqa: S506 (a safe loader)
-    return dict(doc.get("config") or {})
+    return stackfile.read(path)
 
 
 def project_defaults(root: Path = ROOT) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The render's timeline as data: each step (a resource, or on-node work after it) with its duration
-and dependencies, when it starts and ends, and the critical path. Built by `synth.build_timeline`,
-drawn by `graph`; its own module so that neither imports the other."""
+and dependencies, when it starts and ends, and the critical path. Built by `schedule.build_timeline`,
+drawn by `mermaid`; its own module so that neither imports the other."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from core import catalog
 from stack_config.engine import Check
+from verify.verdict import FLOOR_FRACTION_OF_BASELINE
 
 
 def kubernetes_version(v: Any) -> str | None:
@@ -54,3 +55,54 @@ def pool_name(reserved: str) -> Check:
             return None
         return f"1-12 lowercase letters and digits, starting with a letter, not {reserved!r} (the system pool)"
     return check
+
+
+# Azure's size names: Standard_<family><vCPUs>[-<constrained vCPUs>]<additive features>[_<accelerator>][_v<n>]
+# (learn.microsoft.com/azure/virtual-machines/vm-naming-conventions).
+VM_SIZE_NAME = re.compile(r"Standard_(?P<family>[A-Z]+)(?P<vcpus>[0-9]+)(?:-[0-9]+)?(?P<features>[a-z]*)"
+                          r"(?:_(?P<accelerator>[A-Z][A-Za-z0-9]*))?(?:_v(?P<version>[1-9]))?")
+# The CPU families a system pool can use: general purpose, compute, memory and storage optimised.
+CPU_FAMILIES = ("A", "B", "D", "DC", "DS", "E", "EC", "F", "FS", "FX", "G", "GS", "L", "M", "MS")
+# GPU (N*) and HPC / InfiniBand (H*) families; an `r` among the features means RDMA (InfiniBand).
+ACCELERATED_FAMILIES = ("NC", "ND", "NG", "NP", "NV", "HB", "HC", "HX", "H")
+# AKS: a system pool's size needs at least 2 vCPUs and 4 GB (learn.microsoft.com/azure/aks/use-system-pools)
+MIN_SYSTEM_POOL_VCPUS = 2
+
+
+def system_pool_size(v: Any) -> str | None:
+    """A real Azure size name of a CPU or accelerated family with at least 2 vCPUs; whether an
+    accelerated one is allowed is `accelerated_size`'s (it needs systemPool.allowGpuOrIbSize)."""
+    allowed = (f"an Azure VM size name such as Standard_D4s_v5 (Standard_<family><vCPUs><features>[_v<n>], "
+               f"family one of {', '.join(CPU_FAMILIES)}; at least {MIN_SYSTEM_POOL_VCPUS} vCPUs, as AKS requires "
+               f"of a system pool)")
+    m = VM_SIZE_NAME.fullmatch(v) if isinstance(v, str) else None
+    if not m or m["family"] not in CPU_FAMILIES + ACCELERATED_FAMILIES:
+        return allowed
+    if int(m["vcpus"]) < MIN_SYSTEM_POOL_VCPUS:
+        return allowed
+    return None
+
+
+def accelerated_size(v: str) -> str | None:
+    """What makes `v` a GPU or InfiniBand size ("a GPU size", "an InfiniBand (RDMA) size"), or None."""
+    m = VM_SIZE_NAME.fullmatch(v)
+    if not m:
+        return None
+    if m["family"].startswith("N"):
+        return "a GPU size"
+    if m["family"].startswith("H") or "r" in m["features"]:
+        return "an InfiniBand (RDMA) size"
+    return None
+
+
+def allreduce_threshold_range(sku: catalog.Sku, nodes: int) -> tuple[float, float] | None:
+    """The all-reduce thresholds (GB/s busbw) that mean something on `nodes` x `sku`, or None for a CPU size.
+    Low end: the floor (verify.verdict: below FLOOR_FRACTION_OF_BASELINE x baseline a run is FAIL whatever
+    the threshold), where the catalog has a baseline. High end: twice the node's InfiniBand rate. An
+    all-reduce across nodes sends and receives at least the data it reduces over the fabric, and busbw
+    counts it at most twice (busbw = algbw x 2(n-1)/n), so no run gets above it."""
+    if not sku.has_gpus:
+        return None
+    expect = sku.allreduce_expectation(nodes)
+    low = round(expect.baseline_gbps * FLOOR_FRACTION_OF_BASELINE, 1) if expect else 0.0
+    return low, 2 * sku.ib_hcas_per_vm * sku.ib_line_rate_gbps

@@ -70,7 +70,8 @@ def pulumi_yaml_config() -> dict[str, Any]:
 
 def markdown_table() -> str:
     rows = ["| key | type | default | what it does |", "|---|---|---|---|",
-            f"| `{LOCATION_KEY}` | string | required | Azure region of every resource. |"]
+            f"| `{LOCATION_KEY}` | string | required | Azure region of every resource: its programmatic name "
+            f"(eastus), checked against stack_config/regions.py. |"]
     for key in SCHEMA:
         rows.append(f"| `{key.name}` | {key.type} | {_default_text(key)} | {key.description} |")
         for f in key.fields:

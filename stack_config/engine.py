@@ -94,6 +94,11 @@ def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     if key.type == "string":
         if isinstance(raw, str):
             return raw
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            example = f", e.g. {key.default!r}" if isinstance(key.default, str) else ""
+            problems.append(f"{path}: got the number {shown(raw)}: YAML reads an unquoted value such as 26.10 or "
+                            f"1.30 as a number (and drops trailing zeros); quote it{example}")
+            return None
         problems.append(f"{path}: got {shown(raw)}; expected a string")
         return None
     # object
@@ -134,9 +139,18 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     if key.check is not None:
         allowed = key.check(value)
         if allowed is not None:
-            problems.append(f"{path}: got {shown(value)}; expected {allowed}")
+            problems.append(f"{path}: got {shown(value)}; expected {allowed}{number_hint(key, value)}")
             return None
     return value
+
+
+def number_hint(key: Key, value: Any) -> str:
+    """For a string key whose value reads like a decimal number: the CLI hands a program every top-level
+    value as a string, so an unquoted 1.30 arrives as '1.3'. Say so, and to quote it."""
+    if key.type == "string" and isinstance(value, str) and re.fullmatch(r"[0-9]+\.[0-9]+", value):
+        return (f" (if the stack file has it unquoted, YAML read a number: {value}0 becomes {value}; "
+                f"quote it, e.g. '{value}0')")
+    return ""
 
 
 def snake(name: str) -> str:

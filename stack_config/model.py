@@ -5,13 +5,13 @@ program and stops it with one message."""
 from __future__ import annotations
 
 import difflib
-import re
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from core import catalog, dra, kinds, modes, nccl_sizing
-from stack_config import engine
+from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
 from stack_config.schema import (
     LOCATION_KEY,
@@ -65,6 +65,12 @@ class FabricTest:
     doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
+    fail_on: str = "fail"  # verify.gate.LEVELS: the verdict that fails `pulumi up` with fail_on_low_bandwidth
+
+    @property
+    def gate(self) -> str | None:
+        """The gate's level (verify.gate.LEVELS) when a bad verdict fails `pulumi up`, else None."""
+        return self.fail_on if self.fail_on_low_bandwidth else None
 
     def threshold(self, kind: kinds.Kind) -> float | None:
         """The fail threshold set for a test of `kind`, in that kind's unit (None: the catalog's)."""
@@ -102,9 +108,15 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
             f"{prefix}ibPool.nodeCount: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
             f"(or set fabricTest.enabled: false)"
         )
+    problems += _system_pool_problems(values["systemPool"], prefix)
+    if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
+        problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
+                        f"true; set that too, or remove failOn")
     if not (ib and ib["vmSize"]):
         return problems
     sku = catalog.lookup(ib["vmSize"])
+    if ib["nodeCount"]:
+        problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix)
     if values["kubernetesVersion"]:
         why = dra.kubernetes_problem(values["kubernetesVersion"], sku, values["rdmaMode"] or "")
         if why:
@@ -139,6 +151,55 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     return problems
 
 
+def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
+    """A GPU or InfiniBand size in the system pool only when asked for: it would run system pods on the
+    most expensive VMs, and an IB size there is usually the IB pool's size written in the wrong place."""
+    if not (sp and sp["vmSize"]) or sp["allowGpuOrIbSize"]:
+        return []
+    what = checks.accelerated_size(sp["vmSize"])
+    if what is None:
+        return []
+    return [f"{prefix}systemPool.vmSize: got {sp['vmSize']!r}, {what}; the system pool runs system pods: use a "
+            f"CPU size such as Standard_D4s_v5, or set systemPool.allowGpuOrIbSize: true"]
+
+
+def _threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix: str) -> list[str]:
+    """A threshold the size cannot reach (every run would FAIL) or below the floor (it would not act)."""
+    problems: list[str] = []
+    gbps, gbits = ft.get("thresholdGbps"), ft.get("p2pThresholdGbits")
+    span = checks.allreduce_threshold_range(sku, nodes)
+    if gbps is not None and span is not None:
+        low, high = span
+        if gbps > high:
+            problems.append(f"{prefix}fabricTest.thresholdGbps: got {gbps}; {nodes} x {sku.vm_size} cannot reach it: "
+                            f"busbw stays below twice the node's InfiniBand rate ({sku.ib_hcas_per_vm} x "
+                            f"{sku.ib_link_gbits} Gb/s: {high:g} GB/s); set {math.ceil(low) or 1} to {high:g}")
+        elif gbps < low:
+            problems.append(f"{prefix}fabricTest.thresholdGbps: got {gbps}; on {sku.vm_size} a run below {low:g} GB/s "
+                            f"(35 % of the baseline) is FAIL whatever the threshold, so this one would not act; set "
+                            f"{math.ceil(low)} to {high:g}")
+    if gbits is not None and not sku.has_gpus and gbits > sku.ib_link_gbits:
+        problems.append(f"{prefix}fabricTest.p2pThresholdGbits: got {gbits}; one {sku.ib_generation} link of "
+                        f"{sku.vm_size} carries at most {sku.ib_link_gbits} Gb/s: set 1 to {sku.ib_link_gbits}")
+    return problems
+
+
+def _location_problems(raw: Mapping[str, Any]) -> list[str]:
+    """azure-native:location: set, and a region Azure has. `azure:location` is the classic provider's key,
+    which this program does not read: the usual slip when the real key is missing."""
+    location = raw.get(LOCATION_KEY)
+    set_it = "set it with `pulumi config set azure-native:location eastus`"
+    if location is None or location == "":
+        if raw.get("azure:location") is not None:
+            return [f"azure:location: got {raw['azure:location']!r}, a key of the classic azure provider, which this "
+                    f"program does not use; did you mean {LOCATION_KEY}? ({set_it})"]
+        return [f"{LOCATION_KEY}: is required but not set; the Azure region of every resource ({set_it})"]
+    allowed = regions.problem(location)
+    if allowed is not None:
+        return [f"{LOCATION_KEY}: got {engine.shown(location)}; expected {allowed}"]
+    return []
+
+
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     """Validate a stack's configuration. `raw` maps full keys ("aks-infiniband:ibPool",
     "azure-native:location", ...) to values as the CLI hands them (strings; objects as JSON) or as
@@ -151,7 +212,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
     for key in sorted(raw):
         namespace, _, name = key.partition(":")
-        if name and namespace != PROJECT and difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.8):
+        if name and namespace not in (PROJECT, "azure") and difflib.get_close_matches(namespace, [PROJECT], n=1,
+                                                                                     cutoff=0.8):
             problems.append(f"{key}: unknown namespace {namespace!r}; did you mean {prefix}{name}?")
     values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
@@ -164,11 +226,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             values[name] = derived
 
     location = raw.get(LOCATION_KEY)
-    if not isinstance(location, str) or not re.fullmatch(r"[a-z][a-z0-9]{2,39}", location or ""):
-        problems.append(
-            f"{LOCATION_KEY}: got {location!r}; expected an Azure region name such as eastus "
-            f"(set it with `pulumi config set azure-native:location eastus`)"
-        )
+    problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix)
     if problems:
         raise ConfigError(problems)
@@ -192,7 +250,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
             doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
-            sharp=ft["sharp"], topology_file=ft["topologyFile"],
+            sharp=ft["sharp"], topology_file=ft["topologyFile"], fail_on=ft["failOn"],
         ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from core import fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
+from verify import gate
 from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"
@@ -86,9 +87,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("systemPool", "object", "The small CPU pool that runs system pods and the operators' controllers. "
         "Set it at creation: AKS does not change a cluster's inline pool in place.",
         fields=(
-            Key("vmSize", "string", "VM size of the system pool.", default="Standard_D4s_v5",
-                check=regex(r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_D4s_v5")),
+            Key("vmSize", "string", "VM size of the system pool: a CPU size; a GPU or InfiniBand size only "
+                "with allowGpuOrIbSize.", default="Standard_D4s_v5", check=checks.system_pool_size),
             Key("nodeCount", "integer", "Nodes in the system pool.", default=2, check=int_range(1, 10)),
+            Key("allowGpuOrIbSize", "boolean", "Allow a GPU or InfiniBand size in the system pool (it then runs "
+                "system pods on the most expensive VMs).", default=False),
         )),
     Key("ibPool", "object", "The InfiniBand node pool: size from the SKU catalog, node count, disk.", required=True,
         fields=(
@@ -115,7 +118,11 @@ SCHEMA: tuple[Key, ...] = (
                 default_doc="-b 8 -e 16G -f 2 -g 1; -e 8G on 40 GB GPUs", check=checks.all_reduce_args),
             Key("timeoutMinutes", "integer", "Deadline of the job and of the wait for its result.", default=60,
                 check=int_range(5, 720)),
-            Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` when the verdict is FAIL.", default=False),
+            Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` on a bad verdict (which one: failOn).",
+                default=False),
+            Key("failOn", "string", "With failOnLowBandwidth: the verdict that fails `pulumi up`: `fail` (FAIL "
+                "only) or `warn` (anything but PASS: WARN, UNKNOWN, FAIL).", default=gate.DEFAULT_LEVEL,
+                check=one_of(*gate.LEVELS)),
             Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
                 default_doc="from the SKU catalog", check=optional(int_range(1, 3200))),
             Key("doctor", "string",

@@ -26,6 +26,27 @@ REFERENCE = reference_material.reference_dir()
 gc.set_threshold(10_000, 50, 1_000)
 
 
+def _results_held_to_the_schema() -> None:
+    """Every fabric result any test writes (verify/result.py's to_json: every --json output) is
+    validated against the shipped schema file, so no writer can drift from what users code against."""
+    import jsonschema
+
+    from verify import result
+
+    validator = jsonschema.Draft202012Validator(json.loads(result.SCHEMA_PATH.read_text()))
+    to_json = result.FabricResult.to_json
+
+    def validated(self: result.FabricResult) -> dict[str, Any]:
+        doc = to_json(self)
+        validator.validate(doc)
+        return doc
+
+    result.FabricResult.to_json = validated  # type: ignore[method-assign]
+
+
+_results_held_to_the_schema()
+
+
 def dev_config(**overrides: Any) -> dict[str, Any]:
     """The dev stack's config with top-level keys replaced and object keys merged, e.g.
     dev_config(rdmaMode="sriov", ibPool={"vmSize": "Standard_ND96asr_v4"})."""
@@ -91,6 +112,13 @@ def reference() -> Path:
     if why:
         pytest.skip(why)
     return REFERENCE
+
+
+@pytest.fixture
+def azure_log(reference: Path) -> str:
+    """Azure's published 2-node ND A100 v4 all-reduce log: the launcher log of the collector's tests
+    (tests/test_verify_collect*.py)."""
+    return (reference / "nccl-tests" / "sample-output_azure-aks-rdma-infiniband_expected-output.txt").read_text()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pulumi
 import pytest
 
 import stack_config
@@ -48,6 +49,7 @@ def _string_near_misses(s: str) -> list[Any]:
         f"{s}-rc.1", f"{s}.0", f"{s}.", f"{s}x", f"{s}_", f"{s}/", f"{s}:latest", s[:-1], s[1:], s * 40, HUGE,
         f"{s}é", f"é{s}", s.replace("a", "а", 1),  # Cyrillic a
         s.replace("1", "١", 1), "latest", "master", "null", "None", "true", 1, 0, 1.5, True, [s], {"x": s},
+        1.3, 26.7,  # what YAML makes of an unquoted 1.30 or 26.70
     ]
     if s.startswith("v"):
         out.append(s[1:])
@@ -109,7 +111,7 @@ def cases(base: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             yield path, value
         if key.fields or key.required:
             yield path, None  # removed
-    for value in _string_near_misses(base[LOCATION]) + ["East US", "eastus2", "westeurope"]:
+    for value in _string_near_misses(base[LOCATION]) + ["East US", "eastus2", "westeurope", "eastuss", "mars"]:
         yield LOCATION, value
 
 
@@ -175,7 +177,23 @@ def _refused_properly(path: str, value: Any, problems: list[str]) -> str | None:
     strays = [p for p in problems if not (p.startswith(key + ":") or p.startswith(key + "."))]
     if strays:
         return f"{path} = {value!r}: a problem does not name {key}: {strays}"
+    # ... and shows what it got (or says the key is missing or unknown), so the user sees the value YAML read
+    unshown = [p for p in problems if not any(x in p for x in (*_shown(value), "is required", "unknown key"))]
+    if unshown and not isinstance(value, (dict, list)):
+        return f"{path} = {value!r}: a problem does not show the value: {unshown}"
     return None
+
+
+def _shown(value: Any) -> tuple[str, ...]:
+    """The forms a problem line may show a value in: as given, or as it was read (360.0 as 360, 'True' as
+    true), through stack_config's own form."""
+    from stack_config.engine import shown
+
+    if isinstance(value, str):
+        return (value.strip() or repr(value), value.strip().lower())
+    if isinstance(value, float) and value.is_integer():
+        return (shown(value), str(int(value)))
+    return (shown(value),)
 
 
 @pytest.mark.parametrize("stack", ["dev", "hb"])
@@ -185,6 +203,7 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
     wrong: list[str] = []
     accepted: dict[str, dict[str, tuple[Any, dict[str, Any]]]] = {}  # path -> parsed config -> (value, cfg)
     refused = 0
+    first_refused: dict[str, dict[str, Any]] = {}  # path -> the first configuration refused for it
     for path, value in cases(base):
         cfg = with_value(base, path, value)
         try:
@@ -194,6 +213,7 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
             problem = _refused_properly(path, value, err.problems)
             if problem:
                 wrong.append(problem)
+            first_refused.setdefault(path, cfg)
             continue
         except Exception as err:  # noqa: BLE001 - anything but a ConfigError is a traceback for the user
             wrong.append(f"{path} = {value!r}: {type(err).__name__} instead of a ConfigError: {err}")
@@ -209,6 +229,12 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
         distinct[path] = [*kinds.values(), *({id(x): x for x in ints[:1] + ints[-1:]}.values())]
     assert not wrong, "\n".join(wrong)
     assert refused > 500, "the walk refused suspiciously few values"
+    # Refused means refused by the real program before its first resource: one refusal per key is run.
+    for path, cfg in sorted(first_refused.items()):
+        monitor = engine.RecordingMonitor(OfflineMocks())
+        with pytest.raises(pulumi.RunError):
+            engine.render(stack, config=cfg, monitor=monitor)
+        assert monitor.registrations == [], f"{path}: resources were declared before the refusal"
 
     # Render i holds the i-th distinct accepted value of every key.
     rounds = max(len(v) for v in distinct.values())

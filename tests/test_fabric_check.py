@@ -195,27 +195,27 @@ def test_no_collect_step_when_the_test_is_disabled(render):
     assert "allReduceMaxBusBwGbps" not in stack.outputs
 
 
-SAMPLE = {
-    "verdict": "PASS",
-    "reasons": ["busbw 187.22 GB/s at 8 GiB >= baseline"],
-    "max_size_bytes": 8589934592,
-    "busbw_at_max_size_gbps": 187.22,
-    "max_busbw_gbps": 187.5,
-    "avg_busbw_gbps": 60.1,
-    "ranks": 16,
-    "hosts": ["node-a", "node-b"],
-    "gpus_per_node": 8,
-    "wrong": 0,
-    "nccl_version": "2.28.3",
-}
+def _sample() -> dict:
+    """A real all-reduce result document: a 2 x 8-GPU ND A100 v4 log through verify's own report."""
+    from tests.nccl_logs import launcher_log, worker_hosts
+    from verify.nccl import parse
+    from verify.report import summary
+    from verify.verdict import judge
+
+    result = parse(launcher_log(worker_hosts(2), 8, busbw_gbps=187.22))
+    return summary(result, judge(result, sku="Standard_ND96asr_v4", nodes=2)).to_json()
+
+
+SAMPLE = _sample()
 
 
 def test_parse_a_result():
     r = parse_result(json.dumps(SAMPLE, indent=2))
-    assert (r.verdict, r.busbw_at_max_size_gbps, r.max_busbw_gbps) == ("PASS", 187.22, 187.5)
-    assert (r.ranks, r.hosts, r.gpus_per_node, r.nccl_version) == (16, 2, 8, "2.28.3")
+    assert (r.verdict, r.busbw_at_max_size_gbps, r.max_busbw_gbps) == (SAMPLE["verdict"], 187.22,
+                                                                       SAMPLE["max_busbw_gbps"])
+    assert (r.ranks, r.hosts, r.gpus_per_node, r.nccl_version) == (16, 2, 8, SAMPLE["nccl_version"])
     assert r.ranks_text(2, 8) == "2 nodes x 8 GPUs = 16 ranks"
-    assert r.reasons == ("busbw 187.22 GB/s at 8 GiB >= baseline",)
+    assert r.reasons == tuple(SAMPLE["reasons"]) and r.reasons
 
 
 @pytest.mark.parametrize("stdout", ["", "   \n", None])
@@ -232,10 +232,23 @@ def test_garbage_is_unknown_with_a_reason(stdout):
     assert r.reasons and r.max_busbw_gbps is None
 
 
-def test_missing_or_odd_numbers_stay_unknown():
-    r = parse_result(json.dumps({"verdict": "UNKNOWN", "max_busbw_gbps": None, "busbw_at_max_size_gbps": "fast",
-                                 "ranks": True}))
+@pytest.mark.parametrize(("change", "named"), [
+    ({"busbw_at_max_size_gbps": "fast"}, "busbw_at_max_size_gbps"),
+    ({"ranks": True}, "ranks"),
+    ({"schemaVersion": 2}, "schemaVersion"),
+    ({"extra": 1}, "extra"),
+])
+def test_a_result_the_schema_refuses_is_unknown_naming_the_key(change, named):
+    """Read through the type (verify/result.py), not key by key: a wrong value is not half-read."""
+    r = parse_result(json.dumps({**SAMPLE, **change}))
+    assert r.verdict == "UNKNOWN"
     assert (r.max_busbw_gbps, r.busbw_at_max_size_gbps, r.ranks) == (None, None, None)
+    assert named in r.reasons[0]
+
+
+def test_an_error_document_is_unknown_with_its_error():
+    r = parse_result(json.dumps({"schemaVersion": 1, "verdict": None, "error": "no credentials"}))
+    assert r.verdict == "UNKNOWN" and "no credentials" in r.reasons[0]
 
 
 def test_parse_what_the_verify_cli_prints(reference):
@@ -292,15 +305,19 @@ def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
 
 
 def test_suspects_become_the_fabricsuspects_output():
-    doc = {"verdict": "FAIL", "suspects": [
-        {"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s", "evidence": {"rate_gbits": 200},
-         "verdict": "FAIL", "extra": "dropped"},
-        "not an object", {"hca": None}]}
-    r = parse_result(json.dumps(doc))
-    assert r.suspects == ({"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s",
-                           "evidence": {"rate_gbits": 200}, "verdict": "FAIL"},)
-    assert parse_result(json.dumps({"verdict": "PASS"})).suspects == ()
+    suspect = {"host": "w1", "hca": "mlx5_ib3", "reason": "port mlx5_ib3:1 runs at 200 Gb/s",
+               "evidence": {"rate_gbits": 200}, "verdict": "FAIL"}
+    doctor = {"mode": "auto", "ran": True, "reason": "slow", "decision": None, "finished": True, "elapsed_s": 30,
+              "budget_s": 600, "nodes_checked": ["w0", "w1"], "pairs": [], "slow_pairs": [], "hca_bw": [],
+              "skipped": [], "notes": []}
+    r = parse_result(json.dumps({**SAMPLE, "verdict": "FAIL", "suspects": [suspect], "doctor": doctor}))
+    assert r.suspects == (suspect,)
+    assert parse_result(json.dumps(SAMPLE)).suspects == ()
     assert parse_result("").suspects == ()
+    # suspects without the doctor's block, or a suspect missing a key, is not a v1 result
+    assert parse_result(json.dumps({**SAMPLE, "suspects": [suspect]})).verdict == "UNKNOWN"
+    bad = {**SAMPLE, "suspects": [{k: v for k, v in suspect.items() if k != "hca"}], "doctor": doctor}
+    assert "hca" in parse_result(json.dumps(bad)).reasons[0]
 
 
 def test_the_gpu_stack_exports_fabric_suspects(dev):
@@ -308,14 +325,7 @@ def test_the_gpu_stack_exports_fabric_suspects(dev):
 
 
 def test_transport_output_is_the_results_one_line_summary():
-    from tests.nccl_logs import launcher_log, worker_hosts
-    from verify.nccl import parse
-    from verify.report import summary
-    from verify.verdict import judge
-
-    result = parse(launcher_log(worker_hosts(2), 8, busbw_gbps=187.0))
-    doc = summary(result, judge(result, sku="Standard_ND96asr_v4", nodes=2))
-    r = parse_result(json.dumps(doc))
-    assert r.transport == "NET/IB GDRDMA, 8 HCAs per node"
+    assert parse_result(json.dumps(SAMPLE)).transport == "NET/IB GDRDMA, 8 HCAs per node"
     assert parse_result(json.dumps({**SAMPLE, "transport": None})).transport is None
-    assert parse_result(json.dumps({**SAMPLE, "transport": {"summary": 3}})).transport is None
+    odd = {**SAMPLE, "transport": {**SAMPLE["transport"], "summary": 3}}
+    assert parse_result(json.dumps(odd)).verdict == "UNKNOWN"

@@ -224,8 +224,8 @@ def test_the_rendered_hb_command_against_a_fake_kubernetes_api(render, tmp_path)
     (credentials from a fake logged-in `az` on PATH, nothing in the environment) against the fake API
     serving a real two-VM HBv3 log; its stdout read by the stack's own parse_result. The figure is the
     one the fixture's last row gives."""
+    from tests.fake_kube import FakeKube, az_calls, fake_az
     from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
-    from tests.test_verify_collect import FakeKube, az_calls, fake_az
 
     hbv3 = "Standard_HB120rs_v3"
     stack = render(ibPool={"vmSize": hbv3})

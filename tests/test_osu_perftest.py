@@ -253,7 +253,7 @@ def test_latency_only_and_failed_job():
 
 def test_verdict_json_keys_and_plot(tmp_path):
     v = p2p.judge(p2p.parse(HBV3_BW.read_text() + HBV3_LAT.read_text()), "Standard_HB120rs_v3")
-    d = v.as_dict()
+    d = v.result().to_json()
     for key in ("verdict", "reasons", "max_size_bytes", "bw_at_max_size_gbits", "max_bw_gbits", "latency_us",
                 "threshold_gbits", "line_rate_gbits", "source"):
         assert d[key] not in (None, []), key

@@ -13,20 +13,21 @@ import re
 
 import pytest
 
-from offline import mermaid, synth
+from offline import mermaid, schedule, synth
 from offline.engine import Rendering
+from offline.timeline import Timeline
 
 EDGE = re.compile(r"^  (\w+) --> (\w+)$", re.M)
 BAR = re.compile(r"^    (?P<label>.+?) :(?P<tags>(?:\w+, )*)(?P<start>[\d:]{8}), (?P<end>[\d:]{8})$", re.M)
 
 
 @pytest.fixture(scope="module")
-def timeline(dev: Rendering) -> synth.Timeline:
-    return synth.build_timeline(dev)
+def timeline(dev: Rendering) -> Timeline:
+    return schedule.build_timeline(dev)
 
 
 @pytest.fixture(scope="module")
-def graph(timeline: synth.Timeline) -> str:
+def graph(timeline: Timeline) -> str:
     return mermaid.dependency_graph(timeline)
 
 
@@ -39,7 +40,7 @@ def _minutes(clock: str) -> float:
     return h * 60 + m + s / 60
 
 
-def test_the_provider_fan_out_is_one_arrow_into_the_kubernetes_layer(graph: str, timeline: synth.Timeline):
+def test_the_provider_fan_out_is_one_arrow_into_the_kubernetes_layer(graph: str, timeline: Timeline):
     boxes = mermaid.boxes(timeline)
     layer = mermaid.kubernetes_layer(boxes)
     assert {"nfd", "network-operator", "gpu-operator", "volcano"} <= set(layer)
@@ -73,7 +74,7 @@ def test_no_arrow_is_implied_by_a_longer_chain(graph: str):
     assert not [e for e in edges if reachable(*e, skip=e)]
 
 
-def test_the_critical_path_is_red_from_its_start_to_the_test_run(graph: str, timeline: synth.Timeline):
+def test_the_critical_path_is_red_from_its_start_to_the_test_run(graph: str, timeline: Timeline):
     edges = _edges(graph)
     (styled,) = re.findall(r"^  linkStyle ([\d,]+) stroke:#c0392b", graph, re.M)
     red = [edges[int(i)] for i in styled.split(",")]
@@ -95,7 +96,7 @@ def test_the_graph_has_a_legend(graph: str):
     assert re.search(r"^  class \S*l_node onnode$", graph, re.M)
 
 
-def test_the_timeline_draws_each_box_the_critical_path_and_the_ranges(dev: Rendering, timeline: synth.Timeline):
+def test_the_timeline_draws_each_box_the_critical_path_and_the_ranges(dev: Rendering, timeline: Timeline):
     files = synth.synthesize(dev)
     text = files["timeline.mmd"].decode()
     data = json.loads(files["timeline.json"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,10 @@ import yaml
 
 from core import catalog
 from offline import __main__ as cli
-from offline import docblocks, durations, engine, synth
+from offline import docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
+from verify import verdict
 
 GOLDEN = Path(__file__).parent / "golden" / "dev"
 ROOT = GOLDEN.parent.parent.parent
@@ -64,27 +66,27 @@ def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
 
 
 def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
-    objects = [r for r in dev.resources if synth.k8s_api_kind(r) is not None]
+    kube_objects = [r for r in dev.resources if objects.k8s_api_kind(r) is not None]
     manifests = {p: yaml.safe_load(d) for p, d in files.items() if p.startswith("manifests/")}
-    assert len(manifests) == len(objects) > 0
+    assert len(manifests) == len(kube_objects) > 0
     for path, obj in manifests.items():
         assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path
         assert obj["metadata"].get("name"), f"{path}: no metadata.name"
     kinds = {(o["apiVersion"], o["kind"]) for o in manifests.values()}
     assert ("v1", "Namespace") in kinds
-    for r in objects:  # the manifest carries the declared spec, numbers as integers
+    for r in kube_objects:  # the manifest carries the declared spec, numbers as integers
         if r.type.endswith(":NicClusterPolicy"):
             obj = manifests["manifests/nicclusterpolicy.nic-cluster-policy.yaml"]
-            assert obj["spec"] == synth.normalize(r.inputs["spec"])
+            assert obj["spec"] == objects.normalize(r.inputs["spec"])
 
 
 def test_helm_values_files_hold_each_release_values(files: dict[str, bytes], dev: Rendering) -> None:
-    releases = [r for r in dev.resources if r.type in synth.HELM_TYPES]
+    releases = [r for r in dev.resources if r.type in objects.HELM_TYPES]
     assert releases
     for r in releases:
-        text = files[f"helm/{synth.release_name(r)}.values.yaml"].decode()
-        assert text.startswith(f"# Helm release {synth.release_name(r)}: chart {r.inputs['chart']}")
-        assert yaml.safe_load(text) == synth.normalize(r.inputs.get("values") or {})
+        text = files[f"helm/{objects.release_name(r)}.values.yaml"].decode()
+        assert text.startswith(f"# Helm release {objects.release_name(r)}: chart {r.inputs['chart']}")
+        assert yaml.safe_load(text) == objects.normalize(r.inputs.get("values") or {})
 
 
 def test_plan_lists_every_resource_with_its_dependencies(files: dict[str, bytes], dev: Rendering) -> None:
@@ -106,7 +108,7 @@ def test_critical_path_is_a_dependency_chain_no_longer_than_sequential(files: di
     assert steps[path[0]]["depends_on"] == []
     along = sum(steps[s]["minutes"]["typical"] for s in path)
     assert data["critical_path_minutes"]["typical"] == pytest.approx(along, abs=0.02)
-    for scenario in synth.SCENARIOS:
+    for scenario in schedule.SCENARIOS:
         assert data["critical_path_minutes"][scenario] <= data["sequential_total_minutes"][scenario]
     # the point of the design: the operators install while the GPU pool is still being created
     assert data["critical_path_minutes"]["typical"] < data["sequential_total_minutes"]["typical"]
@@ -119,7 +121,7 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
     gpu = _res("kubernetes:helm.sh/v3:Release", "gpu", {"chart": "gpu-operator", "values": {}})
     job = _res("kubernetes:batch.volcano.sh/v1alpha1:Job", "nccl", {"metadata": {"name": "nccl"}})
     check = _res("command:local:Command", "verify", {"create": "true"}, deps=(job,))
-    tl = synth.build_timeline(Rendering("t", [pool, policy, gpu, job, check], {}))
+    tl = schedule.build_timeline(Rendering("t", [pool, policy, gpu, job, check], {}))
     assert tl.target == "nccl/runs"
     assert {"policy/doca-driver-ready", "gpu/gpu-driver-ready", "pool", "nccl"} <= tl.steps["nccl/runs"].deps
     assert "nccl/runs" in tl.steps["verify"].deps
@@ -132,7 +134,7 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
 
 def _without_prepull(rendering: Rendering) -> Rendering:
     def prepull(r: Resource) -> bool:
-        top = synth.top_component(rendering, r)
+        top = schedule.top_component(rendering, r)
         return (top or r).type == "aks-infiniband:kubernetes:ImagePrepull"
 
     return Rendering(rendering.stack, [r for r in rendering.resources if not prepull(r)], rendering.outputs)
@@ -140,7 +142,7 @@ def _without_prepull(rendering: Rendering) -> Rendering:
 
 def test_the_prepull_takes_the_image_pull_off_the_critical_path(dev: Rendering) -> None:
     """The estimate of the time to the first all-reduce drops by the modelled pull time, in every scenario."""
-    with_prepull, without = synth.build_timeline(dev), synth.build_timeline(_without_prepull(dev))
+    with_prepull, without = schedule.build_timeline(dev), schedule.build_timeline(_without_prepull(dev))
     prepulls = [r for r in dev.of_type("kubernetes:apps/v1:DaemonSet") if r.name == "fabric-test-prepull-daemonset"]
     assert prepulls and prepulls[0] not in _without_prepull(dev).resources
     pull = next(s for s in with_prepull.steps if s.endswith("/image-pulled"))
@@ -148,7 +150,7 @@ def test_the_prepull_takes_the_image_pull_off_the_critical_path(dev: Rendering) 
     assert pull not in with_prepull.critical_path
     assert "fabric-test-job/image-pulled" in without.critical_path
     assert pull in with_prepull.steps["fabric-test-job/runs"].deps  # the job still needs the image
-    for scenario in synth.SCENARIOS:
+    for scenario in schedule.SCENARIOS:
         gain = without.critical_total(scenario) - with_prepull.critical_total(scenario)
         assert gain == pytest.approx(getattr(durations.IMAGE_PULL, f"{scenario}_min")), scenario
 
@@ -239,7 +241,7 @@ def test_the_docs_time_estimates_are_the_current_render(files: dict[str, bytes])
 
 
 def test_the_docs_state_the_pre_pulls_gain(dev: Rendering) -> None:
-    without = synth.build_timeline(_without_prepull(dev))
+    without = schedule.build_timeline(_without_prepull(dev))
     text = _prose(ARCHITECTURE)
     phrase = (f"Without the pre-pull it would be {round(without.critical_total('typical'))} minutes "
               f"({round(without.critical_total('low'))}–{round(without.critical_total('high'))})")
@@ -273,17 +275,22 @@ def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, b
     expect = catalog.lookup(engine.stack_file_config("dev")["aks-infiniband:ibPool"]["vmSize"]).allreduce_expectation(2)
     plan = files["plan.md"].decode()
     assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
-    assert f"| FAIL below | **{expect.threshold_gbps:g} GB/s**, derived: below it the verdict is WARN" in plan
-    # no WARN band above a derived line, nor above the user's (verify.verdict.warn_below_gbps)
-    assert "| WARN below | no band above the FAIL line: the baseline is derived, not a measurement |" in plan
+    # each line once: the derived threshold is where WARN starts, the floor is where FAIL starts
+    floor = expect.baseline_gbps * verdict.FLOOR_FRACTION_OF_BASELINE
+    assert f"| WARN below | **{expect.threshold_gbps:g} GB/s**, the catalog's threshold, derived: below it " in plan
+    assert f"| FAIL below | **{floor:.1f} GB/s**, 35% of the derived baseline" in plan
+    assert plan.count("| FAIL below |") == 1 and plan.count("| WARN below |") == 1
     assert "## Time to the first NCCL all-reduce result (estimate)" in plan
     assert "estimated time to the first NCCL all-reduce result" in synth.summary(files)
     overridden = synth.synthesize(render(fabricTest={"thresholdGbps": 300, "failOnLowBandwidth": True}),
                                   images=False)["plan.md"].decode()
-    assert f"| FAIL below | **300 GB/s** (`fabricTest.thresholdGbps`; the catalog's is {expect.threshold_gbps:g}) |" \
-        in overridden
-    assert "| on FAIL | `pulumi up` fails (`fabricTest.failOnLowBandwidth`) |" in overridden
-    assert "| WARN below | no band above the FAIL line: `fabricTest.thresholdGbps` replaces the catalog's" in overridden
+    assert f"| FAIL below | **300 GB/s**, yours (`fabricTest.thresholdGbps`; the catalog's is " \
+           f"{expect.threshold_gbps:g}); no WARN band |" in overridden
+    assert "| gate | `pulumi up` fails on FAIL (`fabricTest.failOnLowBandwidth: true`, `failOn: fail`) |" in overridden
+    assert "| WARN below |" not in overridden
+    warn = synth.synthesize(render(fabricTest={"failOnLowBandwidth": True, "failOn": "warn"}),
+                            images=False)["plan.md"].decode()
+    assert "| gate | `pulumi up` fails on anything but PASS: WARN, UNKNOWN or FAIL (`failOn: warn`) |" in warn
 
 
 def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
@@ -296,3 +303,17 @@ def test_the_plan_of_a_stack_without_the_fabric_test_says_so(render) -> None:
 def test_the_mocked_feature_state_reads_as_a_placeholder(dev: Rendering) -> None:
     assert dev.outputs["featureState"].startswith("pending (offline render:")
     assert dev.outputs["featureState"] not in ("Registered", "NotRegistered")
+
+
+def test_plan_md_lists_every_input_of_every_resource_none_hidden(dev, files: dict[str, bytes]) -> None:
+    """A reviewer reads the cluster's network profile and the pool's every setting in plan.md: each
+    flattened input is there with its whole value (a long one folded over lines, never cut)."""
+    plan = files["plan.md"].decode()
+    assert re.search(r"… \d+ more", plan) is None
+    cluster = dev.one("azure-native:containerservice:ManagedCluster")
+    row = next(line for line in plan.splitlines() if line.startswith("| `cluster-aks` | `azure-native"))
+    for key, value in synth._flatten(synth.redacted_inputs(cluster)):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        assert f"{key}=`" in row, key
+        assert text.replace("|", "\\|") in row.replace("`<br>&nbsp;&nbsp;`", ""), key
+    assert "networkProfile.networkPluginMode=`overlay`" in row and "tags.owner=`platform-team`" in row

@@ -33,6 +33,18 @@ BROKEN = {
 }
 
 
+def actionlint_missing(root: Path) -> str | None:
+    """Why actionlint is not installed under `root`/tools (None: it is), with npm's own error when
+    `make tools` could not reach the registry (the Makefile keeps it in .cache/npm-ci-error.txt)."""
+    if (root / "tools" / "node_modules" / "@tktco" / "node-actionlint").is_dir():
+        return None
+    error = root / ".cache" / "npm-ci-error.txt"
+    lines = [line for line in (error.read_text().splitlines() if error.is_file() else []) if line.strip()]
+    if lines:
+        return f"actionlint not installed: `make tools` ran npm ci and it failed ({lines[0].strip()[:200]})"
+    return "actionlint not installed: run `make tools` (npm ci of tools/package-lock.json)"
+
+
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
     """actionlint's findings by file, from one node process: the workflows (by their path in the
@@ -40,8 +52,8 @@ def findings(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node not found: actionlint runs as WASM under node (install Node.js >= 20 to lint the workflows)")
-    if not (TOOLS / "node_modules" / "@tktco" / "node-actionlint").is_dir():
-        message = "actionlint not installed: run `make tools` (npm ci of tools/package-lock.json)"
+    message = actionlint_missing(ROOT)
+    if message:
         if os.environ.get("CI"):
             pytest.fail(message + " - CI must lint the workflows")
         pytest.skip(message)

@@ -1,11 +1,12 @@
 """python -m verify report LOG ... | python -m verify collect ...
 
-Two kinds of result (core/kinds.py): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in
-GB/s of bus bandwidth) and `p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
-nodes, judged in Gb/s of link bandwidth). `report` detects the kind from the log; `collect` is told
-it (`--kind`, default nccl), because it knows which job it waits for. Each kind has its own threshold
-flag with its unit in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing
-the other kind's flag is an error, never a silent conversion.
+Two kinds of result (core/kinds.py; each read and judged by its verify.readers.Reader, one path
+for both): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in GB/s of bus bandwidth) and
+`p2p` (OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes, judged in Gb/s of
+link bandwidth). `report` detects the kind from the log; `collect` is told it (`--kind`, default
+nccl), because it knows which job it waits for. Each kind has its own threshold flag with its unit
+in the name, `--threshold-gbps` (GB/s) and `--threshold-gbits` (Gb/s); passing the other kind's flag
+is an error, never a silent conversion.
 
 Both kinds report alike: a table, then the headline `VERDICT: X — <sku>, <figure> at <size>, threshold
 <t>` and the reasons; without --sku (and without a threshold) the verdict is UNKNOWN, exit 0. `--sku`
@@ -13,22 +14,25 @@ takes a size as the catalog knows it, in any case, with or without `Standard_` (
 unknown one is a usage error that names the closest.
 
 Exit codes (EXIT_CODES, also in --help): 0 = a result was read and judged (whatever the verdict,
-unless --fail-on-low-bandwidth); 1 = verdict FAIL with --fail-on-low-bandwidth (`report` and `collect`
-alike, so a saved log can gate CI); 2 = no result: unreadable/garbage input, timeout, Kubernetes API
+unless --fail-on); 1 = the verdict tripped --fail-on (fail: FAIL; warn: anything but PASS;
+--fail-on-low-bandwidth is --fail-on fail), `report` and `collect` alike, so a saved log can gate CI;
+2 = no result: unreadable/garbage input, timeout, Kubernetes API
 error, no credentials (az missing, not logged in or failing), bad arguments; 141 = the reader of stdout
 went away (e.g. `| head`), as for a command killed by SIGPIPE, silently. Errors are one line on
-stderr, never a traceback; `report --json` also prints them as one JSON object, {"verdict": null,
-"error": "..."}.
+stderr, never a traceback; `report --json` also prints them as one JSON object, {"schemaVersion": 1,
+"verdict": null, "error": "..."}. Every --json document is a verify.result.FabricResult
+(docs/fabric-result.md, the schema verify/schema/fabric-result.v1.json).
 
 A `collect` whose run did not complete (it gave up because success was impossible, or timed out)
 still prints its result, verdict FAIL with the diagnosis as reasons, and exits 2; with
---incomplete-as-fail it exits as for any FAIL (0, or 1 with --fail-on-low-bandwidth). The stack's
+--incomplete-as-fail it exits as for any FAIL (0, or 1 with --fail-on). The stack's
 collect step passes that flag, so the diagnosis reaches the stack outputs (fabricVerdictReasons).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -36,23 +40,24 @@ import sys
 from pathlib import Path
 
 from core import catalog, kinds
+from verify import cli_args, p2p, readers, sections
 from verify import collect as collect_mod
-from verify import doctor_report, p2p, sections
-from verify.nccl import ParseError, parse
-from verify.report import summary, table
-from verify.verdict import Verdict, headline, judge, plural
+from verify.nccl import ParseError
+from verify.result import Collected, FabricResult, Finding
+from verify.verdict import Verdict
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 EXIT_PIPE = 128 + 13  # stdout's reader went away: what a shell reports for a command killed by SIGPIPE
 EXIT_CODES = f"""exit codes:
-  {EXIT_OK}    a result was read and judged, whatever the verdict (unless --fail-on-low-bandwidth)
-  {EXIT_FAIL}    the verdict is FAIL and --fail-on-low-bandwidth was given
-  {EXIT_ERROR}    no result: unreadable input, no table, bad arguments, an unknown --sku, a timeout,
+  {EXIT_OK}    a result was read and judged, whatever the verdict (unless --fail-on)
+  {EXIT_FAIL}    the verdict tripped --fail-on: fail = FAIL; warn = WARN, UNKNOWN or FAIL
+       (--fail-on-low-bandwidth = --fail-on fail)
+  {EXIT_ERROR}    no result: unreadable input, no table, bad arguments, an unknown --sku, a missing
+       --kubeconfig file or --plot directory, a timeout,
        a Kubernetes API error, no credentials (collect)
   {EXIT_PIPE}  stdout's reader went away before the report was written (e.g. | head); no error printed"""
 # What `collect` imports from requirements.txt (the deploy requirements); `report` needs none of them.
 COLLECT_MODULES = {"kubernetes": "kubernetes", "yaml": "PyYAML"}
-P2P_NODES = 2  # a point-to-point result: one rank on each of two nodes
 
 
 def _positive_int(text: str) -> int:
@@ -85,14 +90,16 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
                    help="nccl: nodes the run was meant to span" + (" (required)" if collect else
                                                                    " (default: the hosts the log names, else ranks "
                                                                    "/ GPUs per VM of --sku)")
-                   + f"; p2p: always {P2P_NODES}, may be omitted")
+                   + f"; p2p: always {p2p.NODES}, may be omitted")
     p.add_argument("--threshold-gbps", type=_positive_float,
-                   help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth")
+                   help="nccl only: override the catalog's FAIL threshold, in GB/s (gigaBYTES/s) of bus bandwidth; "
+                        "below 35%% of the baseline a run is FAIL whatever the threshold")
     p.add_argument("--threshold-gbits", type=_positive_float,
                    help="p2p only: override the catalog's FAIL threshold, in Gb/s (gigaBITS/s) of link bandwidth "
                         "at the largest message")
     p.add_argument("--plot", metavar="OUT.png",
-                   help="also write a PNG of bandwidth against message size (needs matplotlib)")
+                   help="also write a PNG of bandwidth against message size (needs matplotlib; the file's "
+                        "directory must exist)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
@@ -103,7 +110,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         if _Parser.json_errors:
-            print(json.dumps({"verdict": None, "error": f"{self.prog}: error: {message}"}))
+            print(json.dumps(FabricResult.failure(f"{self.prog}: error: {message}").to_json()))
         super().error(message)
 
 
@@ -119,8 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--kind", choices=("auto", *kinds.KINDS), default="auto",
                      help="what the log holds (default %(default)s: p2p when it has an OSU or perftest table, "
                           "else nccl)")
-    rep.add_argument("--fail-on-low-bandwidth", action="store_true",
-                     help="exit 1 when the verdict is FAIL (as collect does), e.g. to gate CI on a saved log")
+    cli_args.add_gate_args(rep, "e.g. to gate CI on a saved log")
     _judging_args(rep, collect=False)
 
     col = sub.add_parser("collect", help="wait for the Volcano job, read the launcher log, judge it",
@@ -145,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="give up after (default %(default)s)")
     col.add_argument("--poll-seconds", type=_positive_float, default=15.0,
                      help="status poll interval (default %(default)s)")
-    col.add_argument("--fail-on-low-bandwidth", action="store_true", help="exit 1 when the verdict is FAIL")
+    cli_args.add_gate_args(col, "the stack passes fabricTest.failOn")
     col.add_argument("--sharp", action="store_true",
                      help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
                           "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
@@ -154,57 +160,35 @@ def build_parser() -> argparse.ArgumentParser:
                           "catalog's rack (MNNVL) figure, not the InfiniBand one")
     col.add_argument("--incomplete-as-fail", action="store_true",
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
-                          "as its reasons: exit 0 (1 with --fail-on-low-bandwidth) instead of 2")
+                          "as its reasons: exit 0 (1 with --fail-on) instead of 2")
     _judging_args(col, collect=True)
     return parser
 
 
-def _check_kind_args(args: argparse.Namespace, kind: str) -> str | None:
-    """The flags that do not apply to `kind`, as an error message (None: all good). Thresholds are in
-    different units (GB/s busbw vs Gb/s link): the wrong one is refused, never converted."""
-    if getattr(args, "sharp", False) and kind != kinds.NCCL:
+def _problem(args: argparse.Namespace, reader: readers.Reader) -> str | None:
+    """The flags that do not apply to the reader's kind, as an error message (None: all good)."""
+    if getattr(args, "sharp", False) and not reader.measures_sharp:
         return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
-    if getattr(args, "rack", False) and (kind != kinds.NCCL or not catalog.lookup(args.sku).has_mnnvl):
+    if getattr(args, "rack", False) and (reader.kind != kinds.NCCL or not catalog.lookup(args.sku).has_mnnvl):
         return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
-    if kind == kinds.P2P:
-        if args.threshold_gbps is not None:
-            return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
-                    f"perftest) result is judged in Gb/s: use --threshold-gbits (e.g. {args.threshold_gbps * 8:g} "
-                    f"for {args.threshold_gbps:g} GB/s)")
-        if args.nodes is not None and args.nodes != P2P_NODES:
-            return f"--nodes {args.nodes}: a point-to-point result spans {P2P_NODES} nodes (omit --nodes)"
-        return None
-    if args.threshold_gbits is not None:
-        return ("--threshold-gbits is the point-to-point threshold in Gb/s; an nccl-tests result is judged in "
-                "GB/s of bus bandwidth: use --threshold-gbps")
-    if args.command == "collect" and args.nodes is None:
-        return "--nodes is required with --kind nccl (the nodes the all-reduce was meant to span)"
-    return None
+    return reader.problem(args)
 
 
 def _error(message: str, as_json: bool = False) -> int:
     print(f"error: {message}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"verdict": None, "error": message}))
+        print(json.dumps(FabricResult.failure(message).to_json()))  # one line, as it always was
     return EXIT_ERROR
 
 
-def _fail_exit(args: argparse.Namespace, out: dict, what: str) -> int:
-    """EXIT_FAIL, with the reasons on stderr, when --fail-on-low-bandwidth and the verdict is FAIL."""
-    if not (args.fail_on_low_bandwidth and out.get("verdict") == Verdict.FAIL.value):
+def _fail_exit(args: argparse.Namespace, out: FabricResult, what: str) -> int:
+    """EXIT_FAIL, with the reasons on stderr, when the verdict trips the gate (--fail-on)."""
+    if not cli_args.tripped(args, out.verdict):
         return EXIT_OK
-    print(f"FAIL: {what}", file=sys.stderr)
-    for reason in out.get("reasons") or ():
+    print(f"{out.verdict}: {what}", file=sys.stderr)
+    for reason in out.reasons:
         print(f"  - {reason}", file=sys.stderr)
     return EXIT_FAIL
-
-
-def _plot(result, judgement, path: str | None) -> str | None:
-    if not path:
-        return None
-    from verify.plot import write_png
-
-    return str(write_png(result, judgement, path))
 
 
 def _read_log(path: str) -> str:
@@ -216,7 +200,14 @@ def _read_log(path: str) -> str:
         raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _settings(args: argparse.Namespace, reader: readers.Reader, job_failed: str | None = None) -> readers.Settings:
+    return readers.Settings(sku=args.sku, nodes=args.nodes, threshold=reader.threshold(args), plot=args.plot,
+                            job_failed=job_failed, rack=getattr(args, "rack", False))
+
+
 def _report(args: argparse.Namespace) -> int:
+    if missing := cli_args.missing_file(args):
+        return _error(missing, args.json)
     try:
         text = _read_log(args.log)
     except ParseError as exc:
@@ -225,99 +216,22 @@ def _report(args: argparse.Namespace) -> int:
         # a doctor's log holds ib_write_bw tables too: its all-reduce section makes it nccl
         kinds.NCCL if any(s.name == sections.ALLREDUCE for s in sections.split(text))
         else kinds.P2P if p2p.detect(text) else kinds.NCCL)
-    problem = _check_kind_args(args, kind)
+    reader = readers.reader(kind)
+    problem = _problem(args, reader)
     if problem:
         return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem, args.json)
-    if kind == kinds.P2P:
-        return _report_p2p(args, text)
     try:
-        result = parse(sections.allreduce_text(text))
-    except ParseError as exc:
+        judged = reader.judge(text, _settings(args, reader))
+    except readers.PARSE_ERRORS as exc:
         return _error(f"{args.log}: {exc}", args.json)
-    judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps)
-    plot = _plot(result, judgement, args.plot)
-    out, report_text = _with_doctor(args, text, summary(result, judgement), table(result, judgement))
-    out["plot"] = plot
+    out = judged.result
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(out.dumps())
     else:
-        print(report_text, end="")
-        if plot:
-            print(f"plot: {plot}")
-    return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else ""))
-
-
-def _with_doctor(args: argparse.Namespace, log: str, out: dict, text: str) -> tuple[dict, str]:
-    """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
-    `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
-    assessment = doctor_report.assess(log, sku=args.sku, threshold_gbps=args.threshold_gbps)
-    merged = doctor_report.merge(out, assessment)
-    text += doctor_report.text(assessment)
-    if merged["verdict"] != out["verdict"]:
-        text += f"OVERALL VERDICT: {merged['verdict']} (the worst finding: the fabric doctor's)\n"
-    return merged, text
-
-
-def _report_p2p(args: argparse.Namespace, text: str) -> int:
-    try:
-        series = p2p.parse(text)
-    except p2p.ParseError as exc:
-        return _error(f"{args.log}: {exc}", args.json)
-    verdict = p2p.judge(series, args.sku, threshold_gbits=args.threshold_gbits)
-    plot = str(p2p.plot(verdict, args.plot)) if args.plot else None
-    out = {**verdict.as_dict(), "plot": plot}
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        print(p2p.table(verdict), end="")
-        if plot:
-            print(f"plot: {plot}")
-    return _fail_exit(args, out, f"{args.log}" + (f" on {args.sku}" if args.sku else "") + ", point to point")
-
-
-def _judge_collected_nccl(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
-    try:
-        result = parse(sections.allreduce_text(log))
-    except ParseError as exc:
-        out = {
-            "kind": kinds.NCCL,
-            "verdict": Verdict.FAIL.value,
-            "reasons": ([job_failed] if job_failed else []) + [f"the launcher log holds no nccl-tests result: {exc}"],
-            "sku": args.sku,
-            "nodes": args.nodes,
-        }
-        # the doctor may still name the node that broke the all-nodes run
-        return _with_doctor(args, log, out, _verdict_text(out))
-    rack = {"expectation": catalog.lookup(args.sku).allreduce_rack} if getattr(args, "rack", False) else {}
-    judgement = judge(result, sku=args.sku, nodes=args.nodes, threshold_gbps=args.threshold_gbps,
-                      job_failed=job_failed, **rack)
-    out, text = _with_doctor(args, log, summary(result, judgement), table(result, judgement))
-    out["plot"] = _plot(result, judgement, args.plot)
-    return out, text
-
-
-def _judge_collected_p2p(args: argparse.Namespace, log: str, job_failed: str | None) -> tuple[dict, str]:
-    try:
-        series = p2p.parse(log)
-    except p2p.ParseError as exc:
-        out = {
-            "kind": kinds.P2P,
-            "verdict": Verdict.FAIL.value,
-            "reasons": ([job_failed] if job_failed else [])
-            + [f"the launcher log holds no point-to-point result: {exc}"],
-            "sku": args.sku,
-        }
-        return out, _verdict_text(out)
-    verdict = p2p.judge(series, args.sku, threshold_gbits=args.threshold_gbits, job_failed=job_failed)
-    out = verdict.as_dict()
-    out["plot"] = str(p2p.plot(verdict, args.plot)) if args.plot else None
-    return out, p2p.table(verdict)
-
-
-def _verdict_text(out: dict) -> str:
-    """A result with no figure (the run did not complete, the log held no table): the headline and why."""
-    return headline(Verdict(out["verdict"]), out.get("sku"), None, None, None) + "\n" + "".join(
-        f"  - {r}\n" for r in out["reasons"])
+        print(judged.text, end="")
+        if out.figures is not None and out.figures.plot:
+            print(f"plot: {out.figures.plot}")
+    return _fail_exit(args, out, args.log + reader.where(args.sku, args.nodes))
 
 
 def _aks_cluster(args: argparse.Namespace) -> tuple[collect_mod.AksCluster | None, str | None]:
@@ -343,7 +257,8 @@ def _collect(args: argparse.Namespace) -> int:
     missing = _missing_collect_requirement()
     if missing:
         return _error(missing)
-    problem = _check_kind_args(args, args.kind)
+    reader = readers.reader(args.kind)
+    problem = _problem(args, reader) or cli_args.missing_file(args)
     aks, aks_problem = _aks_cluster(args)
     if problem or aks_problem:  # before waiting up to an hour for the job
         return _error(problem or aks_problem)
@@ -358,42 +273,46 @@ def _collect(args: argparse.Namespace) -> int:
             task=args.task,
         )
     except collect_mod.Incomplete as exc:
-        return _incomplete(args, exc)
+        return _incomplete(args, reader, exc)
     except collect_mod.CollectError as exc:
         return _error(str(exc))
     job_failed = None
     if got.phase in collect_mod.FAILED_PHASES:
         job_failed = f"Volcano job phase {got.phase}" + (f" ({got.job_message})" if got.job_message else "")
     log_tail = collect_mod.tail(got.log)
-    judged = _judge_collected_p2p if args.kind == kinds.P2P else _judge_collected_nccl
-    out, text = judged(args, got.log, job_failed)
-    out.update(_collected_keys(args, got.phase, got.pod, log_tail, got.diagnosis, gave_up=None))
-    if got.diagnosis:  # why the job failed, one line per cause, with the verdict's own reasons
-        out["reasons"] = [*out["reasons"], *map(str, got.diagnosis)]
-        text += "".join(f"  - {finding}\n" for finding in got.diagnosis)
-    return _print_collected(args, out, text, log_tail, got.pod)
+    settings = _settings(args, reader, job_failed)
+    try:
+        judged = reader.judge(got.log, settings)
+    except readers.PARSE_ERRORS as exc:
+        judged = reader.unread(got.log, settings, exc)
+    out, text = judged.result, judged.text
+    collected = _collected(args, reader, got.phase, got.pod, log_tail, got.diagnosis, gave_up=None)
+    # why the job failed, one line per cause, with the verdict's own reasons
+    out = dataclasses.replace(out, reasons=(*out.reasons, *map(str, got.diagnosis)), collected=collected)
+    text += "".join(f"  - {finding}\n" for finding in got.diagnosis)
+    return _print_collected(args, reader, out, text, log_tail, got.pod)
 
 
-def _collected_keys(args: argparse.Namespace, phase: str, pod: str | None, log_tail: list[str],
-                    diagnosis, gave_up: str | None) -> dict:
+def _collected(args: argparse.Namespace, reader: readers.Reader, phase: str, pod: str | None,
+               log_tail: list[str], diagnosis, gave_up: str | None, waited_minutes: float | None = None) -> Collected:
     """What `collect` adds to a result: where it came from, and why the run failed or stopped."""
-    keys = {"namespace": args.namespace, "job": args.job, "job_phase": phase, "pod": pod, "log_tail": log_tail,
-            "diagnosis": [finding.as_dict() for finding in diagnosis], "gave_up": gave_up}
-    if args.kind == kinds.NCCL:  # which transport was measured: SHARP/CollNet, or NCCL's own IB transport
-        keys["sharp"] = args.sharp
-    return keys
+    return Collected(
+        namespace=args.namespace, job=args.job, job_phase=phase, pod=pod, log_tail=tuple(log_tail),
+        diagnosis=tuple(Finding(what=f.what, where=f.where, message=f.message) for f in diagnosis),
+        gave_up=gave_up, waited_minutes=waited_minutes,
+        # which transport was measured: SHARP/CollNet, or NCCL's own IB transport
+        sharp=args.sharp if reader.measures_sharp else None)
 
 
-def _print_collected(args: argparse.Namespace, out: dict, text: str, log_tail: list[str], pod: str | None) -> int:
+def _print_collected(args: argparse.Namespace, reader: readers.Reader, out: FabricResult, text: str,
+                     log_tail: list[str], pod: str | None) -> int:
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(out.dumps())
     else:
         print(text, end="")
-    if args.fail_on_low_bandwidth and out["verdict"] == Verdict.FAIL.value:
-        where = (f"{args.sku} x {plural(args.nodes, 'node')}" if args.kind == kinds.NCCL
-                 else f"{args.sku}, point to point")
-        print(f"FAIL: {args.namespace}/{args.job} on {where}", file=sys.stderr)
-        for reason in out["reasons"]:
+    if cli_args.tripped(args, out.verdict):
+        print(f"{out.verdict}: {args.namespace}/{args.job}{reader.where(args.sku, args.nodes)}", file=sys.stderr)
+        for reason in out.reasons:
             print(f"  - {reason}", file=sys.stderr)
         if pod:
             print(f"--- last {len(log_tail)} lines of {pod} ---", file=sys.stderr)
@@ -403,26 +322,27 @@ def _print_collected(args: argparse.Namespace, out: dict, text: str, log_tail: l
     return EXIT_OK
 
 
-def _incomplete(args: argparse.Namespace, exc: collect_mod.Incomplete) -> int:
+def _incomplete(args: argparse.Namespace, reader: readers.Reader, exc: collect_mod.Incomplete) -> int:
     """A run that did not complete: a FAIL result whose reasons are why (the give-up line) and the
     diagnosis, one line per cause. Exit 2, or as any FAIL with --incomplete-as-fail."""
-    out = {
-        "kind": args.kind,
-        "verdict": Verdict.FAIL.value,
-        "reasons": [f"the fabric test did not complete: {exc}", *map(str, exc.diagnosis)],
-        "sku": args.sku,
-        **({"nodes": args.nodes} if args.kind == kinds.NCCL else {}),
-        **_collected_keys(args, exc.phase, None, [], exc.diagnosis, gave_up=str(exc)),
-        "waited_minutes": round(exc.waited_seconds / 60, 1),
-    }
+    out = FabricResult(
+        kind=reader.kind,
+        verdict=Verdict.FAIL.value,
+        reasons=(f"the fabric test did not complete: {exc}", *map(str, exc.diagnosis)),
+        sku=args.sku,
+        nodes=reader.nodes(args),
+        collected=_collected(args, reader, exc.phase, None, [], exc.diagnosis, gave_up=str(exc),
+                             waited_minutes=round(exc.waited_seconds / 60, 1)),
+    )
+    text = readers.verdict_text(out)
     if args.json:  # stdout is for programs (the stack's step shows stderr): the diagnosis once more, at the end
         print(f"[verify collect] {exc}", file=sys.stderr)
         for finding in exc.diagnosis:
             print(f"[verify collect]   - {finding}", file=sys.stderr)
     if not args.incomplete_as_fail:
-        print(json.dumps(out, indent=2) if args.json else _verdict_text(out), end="\n" if args.json else "")
+        print(out.dumps() if args.json else text, end="\n" if args.json else "")
         return _error(str(exc))
-    return _print_collected(args, out, _verdict_text(out), [], None)
+    return _print_collected(args, reader, out, text, [], None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verify import kube
-from verify.diagnose import Diagnoser, Finding, read_snapshot
+from verify.diagnose import Diagnoser
 from verify.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
     JOB_NAME_LABEL,
     TASK_SPEC_LABEL,
@@ -34,6 +34,7 @@ from verify.kube import (  # noqa: F401  (re-exported: the CLI and the tests nam
     VOLCANO_PLURAL,
     VOLCANO_VERSION,
 )
+from verify.snapshot import Finding, read_snapshot
 
 LAUNCHER_TASK = "mpimaster"
 # Phases after which the job does nothing more. Completing/Aborting/Terminating are on their way there.

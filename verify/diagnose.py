@@ -1,6 +1,6 @@
 """Why the fabric test job is not running, and whether waiting longer can help.
 
-A read-only look (`read_snapshot`) at the job's pods and their events, its Volcano PodGroup, the IB
+A read-only look (`verify.snapshot.read_snapshot`) at the job's pods and their events, its Volcano PodGroup, the IB
 pool's nodes, and the two operators (NicClusterPolicy, GPU Operator ClusterPolicy, their pods),
 turned by `Diagnoser.assess` into one `Finding` per cause and, when success has become impossible,
 the one-line reason to stop waiting:
@@ -23,11 +23,11 @@ fact is copied here. Field names and their sources: verify/kube.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from core import fabric
 from verify import kube
-from verify.kube import get, items, name
+from verify.kube import get, name
+from verify.snapshot import Finding, Snapshot, Task, count, pool_selector, tasks_of, wants_gpu
 
 # A pull that has failed for this long, by the events' firstTimestamp, is not a registry hiccup: the
 # kubelet backs off 10 s, 20 s, 40 s ... (so three or four attempts by then); a wrong name or tag, a
@@ -52,155 +52,6 @@ CONTAINER_EVENT_REASONS = frozenset({"Failed", "BackOff"})
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 MAX_FINDINGS = 20  # one line each in `pulumi up` and in fabricVerdictReasons
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One cause, in one line: what (a reason, e.g. FailedScheduling), where (the object), the message.
-    Messages hold no ages or event counts, so a cause that has not changed reads the same on every
-    poll (and is printed once); a restart count that grows is a change worth a line."""
-
-    what: str
-    where: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"what": self.what, "where": self.where, "message": self.message}
-
-    def __str__(self) -> str:
-        return f"{self.what} ({self.where}): {self.message}"
-
-
-@dataclass(frozen=True)
-class Task:
-    """A task of the Volcano Job, as far as scheduling is concerned."""
-
-    name: str
-    replicas: int
-    devices: dict[str, int]  # extended resources (domain/name) per pod, e.g. {"rdma/shared_ib": 1}
-    tolerations: tuple[dict, ...]
-
-
-def _count(quantity: Any) -> int:
-    """An extended resource's quantity (always a whole number: "8", "63"; 0 when unreadable)."""
-    try:
-        return int(str(quantity))
-    except ValueError:
-        return 0
-
-
-def _device_requests(container: dict) -> dict[str, int]:
-    # Extended resources are domain-qualified (`rdma/shared_ib`, `nvidia.com/gpu`); for them a request
-    # equals its limit and either may be written.
-    wanted = {**(get(container, "resources", "limits") or {}), **(get(container, "resources", "requests") or {})}
-    return {r: _count(q) for r, q in wanted.items() if "/" in r and _count(q) > 0}
-
-
-def tasks_of(job: dict) -> list[Task]:
-    tasks = []
-    for task in get(job, "spec", "tasks") or []:
-        spec = get(task, "template", "spec") or {}
-        devices: dict[str, int] = {}
-        for container in spec.get("containers") or []:  # containers run together: their requests add up
-            for resource, units in _device_requests(container).items():
-                devices[resource] = devices.get(resource, 0) + units
-        for container in spec.get("initContainers") or []:  # one at a time: the largest counts
-            for resource, units in _device_requests(container).items():
-                devices[resource] = max(devices.get(resource, 0), units)
-        tasks.append(Task(name=str(task.get("name") or ""), replicas=int(task.get("replicas") or 1),
-                          devices=devices, tolerations=tuple(spec.get("tolerations") or ())))
-    return tasks
-
-
-def wants_rdma(tasks: list[Task]) -> bool:
-    return any(r.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/") for t in tasks for r in t.devices)
-
-
-def wants_gpu(tasks: list[Task]) -> bool:
-    return any(fabric.GPU_RESOURCE in t.devices for t in tasks)
-
-
-def pool_selector() -> str:
-    return ",".join(f"{k}={v}" for k, v in fabric.pool_node_selector().items())
-
-
-@dataclass
-class Snapshot:
-    """What one look at the cluster saw; None: not read (not relevant, or unreadable: see `unreadable`)."""
-
-    namespace: str
-    job: dict
-    pods: list[dict] | None = None
-    events: list[dict] | None = None
-    pod_group_name: str | None = None
-    pod_group: dict | None = None
-    nodes: list[dict] | None = None
-    nic_policies: list[dict] | None = None
-    cluster_policies: list[dict] | None = None
-    operator_pods: dict[str, list[dict]] = field(default_factory=dict)
-    unreadable: list[Finding] = field(default_factory=list)
-
-
-def read_snapshot(client, namespace: str, job: dict, *, request_timeout: float) -> Snapshot:
-    """Read everything the diagnosis needs, GETs and LISTs only. A read that fails (no RBAC, a CRD
-    that is not installed) becomes a finding; it never ends the wait."""
-    from kubernetes import client as k
-
-    core, custom = k.CoreV1Api(client), k.CustomObjectsApi(client)
-    snap, job_name, tasks = Snapshot(namespace=namespace, job=job), name(job), tasks_of(job)
-
-    def read(where: str, call, *args, not_found: str | None = None, **kwargs) -> Any:
-        try:
-            return kube.read_json(call, *args, request_timeout=request_timeout, **kwargs)
-        except Exception as exc:
-            if kube.status_of(exc) == 404 and not_found:
-                snap.unreadable.append(Finding("not found", where, not_found))
-            else:
-                snap.unreadable.append(Finding("cannot read", where, kube.error_text(exc)))
-            return None
-
-    found = read(f"pods of job {namespace}/{job_name}", core.list_namespaced_pod, namespace,
-                 label_selector=f"{kube.JOB_NAME_LABEL}={job_name}")
-    snap.pods = items(found) if found is not None else None
-    found = read(f"events in namespace {namespace}", core.list_namespaced_event, namespace)
-    snap.events = items(found) if found is not None else None
-
-    uid = get(job, "metadata", "uid")
-    for candidate in ([f"{job_name}-{uid}"] if uid else []) + [job_name]:  # kube.py: Volcano's naming
-        try:
-            snap.pod_group = kube.read_json(custom.get_namespaced_custom_object, kube.PODGROUP_GROUP,
-                                            kube.PODGROUP_VERSION, namespace, kube.PODGROUP_PLURAL, candidate,
-                                            request_timeout=request_timeout)
-            snap.pod_group_name = candidate
-            break
-        except Exception as exc:
-            if kube.status_of(exc) != 404:
-                snap.unreadable.append(Finding("cannot read", f"podgroup {namespace}/{candidate}",
-                                               kube.error_text(exc)))
-                break
-
-    found = read(f"nodes with label {pool_selector()}", core.list_node, label_selector=pool_selector())
-    snap.nodes = items(found) if found is not None else None
-
-    operator_namespaces = []
-    if wants_rdma(tasks):
-        found = read("nicclusterpolicies", custom.list_cluster_custom_object, kube.NIC_POLICY_GROUP,
-                     kube.NIC_POLICY_VERSION, kube.NIC_POLICY_PLURAL,
-                     not_found="the NicClusterPolicy CRD is not installed: is the Network Operator?")
-        snap.nic_policies = items(found) if found is not None else None
-        operator_namespaces.append(fabric.NETWORK_OPERATOR_NAMESPACE)
-    if wants_gpu(tasks):
-        found = read("clusterpolicies", custom.list_cluster_custom_object, kube.CLUSTER_POLICY_GROUP,
-                     kube.CLUSTER_POLICY_VERSION, kube.CLUSTER_POLICY_PLURAL,
-                     not_found="the ClusterPolicy CRD is not installed: is the GPU Operator?")
-        snap.cluster_policies = items(found) if found is not None else None
-        named = [get(p, "status", "namespace") for p in snap.cluster_policies or []]
-        operator_namespaces.append(next((n for n in named if n), fabric.GPU_OPERATOR_NAMESPACE))
-    for operator_namespace in operator_namespaces:
-        found = read(f"pods in namespace {operator_namespace}", core.list_namespaced_pod, operator_namespace)
-        if found is not None:
-            snap.operator_pods[operator_namespace] = items(found)
-    return snap
 
 
 @dataclass(frozen=True)
@@ -314,7 +165,7 @@ class PoolNode:
         return cls(name=name(node), ready=is_ready, ready_since=changed if is_ready else None,
                    not_ready_since=None if is_ready else changed or created,
                    not_ready=why,
-                   allocatable={r: _count(q) for r, q in (get(node, "status", "allocatable") or {}).items()},
+                   allocatable={r: count(q) for r, q in (get(node, "status", "allocatable") or {}).items()},
                    taints=hard)
 
 

@@ -1,18 +1,19 @@
 """The fabric doctor in the report: read its sections from a launcher log, name the suspects, and
 fold them into the all-reduce's verdict (the overall verdict is the worst finding).
 
-JSON keys added to `python -m verify` output (public: the stack exports `suspects` as fabricSuspects):
+The parts of the result (verify/result.py) it adds to `python -m verify` output (public: the stack
+exports `suspects` as fabricSuspects):
 - `suspects`: a list of {host, hca (or null), reason, evidence, verdict};
 - `doctor`: {mode, ran, reason, finished, elapsed_s, budget_s, notes, pairs, hca_bw, skipped}.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from core import catalog
-from verify import sections
+from verify import result, sections
 from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
 from verify.verdict import Verdict
 
@@ -35,29 +36,34 @@ class DoctorAssessment:
                                       "or the doctor's time budget cut it short; its findings are partial"))
         return out
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_result(self) -> result.Doctor:
+        """The `doctor` block of the result (verify/result.py)."""
         run = self.run
-        return {
-            "mode": run.mode,
-            "ran": run.ran,
-            "reason": sections.REASONS.get(run.reason or "", run.reason),
-            "decision": run.decision or None,
-            "finished": run.finished,
-            "elapsed_s": run.elapsed_s,
-            "budget_s": run.budget_s,
-            "nodes_checked": [n.host for n in run.nodes],
-            "pairs": [_pair(p) for p in run.pairs],
-            "slow_pairs": [_pair(p) for p in self.diagnosis.slow_pairs],
-            "hca_bw": [{"hosts": list(b.hosts), "hca": b.device, "bw_gbits": b.bw_gbits, "failure": b.failure,
-                        "memory": b.memory} for b in run.hca_bws],
-            "skipped": [dict(s) for s in run.skipped],
-            "notes": list(self.diagnosis.notes),
-        }
+        return result.Doctor(
+            mode=run.mode,
+            ran=run.ran,
+            reason=sections.REASONS.get(run.reason or "", run.reason),
+            decision=run.decision or None,
+            finished=run.finished,
+            elapsed_s=run.elapsed_s,
+            budget_s=run.budget_s,
+            nodes_checked=tuple(n.host for n in run.nodes),
+            pairs=tuple(_pair(p) for p in run.pairs),
+            slow_pairs=tuple(_pair(p) for p in self.diagnosis.slow_pairs),
+            hca_bw=tuple(result.HcaBandwidth(hosts=tuple(b.hosts), hca=b.device, bw_gbits=b.bw_gbits,
+                                             failure=b.failure, memory=b.memory) for b in run.hca_bws),
+            skipped=tuple(dict(s) for s in run.skipped),
+            notes=tuple(self.diagnosis.notes),
+        )
+
+    def suspects(self) -> tuple[result.Suspect, ...]:
+        return tuple(result.Suspect(host=s.host, hca=s.hca, reason=s.reason, evidence=s.evidence,
+                                    verdict=s.verdict.value) for s in self.diagnosis.suspects)
 
 
-def _pair(p: PairRun) -> dict[str, Any]:
-    return {"round": p.round, "hosts": list(p.hosts), "busbw_gbps": p.busbw_gbps, "failure": p.failure,
-            "transport": p.transport}
+def _pair(p: PairRun) -> result.DoctorPair:
+    return result.DoctorPair(round=p.round, hosts=tuple(p.hosts), busbw_gbps=p.busbw_gbps, failure=p.failure,
+                             transport=p.transport)
 
 
 def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
@@ -85,18 +91,16 @@ def assess(log: str, *, sku: str | None, threshold_gbps: float | None) -> Doctor
     return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp), exp)
 
 
-def merge(out: dict[str, Any], assessment: DoctorAssessment) -> dict[str, Any]:
-    """`out` (verify.report.summary's dict) with `suspects` and `doctor` added, and the verdict and
-    reasons raised to the worst finding."""
+def merge(out: result.FabricResult, assessment: DoctorAssessment) -> result.FabricResult:
+    """`out` (an all-reduce result) with `suspects` and `doctor` added, and the verdict and reasons
+    raised to the worst finding."""
     findings = assessment.reasons()
-    current = Verdict(out["verdict"]) if out.get("verdict") in Verdict.__members__ else Verdict.UNKNOWN
+    current = Verdict(out.verdict) if out.verdict in Verdict.__members__ else Verdict.UNKNOWN
     worst = max([current, *(v for v, _ in findings)], key=lambda v: v.severity)
-    out = dict(out)
-    out["verdict"] = worst.value
-    out["reasons"] = list(out.get("reasons") or []) + [r for _, r in sorted(findings, key=lambda f: -f[0].severity)]
-    out["suspects"] = [s.as_dict() for s in assessment.diagnosis.suspects]
-    out["doctor"] = assessment.as_dict()
-    return out
+    return dataclasses.replace(
+        out, verdict=worst.value,
+        reasons=(*out.reasons, *(r for _, r in sorted(findings, key=lambda f: -f[0].severity))),
+        suspects=assessment.suspects(), doctor=assessment.as_result())
 
 
 def text(assessment: DoctorAssessment) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from core import catalog, kinds
-from verify import osu, perftest
+from verify import figures, osu, perftest
+from verify.result import FabricResult, P2pFigures
 from verify.series import BANDWIDTH, LATENCY, ParseError, Point, Series  # noqa: F401 - also used as p2p.X
 from verify.verdict import Verdict, headline
 
@@ -27,6 +28,8 @@ MIN_JUDGED_SIZE_BYTES = 1 << 20
 # talk over one InfiniBand link (same node, shared memory, or several rails striped). 5 % covers the
 # rounding of the published line rate; measured HDR/NDR results sit below it (e.g. 196.6 of 200).
 ABOVE_LINE_RATE_TOLERANCE = 1.05
+
+NODES = 2  # a point-to-point result: one rank on each of two nodes
 
 # The verdict's statuses and their order (FAIL > UNKNOWN > WARN > PASS) are the NCCL verdict's.
 PASS, WARN, FAIL, UNKNOWN = Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.UNKNOWN
@@ -60,7 +63,7 @@ def parse_file(path: str | Path) -> list[Series]:
 @dataclass(frozen=True)
 class P2pVerdict:
     """The verdict of a two-node point-to-point run, shaped like the NCCL verdict: a status and the
-    reasons for it, plus the figures it was judged on (JSON-ready through `as_dict`)."""
+    reasons for it, plus the figures it was judged on (the typed result through `result`)."""
 
     status: Verdict  # PASS | WARN | FAIL | UNKNOWN
     reasons: tuple[str, ...]
@@ -82,32 +85,32 @@ class P2pVerdict:
     def ok(self) -> bool:
         return self.status == PASS
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready. Keys are public API (the stack exports some): `verdict`, `reasons`,
-        `max_size_bytes` and `sku` mean what they mean in the NCCL summary; the figures carry their
-        unit in the name (Gb/s = 10^9 bits/s, unlike the NCCL path's GB/s busbw)."""
-        return {
-            "kind": kinds.P2P,
-            "verdict": self.status.value,
-            "reasons": list(self.reasons),
-            "sku": self.vm_size,
-            "tool": self.tool,
-            "unit": "Gb/s",
-            "max_size_bytes": self.max_size_bytes,
-            "bw_at_max_size_gbits": _round(self.bw_at_max_size_gbits),
-            "max_bw_gbits": _round(self.max_bw_gbits),
-            "max_bw_size_bytes": self.max_bw_size_bytes,
-            "latency_us": _round(self.latency_us),
-            "latency_size_bytes": self.latency_size_bytes,
-            "latency_tool": self.latency_tool,
-            "line_rate_gbits": self.line_rate_gbits,
-            "threshold_gbits": self.threshold_gbits,
-            "source": self.source,
-        }
+    def result(self) -> FabricResult:
+        """The typed result (verify/result.py; its JSON keys are public API, the stack exports some):
+        `verdict`, `reasons`, `max_size_bytes` and `sku` mean what they mean in the NCCL result; the
+        figures carry their unit in the name (Gb/s = 10^9 bits/s, unlike the NCCL path's GB/s busbw)."""
+        figures = P2pFigures(
+            tool=self.tool,
+            unit="Gb/s",
+            max_size_bytes=self.max_size_bytes,
+            bw_at_max_size_gbits=_round(self.bw_at_max_size_gbits),
+            max_bw_gbits=_round(self.max_bw_gbits),
+            max_bw_size_bytes=self.max_bw_size_bytes,
+            latency_us=_round(self.latency_us),
+            latency_size_bytes=self.latency_size_bytes,
+            latency_tool=self.latency_tool,
+            line_rate_gbits=self.line_rate_gbits,
+            threshold_gbits=self.threshold_gbits,
+            source=self.source,
+            plot=None,
+        )
+        return FabricResult(kind=kinds.P2P, verdict=self.status.value, reasons=self.reasons, sku=self.vm_size,
+                            nodes=NODES, p2p=figures)
 
     def summary(self) -> str:
         """The headline (the same shape as the NCCL report's), the latency, then every reason."""
-        figure = f"{self.tool} {self.bw_at_max_size_gbits:.1f} Gb/s" if self.bw_at_max_size_gbits is not None else None
+        bw = self.bw_at_max_size_gbits
+        figure = f"{self.tool} {figures.figure(bw)} Gb/s" if bw is not None else None
         threshold = f"{self.threshold_gbits:g} Gb/s" if self.threshold_gbits is not None else None
         lines = [headline(self.status, self.vm_size, figure, self.max_size_bytes, threshold)]
         if self.line_rate_gbits is not None:

@@ -1,12 +1,15 @@
-"""The report: one JSON object (for the Pulumi step and scripts) and a readable table (for people)."""
+"""The all-reduce's report: the typed result (verify/result.py: one JSON object for the Pulumi step and
+scripts) and a readable table (for people)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from core import kinds
+from verify.figures import figure as shown_figure
 from verify.nccl import NcclResult
+from verify.result import AllReduceFigures, FabricResult, SizeRow
+from verify.result import Transport as ResultTransport
 from verify.transport import Transport
 from verify.verdict import Judgement, headline
 
@@ -25,8 +28,9 @@ def human_size(n: int) -> str:
     return str(n)
 
 
-def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
-    """Everything a caller needs, JSON-ready. Keys are public API (the stack exports some of them)."""
+def summary(result: NcclResult, judgement: Judgement) -> FabricResult:
+    """Everything a caller needs, as the typed result (verify/result.py; its JSON keys are public API,
+    the stack exports some of them)."""
     gpus_per_node = None
     if result.ranks_listed:  # ranks per host, when every host runs the same number
         per_host = {h: sum(1 for r in result.ranks_listed if r.host == h) for h in result.hosts}
@@ -34,45 +38,44 @@ def summary(result: NcclResult, judgement: Judgement) -> dict[str, Any]:
             gpus_per_node = next(iter(per_host.values()))
     elif result.ranks is not None and judgement.nodes and result.ranks % judgement.nodes == 0:
         gpus_per_node = result.ranks // judgement.nodes
-    return {
-        "kind": kinds.NCCL,
-        "verdict": judgement.verdict.value,
-        "reasons": list(judgement.reasons),
-        "max_size_bytes": result.max_size_bytes,
-        "busbw_at_max_size_gbps": _num(result.busbw_at_max_size_gbps),
-        "in_place_busbw_at_max_size_gbps": _num(result.in_place_busbw_at_max_size_gbps),
-        "max_busbw_gbps": _num(result.max_busbw_gbps),
-        "avg_busbw_gbps": _num(result.avg_busbw_gbps, 4),
-        "ranks": result.ranks,
-        "ranks_source": result.ranks_source,
-        "hosts": list(result.hosts) or None,
-        "nodes": judgement.nodes,
-        "gpus_per_node": gpus_per_node,
-        "gpus": list(result.gpus) or None,
-        "wrong": result.wrong,
-        "out_of_bounds": result.out_of_bounds,
-        "complete": result.complete,
-        "errors": list(result.errors),
-        "transport": result.transport.as_dict(judgement.nodes) if result.transport is not None else None,
-        "nccl_version": result.nccl_version,
-        "nccl_tests_version": result.nccl_tests_version,
-        "test": result.test,
-        "sku": judgement.sku,
-        "baseline_gbps": judgement.baseline_gbps,
-        "threshold_gbps": judgement.threshold_gbps,
-        "warn_below_gbps": _num(judgement.warn_below_gbps),
-        "fail_below_gbps": _num(judgement.fail_below_gbps),
-        "expectation_source": judgement.expectation_source,
-        "source_format": result.source_format,
-        "rows": [
-            {
-                "size_bytes": r.size_bytes,
-                "busbw_gbps": _num(r.out_of_place.busbw_gbps) if r.out_of_place else None,
-                "in_place_busbw_gbps": _num(r.in_place.busbw_gbps) if r.in_place else None,
-            }
+    figures = AllReduceFigures(
+        max_size_bytes=result.max_size_bytes,
+        busbw_at_max_size_gbps=_num(result.busbw_at_max_size_gbps),
+        in_place_busbw_at_max_size_gbps=_num(result.in_place_busbw_at_max_size_gbps),
+        max_busbw_gbps=_num(result.max_busbw_gbps),
+        avg_busbw_gbps=_num(result.avg_busbw_gbps, 4),
+        ranks=result.ranks,
+        ranks_source=result.ranks_source,
+        hosts=tuple(result.hosts) or None,
+        gpus_per_node=gpus_per_node,
+        gpus=tuple(result.gpus) or None,
+        wrong=result.wrong,
+        out_of_bounds=result.out_of_bounds,
+        complete=result.complete,
+        errors=tuple(result.errors),
+        transport=(ResultTransport.from_json(result.transport.as_dict(judgement.nodes))
+                   if result.transport is not None else None),
+        nccl_version=result.nccl_version,
+        nccl_tests_version=result.nccl_tests_version,
+        test=result.test,
+        baseline_gbps=judgement.baseline_gbps,
+        threshold_gbps=judgement.threshold_gbps,
+        warn_below_gbps=_num(judgement.warn_below_gbps),
+        fail_below_gbps=_num(judgement.fail_below_gbps),
+        expectation_source=judgement.expectation_source,
+        source_format=result.source_format,
+        rows=tuple(
+            SizeRow(
+                size_bytes=r.size_bytes,
+                busbw_gbps=_num(r.out_of_place.busbw_gbps) if r.out_of_place else None,
+                in_place_busbw_gbps=_num(r.in_place.busbw_gbps) if r.in_place else None,
+            )
             for r in result.rows
-        ],
-    }
+        ),
+        plot=None,
+    )
+    return FabricResult(kind=kinds.NCCL, verdict=judgement.verdict.value, reasons=tuple(judgement.reasons),
+                        sku=judgement.sku, nodes=judgement.nodes, allreduce=figures)
 
 
 def transport_block(transport: Transport | None, nodes: int | None) -> list[str]:
@@ -157,7 +160,7 @@ def table(result: NcclResult, judgement: Judgement) -> str:
         )
     transport = transport_block(result.transport, judgement.nodes)
     judged = result.busbw_at_max_size_gbps
-    figure = f"{judged:.1f} GB/s busbw" if judged is not None and not math.isnan(judged) else None
+    figure = f"{shown_figure(judged)} GB/s busbw" if judged is not None and not math.isnan(judged) else None
     threshold = f"{judgement.threshold_gbps:g} GB/s" if judgement.threshold_gbps is not None else None
     verdict = [headline(judgement.verdict, judgement.sku, figure, size, threshold)]
     verdict += [f"  - {r}" for r in judgement.reasons]

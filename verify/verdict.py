@@ -9,7 +9,8 @@ The rules, in one place (docs/fabric-test.md shows them as a table):
   to span, or its busbw at the largest size is below the threshold - unless that threshold is the
   catalog's and DERIVED rather than measured (ND H100/H200 v5): then it is WARN, with a reason that
   says so, because no published figure proves the fabric bad (set a threshold to make it a FAIL) -
-  but below `FLOOR_FRACTION_OF_BASELINE` x baseline it is FAIL whatever the threshold's origin.
+  but below `FLOOR_FRACTION_OF_BASELINE` x baseline it is FAIL whatever the threshold's origin, a
+  threshold you set below that floor included.
 - FAIL, from NCCL's own INFO lines (`verify.transport`), on a run across nodes: a rank selected the
   Socket network or an inter-node connection went over NET/Socket (TCP, not RDMA); or, on a size
   whose catalog entry expects GPUDirect RDMA (every ND size), an RDMA inter-node connection ran
@@ -37,6 +38,7 @@ import enum
 from dataclasses import dataclass
 
 from core import catalog, modes
+from verify import figures
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
@@ -120,8 +122,14 @@ def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: floa
     threshold = threshold_gbps if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
     if threshold is None:
         return None
-    warn_below = warn_below_gbps(expectation, threshold_gbps)
-    return max(threshold, warn_below) if warn_below is not None else float(threshold)
+    lines = [float(threshold), warn_below_gbps(expectation, threshold_gbps),
+             expectation.baseline_gbps * FLOOR_FRACTION_OF_BASELINE if expectation else None]  # the floor holds always
+    return max(x for x in lines if x is not None)
+
+
+def _gbps(x: float) -> str:
+    """A busbw in a reason: two decimals, and small figures with their significant digits (never 0.00)."""
+    return f"{x:.2f}" if abs(x) >= 0.1 else figures.figure(x)
 
 
 def _size(n: int) -> str:
@@ -244,32 +252,33 @@ def judge(
                 f"largest message {_size(size)} is below {_size(MIN_JUDGED_SIZE_BYTES)}: bus bandwidth has not "
                 f"reached its plateau; run up to at least 1G (all_reduce_perf -e 8G)",
             )
-        elif (judged < threshold and threshold_gbps is None and expectation is not None and expectation.derived
-              and floor is not None and judged < floor):
+        elif judged < threshold and (threshold_gbps is not None or expectation is None or not expectation.derived):
+            add(Verdict.FAIL, f"busbw {_gbps(judged)} GB/s at {_size(size)} is below the threshold {threshold:g} GB/s")
+        elif floor is not None and judged < floor:  # whatever the threshold's origin, the user's included
+            whose = (f"your threshold {threshold:g} GB/s is below it, but" if threshold_gbps is not None
+                     else "the baseline is derived, but")
             add(
                 Verdict.FAIL,
-                f"busbw {judged:.2f} GB/s at {_size(size)} is below {FLOOR_FRACTION_OF_BASELINE:.0%} of the baseline "
-                f"{baseline:g} GB/s ({floor:g} GB/s): the baseline is derived, but no working fabric is that slow",
+                f"busbw {_gbps(judged)} GB/s at {_size(size)} is below {FLOOR_FRACTION_OF_BASELINE:.0%} of the "
+                f"baseline {baseline:g} GB/s ({floor:g} GB/s): {whose} no working fabric is that slow",
             )
-        elif judged < threshold and threshold_gbps is None and expectation is not None and expectation.derived:
+        elif judged < threshold:  # the catalog's threshold, derived
             add(
                 Verdict.WARN,
-                f"busbw {judged:.2f} GB/s at {_size(size)} is below the threshold {threshold:g} GB/s, which is "
+                f"busbw {_gbps(judged)} GB/s at {_size(size)} is below the threshold {threshold:g} GB/s, which is "
                 f"derived, not a published measurement; set a threshold (fabricTest.thresholdGbps, "
                 f"--threshold-gbps) to make this a FAIL",
             )
-        elif judged < threshold:
-            add(Verdict.FAIL, f"busbw {judged:.2f} GB/s at {_size(size)} is below the threshold {threshold:g} GB/s")
         elif warn_below is not None and judged < warn_below:
             add(
                 Verdict.WARN,
-                f"busbw {judged:.2f} GB/s at {_size(size)} is above the threshold {threshold:g} GB/s but below "
+                f"busbw {_gbps(judged)} GB/s at {_size(size)} is above the threshold {threshold:g} GB/s but below "
                 f"{WARN_FRACTION_OF_BASELINE:.0%} of the baseline {baseline:g} GB/s",
             )
         else:
             ref = f"baseline {baseline:g} GB/s, " if baseline is not None else ""
             findings.append(
-                (Verdict.PASS, f"busbw {judged:.2f} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
+                (Verdict.PASS, f"busbw {_gbps(judged)} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
             )
 
     verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)

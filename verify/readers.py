@@ -1,0 +1,179 @@
+"""How each kind of fabric-test result (its record: core/kinds.py) is read from a log and judged: one
+small protocol, `Reader`, implemented once per kind. `python -m verify` looks the kind's reader up by name
+(`reader`) and passes the object, so `report` and `collect` are one path for both kinds.
+
+What the kind's record says (its threshold flag and unit, whether NCCL's settings such as SHARP apply)
+is read from it; what differs in reading is here: the parser and the verdict, the other kind's flag
+refused (never converted), the nodes a result spans, and the fabric doctor's findings folded in.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Protocol
+
+from core import catalog, kinds
+from verify import doctor_report, p2p, sections
+from verify.nccl import ParseError, parse
+from verify.report import summary, table
+from verify.result import FabricResult
+from verify.verdict import Verdict, headline, judge, plural
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a result is judged with: the command line's --sku, --nodes, threshold and --plot."""
+
+    sku: str | None
+    nodes: int | None
+    threshold: float | None  # in the kind's unit (Reader.threshold)
+    plot: str | None = None
+    job_failed: str | None = None  # the Volcano job failed (collect): a FAIL whatever the log says
+    rack: bool = False  # the rack's NVLink run of a GB size (collect --rack): judged by the catalog's rack figure
+
+
+@dataclass(frozen=True)
+class Judged:
+    result: FabricResult
+    text: str  # the readable report
+
+
+class Reader(Protocol):
+    record: kinds.Kind  # the kind's record
+    kind: str  # its name: --kind and the result's `kind`
+    threshold_flag: str  # the flag of this kind's threshold, its unit in the name (the record's)
+    measures_sharp: bool  # --sharp applies: NCCL's settings do (the record's runs_nccl)
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        """The threshold override in this kind's unit (its flag has the unit in its name)."""
+
+    def problem(self, args: argparse.Namespace) -> str | None:
+        """The flags that do not apply to this kind, as an error message (None: all good)."""
+
+    def nodes(self, args: argparse.Namespace) -> int | None:
+        """The nodes a result of this kind spans, as the command line says."""
+
+    def judge(self, log: str, settings: Settings) -> Judged:
+        """The log's result, judged; one of PARSE_ERRORS when the log holds none."""
+
+    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+        """A FAIL for a run whose log holds no result (`exc` says why), with what else the log tells."""
+
+    def where(self, sku: str | None, nodes: int | None) -> str:
+        """What was judged, after the source, for the FAIL line: " on <sku> x 4 nodes"."""
+
+
+def verdict_text(result: FabricResult) -> str:
+    """A result with no figure (the run did not complete, the log held no table): the headline and why."""
+    return headline(Verdict(result.verdict), result.sku, None, None, None) + "\n" + "".join(
+        f"  - {r}\n" for r in result.reasons)
+
+
+def _no_result(kind: str, what: str, settings: Settings, nodes: int | None, exc: ValueError) -> FabricResult:
+    reasons = [settings.job_failed] if settings.job_failed else []
+    return FabricResult(kind=kind, verdict=Verdict.FAIL.value,
+                        reasons=(*reasons, f"the launcher log holds no {what} result: {exc}"),
+                        sku=settings.sku, nodes=nodes)
+
+
+class AllReduce:
+    """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in."""
+
+    record = kinds.ALL_REDUCE
+    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        return args.threshold_gbps
+
+    def problem(self, args: argparse.Namespace) -> str | None:
+        if args.threshold_gbits is not None:
+            return ("--threshold-gbits is the point-to-point threshold in Gb/s; an nccl-tests result is judged in "
+                    "GB/s of bus bandwidth: use --threshold-gbps")
+        if args.command == "collect" and args.nodes is None:
+            return "--nodes is required with --kind nccl (the nodes the all-reduce was meant to span)"
+        return None
+
+    def nodes(self, args: argparse.Namespace) -> int | None:
+        return args.nodes
+
+    def judge(self, log: str, settings: Settings) -> Judged:
+        result = parse(sections.allreduce_text(log))
+        rack = {"expectation": catalog.lookup(settings.sku).allreduce_rack} if settings.rack and settings.sku else {}
+        judgement = judge(result, sku=settings.sku, nodes=settings.nodes, threshold_gbps=settings.threshold,
+                          job_failed=settings.job_failed, **rack)
+        out = summary(result, judgement)
+        if settings.plot:
+            from verify.plot import write_png
+
+            out = out.with_plot(str(write_png(result, judgement, settings.plot)))
+        return self._with_doctor(log, settings, out, table(result, judgement))
+
+    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+        out = _no_result(self.kind, "nccl-tests", settings, settings.nodes, exc)
+        # the doctor may still name the node that broke the all-nodes run
+        return self._with_doctor(log, settings, out, verdict_text(out))
+
+    def where(self, sku: str | None, nodes: int | None) -> str:
+        return f" on {sku}" + (f" x {plural(nodes, 'node')}" if nodes else "") if sku else ""
+
+    @staticmethod
+    def _with_doctor(log: str, settings: Settings, out: FabricResult, text: str) -> Judged:
+        """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
+        `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
+        assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold)
+        merged = doctor_report.merge(out, assessment)
+        text += doctor_report.text(assessment)
+        if merged.verdict != out.verdict:
+            text += f"OVERALL VERDICT: {merged.verdict} (the worst finding: the fabric doctor's)\n"
+        return Judged(merged, text)
+
+
+class PointToPoint:
+    """OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)."""
+
+    record = kinds.POINT_TO_POINT
+    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
+
+    def threshold(self, args: argparse.Namespace) -> float | None:
+        return args.threshold_gbits
+
+    def problem(self, args: argparse.Namespace) -> str | None:
+        if args.threshold_gbps is not None:
+            return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
+                    f"perftest) result is judged in Gb/s: use --threshold-gbits (e.g. {args.threshold_gbps * 8:g} "
+                    f"for {args.threshold_gbps:g} GB/s)")
+        if args.nodes is not None and args.nodes != p2p.NODES:
+            return f"--nodes {args.nodes}: a point-to-point result spans {p2p.NODES} nodes (omit --nodes)"
+        return None
+
+    def nodes(self, args: argparse.Namespace) -> int | None:
+        return p2p.NODES
+
+    def judge(self, log: str, settings: Settings) -> Judged:
+        verdict = p2p.judge(p2p.parse(log), settings.sku, threshold_gbits=settings.threshold,
+                            job_failed=settings.job_failed)
+        out = verdict.result()
+        if settings.plot:
+            out = out.with_plot(str(p2p.plot(verdict, settings.plot)))
+        return Judged(out, p2p.table(verdict))
+
+    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+        out = _no_result(self.kind, "point-to-point", settings, p2p.NODES, exc)
+        return Judged(out, verdict_text(out))
+
+    def where(self, sku: str | None, nodes: int | None) -> str:
+        return (f" on {sku}" if sku else "") + ", point to point"
+
+
+# What a reader's judge raises when the log holds no result of its kind (each parser has its own).
+PARSE_ERRORS = (ParseError, p2p.ParseError)
+READERS: dict[str, Reader] = {r.kind: r for r in (AllReduce(), PointToPoint())}
+
+
+def reader(kind: str) -> Reader:
+    """The reader of `kind` (a core.kinds name); an unknown kind is refused by name."""
+    try:
+        return READERS[kind]
+    except KeyError:
+        raise KeyError(f"unknown fabric-test kind {kind!r}; known: {', '.join(READERS)}") from None
