@@ -24,7 +24,7 @@ from conftest import dev_config, rendered
 
 import stack_config
 from components import volcano as volcano_component
-from offline import engine, synth
+from offline import engine, objects
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
@@ -140,7 +140,7 @@ def test_every_helm_value_key_exists_in_the_pinned_chart(stack, reference):
     assert {r.inputs["chart"] for r in releases} >= {"node-feature-discovery", "network-operator"}
     for r in releases:
         # an OCI chart's `chart` is its full reference (oci://.../<name>): the values are the name's
-        chart = sc.chart_values(reference, synth.helm_chart(r), r.inputs["version"])
+        chart = sc.chart_values(reference, objects.helm_chart(r), r.inputs["version"])
         assert sc.helm_key_errors(r.inputs.get("values") or {}, chart) == [], r.name
 
 
