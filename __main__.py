@@ -1,205 +1,47 @@
 """aks-infiniband: an AKS cluster whose GPU nodes talk InfiniBand RDMA from inside pods, proven by
-an NCCL all-reduce. Reads the configuration, builds the components, exports the outputs."""
+an NCCL all-reduce. Reads the configuration, builds the parts, exports the outputs.
+
+One stack by default (`stackPart: all`). A private cluster can be split into two stacks of this
+project (docs/enterprise-deployment.md): `azure` (rows 1-3 of the design: parts/azure.py) and
+`kubernetes` (rows 4-9: parts/kubernetes.py), the second reading the first's outputs
+(parts/handoff.OUTPUTS) through a StackReference, run from a runner inside the network.
+"""
 
 import pulumi
-import pulumi_azure_native as azure_native
 
 import stack_config
-from components.cluster import Cluster, ClusterArgs
-from components.dra_driver import DraDriver, DraDriverArgs
-from components.dranet import Dranet, DranetArgs
-from components.fabric_check import FabricCheck, FabricCheckArgs
-from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.ib_node_pool import IbNodePool, IbNodePoolArgs
-from components.image_prepull import ImagePrepull, ImagePrepullArgs
-from components.nccl_job import NcclJob, NcclJobArgs
-from components.network_operator import NetworkOperator, NetworkOperatorArgs
-from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
-from components.p2p_job import P2pJob, P2pJobArgs
-from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from components.volcano import Volcano, VolcanoArgs
-from core import dra, modes
-from core.kinds import ALL_REDUCE, POINT_TO_POINT, kind_for
+from parts import azure as azure_part
+from parts import handoff
+from parts import kubernetes as kubernetes_part
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
-sku = cfg.sku
-# GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
-uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
 
-# 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
-# for, or, on sizes that must not have it (GB200), checked to be absent.
-feature = FeatureRegistration(
-    "ib-feature",
-    FeatureRegistrationArgs(
-        subscription_id=azure_native.authorization.get_client_config_output().subscription_id,
-        timeout_minutes=cfg.feature_wait_timeout_minutes,
-        ib_feature=sku.ib_feature,
-    ),
-)
+# 1-3. Feature registration, cluster (and its Kubernetes provider), InfiniBand pool.
+azure = azure_part.declare(cfg) if cfg.stack_part != "kubernetes" else None
+# 4-9. Operators, Volcano, the fabric test and its verdict, on that cluster or the Azure stack's.
+cluster = azure.handle if azure else handoff.from_stack_reference(cfg)
+kubernetes = kubernetes_part.declare(cfg, cluster) if cfg.stack_part != "azure" else None
 
-# 2. The cluster and the one Kubernetes provider every later piece uses.
-cluster = Cluster(
-    "cluster",
-    ClusterArgs(
-        resource_group_name=cfg.resource_group_name,
-        cluster_name=cfg.cluster_name,
-        location=cfg.location,
-        kubernetes_version=cfg.kubernetes_version,
-        system_pool_vm_size=cfg.system_pool.vm_size,
-        system_pool_node_count=cfg.system_pool.node_count,
-        tags=cfg.tags,
-        protect=cfg.protect,
-    ),
-)
-
-# 3. The InfiniBand pool, only after the feature is Registered (not merely requested).
-ib_pool = IbNodePool(
-    "ib",
-    IbNodePoolArgs(
-        resource_group_name=cluster.resource_group.name,
-        cluster_name=cluster.managed_cluster.name,
-        pool_name=cfg.ib_pool.name,
-        sku=sku,
-        node_count=cfg.ib_pool.node_count,
-        os_disk_size_gb=cfg.ib_pool.os_disk_size_gb,
-        kubernetes_version=cfg.kubernetes_version,
-        tags=cfg.tags,
-        protect=cfg.protect,
-        wait_for=[feature.step],
-        dra_driver=uses_dra,
-    ),
-)
-
-# 4-7. The Kubernetes layer: NFD, Network Operator + NicClusterPolicy, GPU Operator (GPU sizes
-# only), Volcano. Each waits only for the cluster's provider (and its own CRDs), never for the IB
-# pool, so all of it installs while the pool is still being created.
-k8s_opts = pulumi.ResourceOptions(provider=cluster.provider)
-v = cfg.versions
-nfd = NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=k8s_opts)
-network_operator = NetworkOperator(
-    "network-operator",
-    NetworkOperatorArgs(
-        version=v.network_operator,
-        doca_driver_version=v.doca_driver,
-        rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
-        sriov_device_plugin_version=v.sriov_device_plugin,
-        rdma_mode=cfg.rdma_mode,
-    ),
-    opts=k8s_opts,
-)
-gpu_operator = (
-    GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra), opts=k8s_opts)
-    if sku.has_gpus else None
-)
-# The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode dra,
-# DRANET (HCAs as claims): like the operators, they wait only for the cluster.
-dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
-                       opts=k8s_opts) if uses_dra else None
-dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=k8s_opts) if modes.rdma_mode(cfg.rdma_mode).dra else None
-dra_parts = [*([dra_driver.release] if dra_driver else []), *([dranet.release, dranet.device_class] if dranet else [])]
-dra_versions = {**(dra_driver.driver_versions if dra_driver else {}), **(dranet.driver_versions if dranet else {})}
-volcano = Volcano("volcano", VolcanoArgs(version=v.volcano), opts=k8s_opts)
-# 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
-# joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
-TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
-
-# 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
-# result into the outputs below. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only
-# HB/HX sizes run MPI point to point between two nodes (osu_bw, osu_latency; judged in Gb/s).
-ft, kind = cfg.fabric_test, kind_for(sku)
-if ft.enabled:
-    # The test image, pulled on each IB node as it joins, while the drivers install: waits for
-    # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
-    ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=k8s_opts)
-fabric_job = None
-if ft.enabled and kind is ALL_REDUCE:
-    nccl_wait_for = [ib_pool.agent_pool, network_operator.policy, gpu_operator.release, volcano.manifest, *dra_parts]
-    nccl_versions = {**network_operator.driver_versions, **gpu_operator.driver_versions, **dra_versions}
-    fabric_job = NcclJob(
-        "fabric-test",
-        NcclJobArgs(
-            sku=sku,
-            node_count=cfg.ib_pool.node_count,
-            rdma_mode=cfg.rdma_mode,
-            image=ft.image,
-            all_reduce_args=ft.all_reduce_args,
-            timeout_minutes=ft.timeout_minutes,
-            doctor=ft.doctor,
-            doctor_minutes=ft.doctor_minutes,
-            threshold_gbps=ft.threshold_gbps,
-            sharp=ft.sharp,
-            topology_file=ft.topology_file,
-            wait_for=nccl_wait_for,
-            driver_versions=nccl_versions,
-        ),
-        opts=k8s_opts,
-    )
-elif ft.enabled and kind is POINT_TO_POINT:
-    fabric_job = P2pJob(
-        "fabric-test-p2p",
-        P2pJobArgs(
-            sku=sku,
-            rdma_mode=cfg.rdma_mode,
-            image=ft.image,
-            timeout_minutes=ft.timeout_minutes,
-            wait_for=[ib_pool.agent_pool, network_operator.policy, volcano.manifest],
-            driver_versions=network_operator.driver_versions,
-        ),
-        opts=k8s_opts,
-    )
-elif ft.enabled:
-    raise ValueError(f"fabricTest: no job runs the {kind.name!r} fabric test (core/kinds.py)")
-fabric_check = (
-    FabricCheck(
-        "fabric-check",
-        FabricCheckArgs(
-            resource_group_name=cluster.resource_group.name,  # the collector fetches credentials itself
-            cluster_name=cluster.managed_cluster.name,
-            job=fabric_job,
-            threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
-            fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
-            fail_on=ft.fail_on,
-        ),
-    )
-    if fabric_job
-    else None
-)
-# GB200/GB300 in one NVL72 rack: the rack's NVLink run (MNNVL on), after the IB-only verdict run (both
-# take every GPU), judged by the catalog's rack figure and reported beside the verdict, never in it.
-rack_check = None
-if fabric_check and kind is ALL_REDUCE and sku.has_mnnvl and cfg.ib_pool.node_count <= sku.mnnvl_rack_nodes:
-    rack_job = NcclJob(
-        "fabric-test-rack",
-        NcclJobArgs(
-            sku=sku, node_count=cfg.ib_pool.node_count, rdma_mode=cfg.rdma_mode, image=ft.image,
-            all_reduce_args=ft.all_reduce_args, timeout_minutes=ft.timeout_minutes, sharp=False,
-            topology_file=ft.topology_file, rack_run=True, namespace_name="fabric-test-rack",
-            job_name="nccl-allreduce-rack", wait_for=[*nccl_wait_for, fabric_check.collect],
-            driver_versions=nccl_versions,
-        ),
-        opts=k8s_opts,
-    )
-    rack_check = FabricCheck("fabric-check-rack", FabricCheckArgs(
-        resource_group_name=cluster.resource_group.name, cluster_name=cluster.managed_cluster.name, job=rack_job,
-        threshold=None, fail_on_low_bandwidth=False))
-
-pulumi.export("resourceGroupName", cluster.resource_group.name)
-pulumi.export("clusterName", cluster.managed_cluster.name)
-pulumi.export("clusterResourceId", cluster.resource_id)
-pulumi.export("oidcIssuerUrl", cluster.oidc_issuer_url)
-pulumi.export("currentKubernetesVersion", cluster.current_kubernetes_version)
-pulumi.export("nodePoolName", ib_pool.agent_pool.name)
-pulumi.export("nodePoolResourceId", ib_pool.resource_id)
-pulumi.export("vmSize", sku.vm_size)
-pulumi.export("nodeCount", cfg.ib_pool.node_count)
-pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("featureState", feature.state)
-if fabric_check:
-    for output_name, value in fabric_check.stack_outputs().items():
+if azure:
+    c, pool = azure.cluster, azure.ib_pool
+    pulumi.export("resourceGroupName", c.resource_group.name)
+    pulumi.export("clusterName", c.managed_cluster.name)
+    pulumi.export("clusterResourceId", c.resource_id)
+    pulumi.export("oidcIssuerUrl", c.oidc_issuer_url)
+    pulumi.export("currentKubernetesVersion", c.current_kubernetes_version)
+    pulumi.export("nodePoolName", pool.agent_pool.name)
+    pulumi.export("nodePoolResourceId", pool.resource_id)
+    pulumi.export("vmSize", cfg.sku.vm_size)
+    pulumi.export("nodeCount", cfg.ib_pool.node_count)
+    pulumi.export("kubeconfig", c.kubeconfig)  # secret
+    pulumi.export("kubernetesAuth", c.auth)
+    pulumi.export("featureState", azure.feature.state)
+    pulumi.export("estimatedCostPerHour", azure.cost_per_hour(cfg))
+if kubernetes and kubernetes.fabric_check:
+    for output_name, value in kubernetes.fabric_check.stack_outputs().items():
         pulumi.export(output_name, value)
-else:
+elif kubernetes:
     pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
-if rack_check:  # rackFabricVerdict, rackAllReduceBusBwAtMaxSizeGbps, ...: the NVLink result, apart
-    for output_name, value in rack_check.stack_outputs().items():
+if kubernetes and kubernetes.rack_check:  # rackFabricVerdict, rackAllReduceBusBwAtMaxSizeGbps, ...: apart
+    for output_name, value in kubernetes.rack_check.stack_outputs().items():
         pulumi.export(f"rack{output_name[0].upper()}{output_name[1:]}", value)

@@ -32,9 +32,21 @@ class IbNodePoolArgs:
     # land on one InfiniBand fabric. Passed to the AgentPool itself (a component's depends_on is
     # not inherited by its children).
     wait_for: Sequence[pulumi.Resource] = ()
+    vnet_subnet_id: str | None = None  # an existing subnet (the system pool's VNet); None: AKS's VNet
+    # Set: the AKS cluster autoscaler runs the pool between this and node_count; 0 lets it go idle.
+    min_node_count: int | None = None
     # The NVIDIA DRA driver runs on the pool (core/dra.py needs): its nodes carry the label its kubelet
     # plugin selects (fabric.DRA_KUBELET_PLUGIN_LABEL).
     dra_driver: bool = False
+
+
+def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
+    """The AgentPool's scaling inputs. Autoscaled pools start at node_count (the day-0 fabric test needs
+    every node) and the autoscaler removes idle nodes; nodes that come back carry the pool's taints, so
+    they are held until certified again (docs/enterprise-deployment.md#scale-to-zero)."""
+    if args.min_node_count is None:
+        return {"enable_auto_scaling": False}
+    return {"enable_auto_scaling": True, "min_count": args.min_node_count, "max_count": args.node_count}
 
 
 def pool_labels(sku: Sku, dra_driver: bool = False) -> dict[str, str]:
@@ -83,7 +95,8 @@ class IbNodePool(pulumi.ComponentResource):
             os_disk_size_gb=args.os_disk_size_gb,
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,
-            enable_auto_scaling=False,
+            vnet_subnet_id=args.vnet_subnet_id,
+            **autoscale(args),
             node_taints=[fabric.IB_TAINT],
             node_labels=pool_labels(sku, args.dra_driver),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
@@ -96,6 +109,8 @@ class IbNodePool(pulumi.ComponentResource):
                 protect=args.protect,
                 depends_on=list(args.wait_for),
                 custom_timeouts=pulumi.CustomTimeouts(create=CREATE_TIMEOUT, update=CREATE_TIMEOUT),
+                # The autoscaler owns the node count: `pulumi up` must not reset it to node_count.
+                ignore_changes=["count"] if args.min_node_count is not None else None,
             ),
         )
         self.resource_id = self.agent_pool.id

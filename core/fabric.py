@@ -87,3 +87,8 @@ def fabric_toleration() -> dict[str, str]:
 
 def pool_node_selector() -> dict[str, str]:
     return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
+
+
+# The Azure tag by which a cluster says it is production (config `production`): the policy pack's
+# access guardrails are mandatory on a cluster that carries it, advisory elsewhere.
+PRODUCTION_TAG = "aks-infiniband-production"

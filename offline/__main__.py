@@ -6,7 +6,8 @@ offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's ru
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
 where the pinned Helm and the chart archives are at hand, charts/ (offline/charts.py).
-`policy` exits 1 when any stack breaks a rule; by default it checks every Pulumi.<stack>.yaml.
+`policy` exits 1 when any stack breaks a mandatory rule (advisory ones are reported); by default it
+checks every Pulumi.<stack>.yaml.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def policy_command(args: argparse.Namespace) -> int:
         if rendering is None:
             return 2
         found = policy_check.violations(rendering)
-        failed = failed or bool(found)
+        failed = failed or any(v.mandatory for v in found)
         print(policy_check.report(stack, found))
     return 1 if failed else 0
 

@@ -30,8 +30,9 @@ from typing import Any
 
 import yaml
 
-from offline import objects, reference
+from offline import engine, objects, reference
 from offline.engine import ROOT, Rendering
+from stack_config import DEFAULT_KUBERNETES_VERSION
 
 HELM_VERSION = "v3.19.0"  # tools/install_helm.py installs exactly this one
 DEFAULT_HELM = ROOT / "tools" / "bin" / "helm"
@@ -128,9 +129,15 @@ def releases(rendering: Rendering) -> list[Release]:
 
 
 def kube_version(rendering: Rendering) -> str:
-    """The cluster's Kubernetes version (the ManagedCluster's kubernetesVersion)."""
-    (cluster,) = rendering.of_type(MANAGED_CLUSTER)
-    return str(cluster.inputs["kubernetesVersion"])
+    """The cluster's Kubernetes version (the ManagedCluster's kubernetesVersion). The Kubernetes half of a
+    split stack (parts/) declares no cluster: there it is the stack's own kubernetesVersion, which is
+    the Azure half's (docs/enterprise-deployment.md)."""
+    clusters = rendering.of_type(MANAGED_CLUSTER)
+    if clusters:
+        (cluster,) = clusters
+        return str(cluster.inputs["kubernetesVersion"])
+    return str(engine.stack_file_config(rendering.stack).get(f"{engine.PROJECT}:kubernetesVersion",
+                                                             DEFAULT_KUBERNETES_VERSION))
 
 
 def api_versions(rendering: Rendering) -> list[str]:

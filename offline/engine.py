@@ -156,6 +156,18 @@ class RecordingMonitor(sdk.MockMonitor):
             )
         return response
 
+    def ReadResource(self, request):  # noqa: N802 (gRPC method name)
+        """A read (e.g. a StackReference): recorded like a registration, with its properties as inputs."""
+        response = super().ReadResource(request)
+        self.registrations.append(
+            Resource(type=request.type, name=request.name, urn=response.urn, parent=request.parent, custom=True,
+                     inputs=sdk.deserialize(request.properties), secret_inputs=[],
+                     dependencies=sorted(request.dependencies), provider=request.provider, protect=False,
+                     retain_on_delete=False, custom_timeouts={}, ignore_changes=[],
+                     additional_secret_outputs=list(request.additionalSecretOutputs), remote=False)
+        )
+        return response
+
 
 def stack_file_config(stack: str, root: Path | None = None) -> dict[str, Any]:
     """The `config:` map of Pulumi.<stack>.yaml, as typed YAML values, read as strictly as the CLI reads

@@ -111,7 +111,10 @@ def kubernetes_layer(all_boxes: dict[str, Box]) -> list[str]:
     """The boxes of Kubernetes objects that wait for nothing but the cluster (through its provider), so
     they install while the pool is created: drawn as one box, fed by one arrow."""
     azure = {k for k, b in all_boxes.items() if not b.kubernetes and not b.on_node}
-    feeds = set.intersection(*(b.ancestors & azure for b in all_boxes.values() if b.kubernetes))
+    kubernetes = [b for b in all_boxes.values() if b.kubernetes]
+    if not kubernetes:  # the Azure half of a split stack (parts/): no Kubernetes layer to draw
+        return []
+    feeds = set.intersection(*(b.ancestors & azure for b in kubernetes))
     return sorted(k for k, b in all_boxes.items() if b.kubernetes and b.ancestors <= feeds | {
         o for o, ob in all_boxes.items() if ob.kubernetes})
 

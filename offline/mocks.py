@@ -26,6 +26,31 @@ users:
   user: {token: offline-render-not-a-credential}
 """
 
+# What AKS hands an Entra ID cluster for `format=exec`: a kubelogin exec credential (devicecode login,
+# which the program rewrites to the stack's kubelogin mode), no static token. 6dae42f8-... is the
+# AKS AAD server application id that AKS puts in --server-id.
+FAKE_EXEC_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: offline
+  cluster: {server: "https://offline.invalid:443"}
+contexts:
+- name: offline
+  context: {cluster: offline, user: offline}
+current-context: offline
+users:
+- name: offline
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: kubelogin
+      args: [get-token, --environment, AzurePublicCloud, --server-id, 6dae42f8-4368-4678-94ff-3960e28e3630,
+             --client-id, 80faf920-1908-4b52-b5ef-a8e7bedfc67a, --tenant-id, 00000000-0000-0000-0000-000000000000,
+             --login, devicecode]
+      installHint: install kubelogin (https://azure.github.io/kubelogin/install.html)
+      provideClusterInfo: false
+"""
+
 OFFLINE_ID = "00000000-0000-0000-0000-000000000000"
 # Outputs only Azure knows, as the offline render shows them: never mistaken for real values.
 PLACEHOLDER_OIDC_ISSUER_URL = "https://offline.invalid/oidc-issuer-placeholder/"
@@ -41,6 +66,15 @@ COMMAND_STDOUT: dict[str, str] = {
     # its read-only form on sizes that must not have the feature
     "-check-unregistered": "pending (offline render: the step prints NotRegistered, or fails if it is registered)",
 }
+
+# What a StackReference to the Azure part reads under the mocks: each output of the contract
+# (parts/handoff.OUTPUTS) as an obvious placeholder; the kubeconfig in the exec form, secret as there.
+STACK_REFERENCE_OUTPUTS: dict[str, object] = {
+    "resourceGroupName": "offline-placeholder-rg",
+    "clusterName": "offline-placeholder-cluster",
+    "kubeconfig": FAKE_EXEC_KUBECONFIG,
+}
+STACK_REFERENCE_SECRETS = ["kubeconfig"]
 
 # Which input holds the name Azure will use, per type (the mock returns it as `name`).
 _NAME_INPUT = {
@@ -60,10 +94,19 @@ class OfflineMocks(pulumi.runtime.Mocks):
             state["currentKubernetesVersion"] = PLACEHOLDER_KUBERNETES_VERSION
             state["oidcIssuerProfile"] = {**(args.inputs.get("oidcIssuerProfile") or {}),
                                           "issuerURL": PLACEHOLDER_OIDC_ISSUER_URL}
+            identity = dict(args.inputs.get("identity") or {})
+            if isinstance(identity.get("userAssignedIdentities"), list):
+                # ARM takes a list of identity ids and answers a map of id -> client and principal ids
+                identity["userAssignedIdentities"] = {i: {"clientId": OFFLINE_ID, "principalId": OFFLINE_ID}
+                                                      for i in identity["userAssignedIdentities"]}
+                state["identity"] = identity
             return _ARM.format(rg=args.inputs["resourceGroupName"], name=args.inputs["resourceName"]), state
         if args.typ == "azure-native:containerservice:AgentPool":
             arm_id = _ARM.format(rg=args.inputs["resourceGroupName"], name=args.inputs["resourceName"])
             return f"{arm_id}/agentPools/{args.inputs['agentPoolName']}", state
+        if args.typ == "pulumi:pulumi:StackReference":
+            state.update(outputs=dict(STACK_REFERENCE_OUTPUTS), secretOutputNames=list(STACK_REFERENCE_SECRETS))
+            return args.resource_id or args.name, state
         if args.typ == "command:local:Command":
             stdout = next((v for k, v in COMMAND_STDOUT.items() if args.name.endswith(k)), "")
             state.update(stdout=stdout, stderr="")
@@ -77,9 +120,13 @@ class OfflineMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
-            value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
+            text = FAKE_EXEC_KUBECONFIG if args.args.get("format") == "exec" else FAKE_KUBECONFIG
+            value = base64.b64encode(text.encode()).decode()
             return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}
         if args.token == "azure-native:authorization:getClientConfig":
             # the identity Pulumi deploys as; all-zero ids, never a real tenant or subscription
             return {key: OFFLINE_ID for key in ("clientId", "objectId", "subscriptionId", "tenantId")}
+        if args.token == "azure-native:managedidentity:getUserAssignedIdentity":
+            return {"clientId": OFFLINE_ID, "principalId": OFFLINE_ID, "tenantId": OFFLINE_ID,
+                    "name": args.args.get("resourceName"), "location": "offline"}
         return {}

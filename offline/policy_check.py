@@ -33,6 +33,11 @@ class Violation:
     policy: str
     resource: str  # the resource's name in the program
     message: str
+    enforcement: str = rules.MANDATORY  # advisory ones are reported and fail nothing
+
+    @property
+    def mandatory(self) -> bool:
+        return self.enforcement == rules.MANDATORY
 
 
 def validation_args(resource: Resource) -> ValidationArgs:
@@ -41,20 +46,23 @@ def validation_args(resource: Resource) -> ValidationArgs:
 
 
 def violations(rendering: Rendering) -> list[Violation]:
-    """Every mandatory violation the pack would report for this render (all its rules are mandatory)."""
+    """Every violation the pack would report for this render, mandatory and advisory."""
     found: list[Violation] = []
     for resource in rendering.resources:
         args = validation_args(resource)
         for rule in rules.POLICIES:
-            rule.validate(args, lambda message, urn=None, rule=rule, resource=resource: found.append(
-                Violation(rule.name, resource.name, str(message))))
+            rule.check(args, lambda message, urn=None, rule=rule, resource=resource: found.append(
+                Violation(rule.name, resource.name, str(message), rule.enforcement)))
     return found
 
 
 def report(stack: str, found: list[Violation]) -> str:
     """Markdown: the verdict for one stack, one line per violation."""
+    mandatory = [v for v in found if v.mandatory]
+    advice = [v for v in found if not v.mandatory]
     if not found:
-        return f"- `{stack}`: every rule of the policy pack passes ({len(rules.POLICIES)} mandatory rules)"
-    lines = [f"- `{stack}`: **{len(found)} mandatory violation(s)**"]
-    lines += [f"  - `{v.policy}` on `{v.resource}`: {v.message}" for v in found]
+        return f"- `{stack}`: every rule of the policy pack passes ({len(rules.POLICIES)} rules)"
+    head = f"**{len(mandatory)} mandatory violation(s)**" if mandatory else "no mandatory violation"
+    lines = [f"- `{stack}`: {head}" + (f", {len(advice)} advisory" if advice else "")]
+    lines += [f"  - `{v.policy}` ({v.enforcement}) on `{v.resource}`: {v.message}" for v in mandatory + advice]
     return "\n".join(lines)

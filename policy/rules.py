@@ -232,11 +232,55 @@ def gpu_pool_driver_none(args: Any, report_violation: ReportViolation) -> None:
                          f"unset (Unmanaged) so that AKS installs no second GPU stack next to the GPU Operator's")
 
 
+# --- 6, 7. the API server is not open to everyone; no static local accounts ----------------------
+def is_production(props: Any) -> bool:
+    """A cluster that says it is production (config `production`: the tag fabric.PRODUCTION_TAG)."""
+    return _get(props, "tags", fabric.PRODUCTION_TAG) == "true"
+
+
+def api_server_restricted(args: Any, report_violation: ReportViolation) -> None:
+    """The API server is private, or public behind authorized IP ranges: a public endpoint open to the
+    internet is one leaked credential away from the cluster (AKS baseline, Azure Verified Modules)."""
+    if args.resource_type != MANAGED_CLUSTER:
+        return
+    access = _get(args.props, "apiServerAccessProfile") or {}
+    if _get(access, "enablePrivateCluster") is True or _seq(_get(access, "authorizedIPRanges")):
+        return
+    report_violation(f"ManagedCluster {args.name!r}: the API server is public with no authorized IP ranges; set "
+                     f"apiServer.authorizedIpRanges to your egress ranges, or apiServer.private: true")
+
+
+def local_accounts_disabled(args: Any, report_violation: ReportViolation) -> None:
+    """Entra ID with local accounts disabled: every API call is made by a named identity that Azure RBAC
+    authorizes and Entra ID can revoke, never by the cluster's static clusterUser/clusterAdmin certificate."""
+    if args.resource_type != MANAGED_CLUSTER:
+        return
+    if _get(args.props, "aadProfile", "managed") is not True:
+        report_violation(f"ManagedCluster {args.name!r}: local accounts are enabled and there is no Entra ID; set "
+                         f"entraId.enabled: true (local accounts are then disabled)")
+    elif _get(args.props, "disableLocalAccounts") is not True:
+        report_violation(f"ManagedCluster {args.name!r}: Entra ID is on but local accounts are enabled; remove "
+                         f"entraId.localAccounts: true")
+
+
+MANDATORY, ADVISORY = "mandatory", "advisory"  # pulumi_policy.EnforcementLevel values
+ALL_STACKS, PRODUCTION, NOT_PRODUCTION = "all", "production", "not production"
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str  # the policy's name in the pack (kebab-case, public: users may configure it)
     description: str
     validate: Validate
+    enforcement: str = MANDATORY
+    # Which clusters the rule judges (is_production): a guardrail that is advisory on dev stacks and
+    # mandatory on production ones is two rules of one validate function.
+    stacks: str = ALL_STACKS
+
+    def check(self, args: Any, report_violation: ReportViolation) -> None:
+        """What the pack runs: `validate`, on the resources of the stacks the rule is for."""
+        if self.stacks == ALL_STACKS or is_production(args.props) == (self.stacks == PRODUCTION):
+            self.validate(args, report_violation)
 
 
 POLICIES: tuple[Rule, ...] = (
@@ -249,4 +293,12 @@ POLICIES: tuple[Rule, ...] = (
     Rule("gpu-pool-driver-none",
          "GPU node pools leave the driver to the GPU Operator (gpuProfile.driver None, no managed GPU stack).",
          gpu_pool_driver_none),
+    Rule("api-server-restricted", "Production clusters: the API server is private or behind authorized IP ranges.",
+         api_server_restricted, MANDATORY, PRODUCTION),
+    Rule("api-server-restricted-advisory", "Other clusters: advice to make the API server private or restrict it "
+         "to authorized IP ranges.", api_server_restricted, ADVISORY, NOT_PRODUCTION),
+    Rule("local-accounts-disabled", "Production clusters: Entra ID with local accounts disabled.",
+         local_accounts_disabled, MANDATORY, PRODUCTION),
+    Rule("local-accounts-disabled-advisory", "Other clusters: advice to use Entra ID with local accounts disabled.",
+         local_accounts_disabled, ADVISORY, NOT_PRODUCTION),
 )

@@ -10,6 +10,7 @@ The package, one job per module:
 - `checks`: the checks of this stack's keys (pins are `core.pins`' predicates, shared with the
   component Args and the policy pack);
 - `schema`: every key and the pinned versions (`SCHEMA`, `DEFAULT_VERSIONS`);
+- `enterprise`: the platform-team keys' checks (CIDRs, Azure ids), cross-key rules and typed records;
 - `model`: the typed result, `parse()`, `load()` and the rules that span several keys;
 - `docs`: Pulumi.yaml's `config:` block and docs/configuration.md's key table, generated from `SCHEMA`
   (`make sync-config`, i.e. `python -m stack_config sync`; a test keeps them in sync).

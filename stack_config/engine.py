@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Key:
     name: str
-    type: str  # Pulumi config type: string | integer | boolean | object
+    type: str  # Pulumi config type: string | integer | boolean | object | array (a field's list of strings)
     description: str
     default: Any = None  # None with required=False means "no default: derived or off"
     check: Check | None = None
@@ -100,6 +100,17 @@ def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
                             f"1.30 as a number (and drops trailing zeros); quote it{example}")
             return None
         problems.append(f"{path}: got {shown(raw)}; expected a string")
+        return None
+    if key.type == "array":
+        value = raw
+        if isinstance(raw, str):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = None
+        if isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return value
+        problems.append(f"{path}: got {shown(raw)}; expected a list of strings (a YAML sequence)")
         return None
     # object
     value = raw

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, dra, kinds, modes, nccl_sizing
+from core import catalog, dra, enterprise, kinds, modes, nccl_sizing
+from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
 from stack_config.schema import (
@@ -33,6 +34,7 @@ class IbPool:
     node_count: int
     name: str
     os_disk_size_gb: int
+    min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
 
     @property
     def sku(self) -> catalog.Sku:
@@ -93,6 +95,14 @@ class StackConfig:
     feature_wait_timeout_minutes: int
     tags: Mapping[str, str] = field(default_factory=dict)
     protect: bool = False
+    # The platform-team options (core/enterprise.py); the defaults are today's dev cluster.
+    api_server: ApiServer = ApiServer()
+    entra_id: EntraId = EntraId()
+    identity: Identity = Identity()
+    network: Network = Network()
+    stack_part: str = "all"  # enterprise.STACK_PARTS
+    azure_stack: str | None = None  # with stack_part kubernetes: the Azure part's stack
+    production: bool = False
 
     @property
     def sku(self) -> catalog.Sku:
@@ -228,6 +238,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     location = raw.get(LOCATION_KEY)
     problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix)
+    problems += enterprise.problems(values, prefix, problems)
     if problems:
         raise ConfigError(problems)
 
@@ -241,7 +252,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
         ib_pool=IbPool(vm_size=sku.vm_size, node_count=ib["nodeCount"], name=ib["name"],
-                       os_disk_size_gb=ib["osDiskSizeGb"]),
+                       os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"]),
         rdma_mode=values["rdmaMode"],
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         fabric_test=FabricTest(
@@ -255,6 +266,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
+        **enterprise.records(values),
     )
 
 

@@ -3,7 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-from core import fabric, modes, pins
+from core import enterprise, fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify import gate
@@ -104,6 +104,9 @@ SCHEMA: tuple[Key, ...] = (
                 check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=int_range(128, 2048)),
+            Key("minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; 0 lets an "
+                "idle pool cost nothing (nodes come back uncertified: docs/enterprise-deployment.md).",
+                default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES))),
         )),
     Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
@@ -151,5 +154,75 @@ SCHEMA: tuple[Key, ...] = (
         check=checks.tags),
     Key("protect", "boolean", "Protect the resource group, cluster and node pool from deletion (production stacks).",
         default=False),
+    # --- the platform-team options (core/enterprise.py; docs/enterprise-deployment.md) ---
+    Key("apiServer", "object", "Who can reach the API server: public (optionally limited to authorized ranges) "
+        "or private.",
+        fields=(
+            Key("private", "boolean", "A private API server, reachable only from its network (run `pulumi up` "
+                "from there, or split the stack: stackPart).", default=False),
+            Key("privateDnsZone", "string", "With private: `system`, `none`, or the id of your own private DNS zone.",
+                default_doc="system", check=optional(enterprise.private_dns_zone)),
+            Key("vnetIntegration", "boolean", "Project the API server into a delegated subnet of the cluster's VNet "
+                "(API Server VNet Integration).", default=False),
+            Key("subnetId", "string", "With vnetIntegration and your own subnets: the API server's subnet.",
+                default_doc="-", check=optional(enterprise.subnet_id)),
+            Key("authorizedIpRanges", "array", "A public API server answers only these IPv4 CIDRs (your egress "
+                "addresses); empty: everyone.", default=[], check=enterprise.authorized_ranges),
+        )),
+    Key("entraId", "object", "Microsoft Entra ID sign-in with Azure RBAC; the Kubernetes provider then "
+        "authenticates with kubelogin.",
+        fields=(
+            Key("enabled", "boolean", "Entra ID integration with Azure RBAC for Kubernetes authorization.",
+                default=False),
+            Key("localAccounts", "boolean", "Keep the static local accounts (false: disableLocalAccounts).",
+                default_doc="false with enabled, true without"),
+            Key("adminGroupObjectIds", "array", "Entra ID groups that are cluster admins.", default=[],
+                check=enterprise.guids),
+            Key("kubeloginMode", "string", "How the Kubernetes provider signs in: `azurecli` (a laptop after "
+                "`az login`), `workloadidentity` (a federated CI job), `spn` (a service principal), `msi` "
+                "(a runner VM's managed identity).", default="azurecli", check=one_of(*enterprise.KUBELOGIN_MODES)),
+            Key("grantDeployerClusterAdmin", "boolean", "Give the identity running `pulumi up` the Azure Kubernetes "
+                "Service RBAC Cluster Admin role on the cluster (it installs the operators).", default=True),
+            Key("deployerPrincipalType", "string", "What that identity is: `User` (a person after `az login`) or "
+                "`ServicePrincipal` (CI, a managed identity); Azure refuses a role assignment of the wrong type.",
+                default="User", check=one_of(*enterprise.PRINCIPAL_TYPES)),
+        )),
+    Key("identity", "object", "User-assigned identities for the control plane and the kubelet (unset: AKS's "
+        "system-assigned ones).",
+        fields=(
+            Key("controlPlaneIdentityId", "string", "Resource id of the control plane's user-assigned identity.",
+                default_doc="-", check=optional(enterprise.identity_id)),
+            Key("kubeletIdentityId", "string", "Resource id of the kubelet's user-assigned identity (needs "
+                "controlPlaneIdentityId, which needs Managed Identity Operator on it).",
+                default_doc="-", check=optional(enterprise.identity_id)),
+        )),
+    Key("network", "object", "The cluster's network: your subnets, the CNI, service and pod ranges, egress.",
+        fields=(
+            Key("systemSubnetId", "string", "An existing subnet for the system pool (unset: AKS creates a VNet).",
+                default_doc="-", check=optional(enterprise.subnet_id)),
+            Key("ibSubnetId", "string", "An existing subnet of the same VNet for the InfiniBand pool.",
+                default_doc="-", check=optional(enterprise.subnet_id)),
+            Key("plugin", "string", "Network plugin: `azure` (Azure CNI Overlay: pod IPs from podCidr) or `none` "
+                "(bring your own CNI).",
+                default="azure", check=one_of(*enterprise.NETWORK_PLUGINS)),
+            Key("dataplane", "string", "`azure` or `cilium` (Azure CNI Powered by Cilium, with Cilium network "
+                "policy).", default_doc="azure (AKS's default)", check=optional(one_of(*enterprise.DATAPLANES))),
+            Key("podCidr", "string", "Overlay pod range.", default_doc="10.244.0.0/16 (AKS's default)",
+                check=optional(enterprise.cidr)),
+            Key("serviceCidr", "string", "Service range (not overlapping the pod range or your VNet).",
+                default_doc="10.0.0.0/16 (AKS's default)", check=optional(enterprise.cidr)),
+            Key("dnsServiceIp", "string", "Cluster DNS service address, inside serviceCidr.",
+                default_doc="10.0.0.10 (AKS's default)", check=optional(enterprise.ipv4_address)),
+            Key("outboundType", "string", "Egress: `loadBalancer`, `userDefinedRouting` (your firewall through the "
+                "subnet's route table), `managedNATGateway`, `userAssignedNATGateway`.",
+                default_doc="loadBalancer (AKS's default)", check=optional(one_of(*enterprise.OUTBOUND_TYPES))),
+        )),
+    Key("stackPart", "string", "`all` (one stack), or one half of the split for private clusters: `azure` (the "
+        "cluster and pools) or `kubernetes` (operators, Volcano, the fabric test; run inside the network).",
+        default="all", check=one_of(*enterprise.STACK_PARTS)),
+    Key("azureStack", "string", "With stackPart kubernetes: the Azure part's stack, read through a StackReference.",
+        default_doc="-", check=optional(enterprise.stack_reference)),
+    Key("production", "boolean", "A production stack: the policy pack's access guardrails become mandatory "
+        "(advisory otherwise).", default=False),
 )
 SCHEMA_BY_NAME = {k.name: k for k in SCHEMA}

@@ -30,6 +30,9 @@ from stack_config import Key
 
 P = stack_config.PROJECT
 LOCATION = stack_config.LOCATION_KEY
+SUBSCRIPTION = "/subscriptions/00000000-0000-0000-0000-000000000000"
+VNET = f"{SUBSCRIPTION}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/spoke"
+IDENTITIES = f"{SUBSCRIPTION}/resourceGroups/id/providers/Microsoft.ManagedIdentity/userAssignedIdentities"
 # Good values for keys whose default is derived (no literal default in the schema).
 GOOD = {
     "resourceGroupName": "aks-infiniband-dev",
@@ -37,6 +40,25 @@ GOOD = {
     "fabricTest.allReduceArgs": "-b 8 -e 16G -f 2 -g 1",
     "fabricTest.thresholdGbps": 360,
     "fabricTest.p2pThresholdGbits": 390,
+    # the platform-team options (core/enterprise.py), unset by default
+    "ibPool.minNodeCount": 0,
+    "apiServer.privateDnsZone": "system",
+    "apiServer.subnetId": f"{VNET}/subnets/apiserver",
+    "identity.controlPlaneIdentityId": f"{IDENTITIES}/cp",
+    "identity.kubeletIdentityId": f"{IDENTITIES}/kubelet",
+    "network.systemSubnetId": f"{VNET}/subnets/system",
+    "network.ibSubnetId": f"{VNET}/subnets/ib",
+    "network.dataplane": "cilium",
+    "network.podCidr": "192.168.0.0/16",
+    "network.serviceCidr": "10.100.0.0/16",
+    "network.dnsServiceIp": "10.0.0.10",
+    "network.outboundType": "managedNATGateway",
+    "azureStack": "platform-team/aks-infiniband/private-azure",
+}
+# Good lists for the array fields: their near misses are built from these.
+GOOD_LISTS = {
+    "apiServer.authorizedIpRanges": ["203.0.113.0/24"],
+    "entraId.adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"],
 }
 HUGE = "x" * 5000
 BOUNDARIES = (-1, 0, 1, 2, 4, 5, 9, 10, 11, 99, 100, 101, 119, 120, 121, 127, 128, 129, 255, 256, 719, 720, 721,
@@ -71,6 +93,12 @@ def _object_near_misses() -> list[Any]:
     return ["x", "", "{}", "[]", "null", 1, True, [], {"unknownKey": 1}, {"": 1}]
 
 
+def _array_near_misses(good: list[str]) -> list[Any]:
+    item = good[0]
+    return [[], good, good * 2, good * 300, [item.upper()], [f" {item}"], [item[:-1]], [f"{item}x"], [""], [1], [None],
+            [good], item, "", "[]", json.dumps(good), 1, True, {"a": item}, None]
+
+
 def _tags_near_misses() -> list[Any]:
     return [{}, {"a": "b"}, {"a": 1}, {"a": True}, {"": "x"}, {"a/b": "x"}, {"a?": "x"}, {"é": "ü"},
             {"a": "x" * 256}, {"a": "x" * 257}, {"k" * 512: "v"}, {"k" * 513: "v"},
@@ -101,6 +129,8 @@ def cases(base: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             values = _object_near_misses()
         elif key.type == "object":
             values = _tags_near_misses()
+        elif key.type == "array":
+            values = _array_near_misses(GOOD_LISTS[path])
         elif key.type == "string":
             values = _string_near_misses(_good(path, key, base))
         elif key.type == "integer":
@@ -241,14 +271,17 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
     renders = 0
     for i in range(rounds):
         chosen = [(path, values[i]) for path, values in sorted(distinct.items()) if i < len(values)]
-        merged = copy.deepcopy(base)
-        for path, (value, _) in chosen:
-            merged = with_value(merged, path, value)
-        try:
-            _parse(merged, stack)
-            groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in chosen)}", merged)]
-        except stack_config.ConfigError:  # two values that are fine alone but not together: one at a time
-            groups = [(f"{p} = {v!r}", cfg) for p, (v, cfg) in chosen]
+        merged, kept, alone = copy.deepcopy(base), [], []
+        for path, (value, cfg) in chosen:
+            trial = with_value(merged, path, value)
+            try:
+                _parse(trial, stack)
+            except stack_config.ConfigError:  # fine alone but not with a value already merged: rendered alone
+                alone.append((f"{path} = {value!r}", cfg))
+                continue
+            merged = trial
+            kept.append((path, (value, cfg)))
+        groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept)}", merged), *alone]
         for what, cfg in groups:
             renders += 1
             try:

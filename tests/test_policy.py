@@ -49,14 +49,21 @@ def violations(rule: rules.Validate, args: FakeArgs) -> list[str]:
     return found
 
 
-def all_violations(rendering: engine.Rendering) -> list[str]:
-    return [f"{p.name}: {m}" for r in rendering.resources for p in rules.POLICIES
-            for m in violations(p.validate, as_args(r))]
+def all_violations(rendering: engine.Rendering, enforcement: str = rules.MANDATORY) -> list[str]:
+    """The violations of the rules of one enforcement level, as the pack runs them (Rule.check)."""
+    return [f"{p.name}: {m}" for r in rendering.resources for p in rules.POLICIES if p.enforcement == enforcement
+            for m in violations(p.check, as_args(r))]
 
 
 # --- the real stack passes -----------------------------------------------------------------------
 def test_dev_render_passes_every_rule(dev):
     assert all_violations(dev) == []
+
+
+def test_dev_render_is_advised_about_its_open_api_server_and_local_accounts(dev):
+    """The dev stack keeps a public API server and local accounts (a laptop can run it): advice, not a failure."""
+    assert [v.split(":")[0] for v in all_violations(dev, rules.ADVISORY)] == [
+        "api-server-restricted-advisory", "local-accounts-disabled-advisory"]
 
 
 @pytest.mark.parametrize("overrides", [
@@ -260,8 +267,10 @@ def test_every_rule_is_in_the_pack():
     assert len(set(names)) == len(names)
     assert all(n.replace("-", "").isalnum() and n == n.lower() for n in names)
     functions = {rules.ib_size_in_catalog, rules.versions_pinned, rules.no_public_node_ips,
-                 rules.job_pods_unprivileged_with_rdma, rules.gpu_pool_driver_none}
+                 rules.job_pods_unprivileged_with_rdma, rules.gpu_pool_driver_none, rules.api_server_restricted,
+                 rules.local_accounts_disabled}
     assert {p.validate for p in rules.POLICIES} == functions
+    assert {p.enforcement for p in rules.POLICIES} == {rules.MANDATORY, rules.ADVISORY}
 
 
 def test_pack_files():
@@ -301,14 +310,58 @@ def test_the_offline_policy_command_reports_each_violation(dev, monkeypatch, cap
     from offline import __main__ as cli
     from offline import policy_check
 
-    assert policy_check.violations(dev) == []
+    assert [v for v in policy_check.violations(dev) if v.mandatory] == []
     broken_render = copy.deepcopy(dev)
     broken_render.one(rules.AGENT_POOL).inputs["enableNodePublicIP"] = True
-    found = policy_check.violations(broken_render)
+    found = [v for v in policy_check.violations(broken_render) if v.mandatory]
     assert [(v.policy, v.resource) for v in found] == [("no-public-node-ips", "ib-pool")]
     assert "**1 mandatory violation(s)**" in policy_check.report("dev", found)
     monkeypatch.setattr(engine, "render", lambda stack: broken_render if stack == "broken" else dev)
     assert cli.main(["policy", "--stack", "dev"]) == 0
     assert cli.main(["policy", "--stack", "dev", "--stack", "broken"]) == 1
     out = capsys.readouterr().out
-    assert "`dev`: every rule of the policy pack passes" in out and "`no-public-node-ips` on `ib-pool`" in out
+    assert "`dev`: no mandatory violation, 2 advisory" in out  # advice fails nothing
+    assert "`no-public-node-ips` (mandatory) on `ib-pool`" in out
+    assert "`api-server-restricted-advisory` (advisory) on `cluster-aks`" in out
+
+
+# --- the access guardrails: advisory on dev stacks, mandatory on production ones -------------------
+def _cluster(rendering: engine.Rendering) -> engine.Resource:
+    return rendering.one(rules.MANAGED_CLUSTER)
+
+
+@pytest.mark.parametrize("production", [False, True], ids=["dev", "production"])
+def test_a_public_api_server_without_authorized_ranges_is_flagged(render, production):
+    stack = render(production=production)
+    found = all_violations(stack, rules.MANDATORY if production else rules.ADVISORY)
+    flagged = [v for v in found if v.startswith("api-server-restricted")]
+    assert len(flagged) == 1 and "no authorized IP ranges" in flagged[0]
+    assert (fabric.PRODUCTION_TAG in _cluster(stack).inputs["tags"]) is production
+
+
+@pytest.mark.parametrize("overrides", [
+    {"apiServer": {"authorizedIpRanges": ["203.0.113.0/24"]}},
+    {"apiServer": {"private": True}},
+], ids=["authorized-ranges", "private"])
+def test_a_restricted_api_server_passes(render, overrides):
+    stack = render(production=True, **overrides)
+    assert not [v for v in all_violations(stack) if v.startswith("api-server-restricted")]
+
+
+def test_local_accounts_are_mandatory_off_on_production_clusters(render):
+    assert any(v.startswith("local-accounts-disabled:") for v in all_violations(render(production=True)))
+    kept = render(production=True, entraId={"enabled": True, "localAccounts": True})
+    assert [v for v in all_violations(kept) if v.startswith("local-accounts")] == [
+        "local-accounts-disabled: ManagedCluster 'cluster-aks': Entra ID is on but local accounts are enabled; "
+        "remove entraId.localAccounts: true"]
+    assert not [v for v in all_violations(render(production=True, entraId={"enabled": True}))
+                if v.startswith("local-accounts")]
+
+
+@pytest.mark.parametrize("stack", ["private", "private-azure"])
+def test_the_private_example_passes_every_rule_as_production(stack):
+    from conftest import rendered
+
+    rendering = rendered(stack)
+    assert rules.is_production(as_args(_cluster(rendering)).props)
+    assert all_violations(rendering) == [] and all_violations(rendering, rules.ADVISORY) == []
