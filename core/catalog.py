@@ -572,7 +572,7 @@ def supported_sizes() -> list[str]:
     return sorted(SKUS)
 
 
-def _key(vm_size: object) -> str:
+def size_key(vm_size: object) -> str:
     """A size as Azure compares it: case-insensitive, and `Standard_` optional (`ND96asr_v4`)."""
     name = str(vm_size).strip().lower()
     return name[len("standard_"):] if name.startswith("standard_") else name
@@ -580,8 +580,8 @@ def _key(vm_size: object) -> str:
 
 def closest(vm_size: object, n: int = 3) -> list[str]:
     """The catalog's sizes nearest to `vm_size` (for "did you mean"), best first."""
-    keys = {_key(name): name for name in SKUS}
-    return [keys[k] for k in difflib.get_close_matches(_key(vm_size), list(keys), n=n, cutoff=0.6)]
+    keys = {size_key(name): name for name in SKUS}
+    return [keys[k] for k in difflib.get_close_matches(size_key(vm_size), list(keys), n=n, cutoff=0.6)]
 
 
 def lookup(vm_size: str) -> Sku:
@@ -591,55 +591,10 @@ def lookup(vm_size: str) -> Sku:
     Raises KeyError naming the closest sizes and the supported ones for anything else.
     """
     for name, sku in SKUS.items():
-        if _key(name) == _key(vm_size):
+        if size_key(name) == size_key(vm_size):
             return sku
     near = closest(vm_size)
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise KeyError(
         f"{vm_size!r} is not an InfiniBand-capable size in the catalog; {hint}supported: {', '.join(supported_sizes())}"
     )
-
-
-# --- prices: what an hour of a size costs, as data with its date and source ---------------------
-# Pay-as-you-go Linux prices in a US region; an estimate, never a bill. Sizes without an entry make
-# the estimate say "unknown" rather than guess. Check today's price: docs/enterprise-deployment.md.
-SRC_PRICES_SKYPILOT = ("Azure Retail Prices API via SkyPilot's catalog fetcher "
-                       "(skypilot-org/skypilot@40654dd sky/catalog/data_fetchers/fetch_azure.py)")
-
-
-@dataclass(frozen=True)
-class HourlyPrice:
-    usd_per_hour: float
-    read_on: str  # when the price was read (YYYY-MM)
-    source: str
-
-
-PRICES: dict[str, HourlyPrice] = {
-    "Standard_ND96isr_H100_v5": HourlyPrice(117.98, "2023-12", SRC_PRICES_SKYPILOT),
-    "Standard_D4s_v5": HourlyPrice(0.19, "2023-12", SRC_PRICES_SKYPILOT),
-}
-
-
-def hourly_price(vm_size: str) -> HourlyPrice | None:
-    """The price of `vm_size` (matched as `lookup` matches sizes), or None where the catalog has none."""
-    return next((p for name, p in PRICES.items() if _key(name) == _key(vm_size)), None)
-
-
-def cost_per_hour(pools: dict[str, tuple[str, int]]) -> dict[str, object]:
-    """An estimate of what the VMs of `pools` (name -> (size, nodes)) cost an hour: per pool and in
-    total, with each price's date and source; a pool of 0 nodes costs 0 whatever its size. Disks,
-    traffic and the control plane tier are left out. Unknown where a pool's size has no price."""
-    out: dict[str, object] = {}
-    total: float | None = 0.0
-    prices = {}
-    for pool, (size, nodes) in pools.items():
-        price = hourly_price(size)
-        usd = 0.0 if nodes == 0 else (round(price.usd_per_hour * nodes, 2) if price else None)
-        out[f"{pool}Usd"] = usd
-        total = None if usd is None or total is None else round(total + usd, 2)
-        prices[size] = ({"usdPerHour": price.usd_per_hour, "readOn": price.read_on, "source": price.source}
-                        if price else "no price in the catalog")
-    out["totalUsd"] = total
-    out["prices"] = prices
-    out["excludes"] = "disks, traffic, the AKS control plane tier"
-    return out

@@ -60,7 +60,8 @@ def declare(cfg: StackConfig, cluster: ClusterHandle) -> KubernetesPart:
     # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
     dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
                            opts=k8s_opts) if uses_dra else None
-    dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=k8s_opts) if modes.rdma_mode(cfg.rdma_mode).dra else None
+    dranet = (Dranet("dranet", DranetArgs(version=v.dranet), opts=k8s_opts)
+              if modes.rdma_mode(cfg.rdma_mode).dra else None)
     dra_parts = [*([dra_driver.release] if dra_driver else []),
                  *([dranet.release, dranet.device_class] if dranet else [])]
     dra_versions = {**(dra_driver.driver_versions if dra_driver else {}), **(dranet.driver_versions if dranet else {})}
