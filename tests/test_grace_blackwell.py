@@ -18,7 +18,7 @@ from components import certifier as certifier_mod
 from components import dra_driver, dranet, fabric_claims, nccl_settings
 from components.fabric_claims import groups
 from components.nccl_topology import layout
-from core import catalog, dra, fabric
+from core import catalog, dra, fabric, pins
 from offline import engine
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -30,6 +30,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 POOL = "azure-native:containerservice:AgentPool"
 GB300, GB200 = "Standard_ND128isr_GB300_v6", "Standard_ND128isr_NDR_GB200_v6"
 K8S = stack_config.DEFAULT_KUBERNETES_VERSION
+DRA_DRIVER, DRANET = pins.component("draDriver").version, pins.component("dranet").version  # the reference's files
 
 
 def gb300() -> engine.Rendering:
@@ -236,7 +237,7 @@ def test_dra_objects_pass_the_kubernetes_schema_of_the_stack_and_fail_before_1_3
 
 
 def test_the_compute_domain_passes_its_crd_and_a_misspelt_field_is_caught(reference):
-    crd = reference / "crds" / "resource.nvidia.com_computedomains.v0.4.1.yaml"
+    crd = reference / "crds" / f"resource.nvidia.com_computedomains.v{DRA_DRIVER}.yaml"
     domain = obj(gb300().one(COMPUTE_DOMAIN))
     assert sc.crd_errors(domain, crd) == []
     broken = json.loads(json.dumps(domain))
@@ -247,7 +248,7 @@ def test_the_compute_domain_passes_its_crd_and_a_misspelt_field_is_caught(refere
 def test_dranet_values_pass_the_charts_values_schema(reference):
     import jsonschema
 
-    schema = json.loads((reference / "schemas" / "dranet.values.schema.v1.4.0.json").read_text())
+    schema = json.loads((reference / "schemas" / f"dranet.values.schema.v{DRANET}.json").read_text())
     jsonschema.validate(sc.as_api(dranet.chart_values()), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"args": {"moveIbInterfaces": False}}, schema)
@@ -257,8 +258,8 @@ def test_the_dra_drivers_chart_renders_our_values(helm, reference):
     from offline import charts
 
     archives = charts.charts_dir()
-    if not (archives / "dra-driver-nvidia-gpu-0.4.1.tgz").is_file():
-        pytest.skip(f"no dra-driver-nvidia-gpu-0.4.1.tgz in {archives}")
+    if not (archives / f"dra-driver-nvidia-gpu-{DRA_DRIVER}.tgz").is_file():
+        pytest.skip(f"no dra-driver-nvidia-gpu-{DRA_DRIVER}.tgz in {archives}")
     out = {x.release.name: x for x in charts.render_all(gb300(), helm=helm, archives=archives)}
     driver = out["dra-driver-nvidia-gpu"]
     classes = {d["metadata"]["name"]: d["apiVersion"] for d in driver.of_kind("DeviceClass")}

@@ -113,7 +113,8 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
         group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
         (deploy,) = [d for d in sc.load_yaml_all(group.inputs["yaml"]) if d and d["kind"] == "Deployment"
                      and d["metadata"]["name"] == volcano_dra.SCHEDULER]
-        (container,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == volcano_dra.SCHEDULER]
+        containers = deploy["spec"]["template"]["spec"]["containers"]
+        (container,) = [c for c in containers if c["name"] == volcano_dra.SCHEDULER]
         return container["args"]
 
     gb300 = rendered("gb300")
