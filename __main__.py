@@ -56,3 +56,6 @@ elif kubernetes:
     pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")
 if cfg.untested:
     pulumi.export("untestedVersions", {k: v for k, v in cfg.untested})
+if kubernetes and kubernetes.rack_check:  # rackFabricVerdict, rackAllReduceBusBwAtMaxSizeGbps, ...: apart
+    for output_name, value in kubernetes.rack_check.stack_outputs().items():
+        pulumi.export(f"rack{output_name[0].upper()}{output_name[1:]}", value)

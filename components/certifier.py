@@ -36,6 +36,7 @@ SERVICE_ACCOUNT = "fabric-certifier"
 CODE_CONFIGMAP = "fabric-certifier-code"
 RESULT_CONFIGMAP = "fabric-certifier-result"
 HISTORY_CONFIGMAP = "fabric-certifier-history"
+RACK_RESULT_CONFIGMAP = "fabric-certifier-rack-result"  # the rack's NVLink run, apart from the verdict
 TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
 CODE_DIR = "/opt/aks-infiniband"
 # python:3.12-slim, its multi-arch index digest as two unrelated public Dockerfiles pin it (the code
@@ -67,6 +68,8 @@ class CertifierArgs:
     retest: Mapping[str, Any] | None = None
     # the fabric test job's namespace (it must exist before the Role in it)
     wait_for: Sequence[pulumi.Resource] = ()
+    # GB200/GB300: the rack's NVLink run is judged too, into its own result ConfigMap (rack_access)
+    rack: bool = False
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
@@ -132,19 +135,38 @@ def fabric_rules() -> list[rbac.PolicyRuleArgs]:
                                 verbs=["get", "list", "create", "delete"])]
 
 
-def own_rules() -> list[rbac.PolicyRuleArgs]:
+def rack_rules() -> list[rbac.PolicyRuleArgs]:
+    """In the rack run's namespace: read its job and the launcher's log; it creates no job there."""
+    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+            rbac.PolicyRuleArgs(api_groups=[VOLCANO_GROUP], resources=["jobs"], verbs=["get", "list"])]
+
+
+def own_rules(rack: bool = False) -> list[rbac.PolicyRuleArgs]:
     """In its own namespace: Events, and exactly its ConfigMaps (create cannot be limited by name, so the
     stack creates them and the certifier only reads and patches them)."""
+    names = [RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP, *([RACK_RESULT_CONFIGMAP] if rack else [])]
     return [rbac.PolicyRuleArgs(api_groups=[""], resources=["events"], verbs=["create"]),
             rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
-                                resource_names=[RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP])]
+                                resource_names=names)]
+
+
+def role(name: str, namespace: pulumi.Input[str], rules: list[rbac.PolicyRuleArgs],
+         opts: pulumi.ResourceOptions) -> rbac.Role:
+    """A `fabric-certifier` Role in `namespace`, bound to the certifier's ServiceAccount (`{name}-binding`)."""
+    r = rbac.Role(name, metadata=meta.ObjectMetaArgs(name="fabric-certifier", namespace=namespace, labels=LABELS),
+                  rules=rules, opts=opts)
+    rbac.RoleBinding(f"{name}-binding", metadata=meta.ObjectMetaArgs(
+        name="fabric-certifier", namespace=namespace, labels=LABELS),
+        role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=r.metadata.name),
+        subjects=[rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)], opts=opts)
+    return r
 
 
 class Certifier(pulumi.ComponentResource):
     """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole (+ `-binding`), `{name}-fabric`
     Role in the fabric test's namespace and `{name}-own` in its own (each + `-binding`), `{name}-code`,
-    `{name}-result`, `{name}-history` ConfigMaps, `{name}-priority` PriorityClass, and `{name}-recurring`
-    CronJob unless `schedule` is off."""
+    `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
+    PriorityClass, and `{name}-recurring` CronJob unless `schedule` is off."""
 
     def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
@@ -165,14 +187,8 @@ class Certifier(pulumi.ComponentResource):
                                       name=self.cluster_role.metadata.name),
             subjects=[subject], opts=child)
         in_fabric = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
-        for role, namespace, rules, ropts in (("fabric", args.fabric_namespace, fabric_rules(), in_fabric),
-                                              ("own", ns, own_rules(), child)):
-            r = rbac.Role(f"{name}-{role}", metadata=meta.ObjectMetaArgs(
-                name="fabric-certifier", namespace=namespace, labels=LABELS), rules=rules, opts=ropts)
-            rbac.RoleBinding(f"{name}-{role}-binding", metadata=meta.ObjectMetaArgs(
-                name="fabric-certifier", namespace=namespace, labels=LABELS),
-                role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=r.metadata.name),
-                subjects=[subject], opts=ropts)
+        role(f"{name}-fabric", args.fabric_namespace, fabric_rules(), in_fabric)
+        role(f"{name}-own", ns, own_rules(args.rack), child)
         files = certify.code_files(ROOT)
         self.code_sha256 = certify.code_sha256(files)
         self.files = tuple(files)
@@ -193,6 +209,9 @@ class Certifier(pulumi.ComponentResource):
             description="aks-infiniband's recurring fabric certification: below every workload, preempts no one.",
             opts=child)
         self.ready = [self.service_account, self.code, self.result, self.history]
+        if args.rack:
+            self.ready.append(core_v1.ConfigMap(f"{name}-rack-result", metadata=meta.ObjectMetaArgs(
+                name=RACK_RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written))
         self.cron_job = None
         if args.schedule != "off" and args.retest is not None:
             self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,10 +66,17 @@ class FabricCheckArgs:
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
     fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
+    # what the certify Job waits for besides the job and the certifier (the rack run's Role: rack_access)
+    wait_for: Sequence[pulumi.Resource] = ()
 
     @property
     def collect_timeout_minutes(self) -> int:
         return NODE_SETUP_BUDGET_MINUTES + self.job.deadline_minutes + COLLECT_MARGIN_MINUTES
+
+
+def result_configmap(job: FabricTestJob) -> str:
+    """The ConfigMap the certify run writes: the rack's NVLink run has its own, apart from the verdict's."""
+    return certifier_mod.RACK_RESULT_CONFIGMAP if job.rack_run else certifier_mod.RESULT_CONFIGMAP
 
 
 def certify_argv(args: FabricCheckArgs) -> list[str]:
@@ -85,8 +93,10 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
         *([] if p2p else ["--nodes", str(job.node_count)]),  # p2p: always two nodes
         "--wait-minutes", str(args.collect_timeout_minutes),
         "--run-id", job.spec_sha256,
-        "--result-configmap", certifier_mod.RESULT_CONFIGMAP,
-        *certifier_mod.policy_args(args.certifier.args),
+        "--result-configmap", result_configmap(job),
+        # the rack's NVLink run judges NVLink, not the fabric: it certifies, holds or quarantines no node
+        *(["--mode", "off", "--certifier-namespace", certifier_mod.NAMESPACE] if job.rack_run
+          else certifier_mod.policy_args(args.certifier.args)),
     ]
     if args.threshold is not None:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
@@ -94,6 +104,8 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
         argv += ["--fail-on-low-bandwidth"] if args.fail_on == "fail" else ["--fail-on", args.fail_on]
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
+    if job.rack_run:  # the rack's NVLink run: judged by the catalog's rack (MNNVL) figure
+        argv.append("--rack")
     return [*argv, "--json"]
 
 
@@ -224,7 +236,7 @@ class FabricCheck(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[job.job, *cert.ready],
+                depends_on=[job.job, *cert.ready, *args.wait_for],
                 delete_before_replace=True,  # a fixed name
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.collect_timeout_minutes + 2 * PULUMI_MARGIN_MINUTES}m",
@@ -234,7 +246,7 @@ class FabricCheck(pulumi.ComponentResource):
         # One read once the Job has completed: its id is known only then (unknown in a first preview).
         self.read = k8s.core.v1.ConfigMap.get(
             f"{name}-result",
-            self.certify.metadata.apply(lambda m: f"{m.namespace}/{certifier_mod.RESULT_CONFIGMAP}"),
+            self.certify.metadata.apply(lambda m: f"{m.namespace}/{result_configmap(job)}"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.certify]),
         )
         self.result = self.read.data.apply(parse_result)

@@ -36,5 +36,6 @@ class FabricTestJob(Protocol):
     # the pods' deadline: fabricTest.timeoutMinutes, plus the doctor's budget (doctorMinutes) when it may run
     deadline_minutes: int
     sharp: bool  # the all-reduce ran with SHARP/CollNet (fabricTest.sharp); always False for point to point
+    rack_run: bool  # the rack's NVLink run of a GB200/GB300 size (NcclJobArgs.rack_run); False for point to point
     spec_sha256: str  # changes exactly when the job is replaced: the collect step's trigger
     job: pulumi.Resource  # what the collect step waits for

@@ -45,6 +45,8 @@ DRIVER_UPGRADE_POLICY = {
 class GpuOperatorArgs:
     # Chart version, with its leading v (core/pins.py COMPONENTS "gpuOperator").
     version: str
+    # GPUs are handed out by the NVIDIA DRA driver (components/dra_driver.py), not the device plugin.
+    dra_gpus: bool = False
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
@@ -52,11 +54,23 @@ class GpuOperatorArgs:
         pins.CHART_VERSION.require("version", self.version)
 
 
-def chart_values() -> dict[str, Any]:
+def dra_values() -> dict[str, Any]:
+    """With the DRA driver handing out GPUs, as Azure's deploy script installs the operator "in DRA
+    mode" (Azure/ai-infrastructure-on-azure@a01b073 infrastructure_references/aks/scripts/deploy-aks.sh
+    install_gpu_operator): no device plugin (the DRA driver refuses to allocate GPUs beside it), and
+    the driver manager evicts the DRA kubelet plugin's pods, found by the pool's label, on a driver upgrade."""
+    return {
+        "devicePlugin": {"enabled": False},
+        "driver": {"manager": {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION",
+                                        "value": fabric.DRA_KUBELET_PLUGIN_LABEL}]}},
+    }
+
+
+def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
     """Values for the gpu-operator chart (every key exists in its values.yaml; tested), and the
     settings of NVIDIA's AKS recipe (NVIDIA/aicr recipes/components/gpu-operator/values*.yaml), each
     adopted here or declined with its reason."""
-    return {
+    values: dict[str, Any] = {
         # Node Feature Discovery is its own release (components/node_feature_discovery.py).
         "nfd": {"enabled": False},
         "driver": {
@@ -86,6 +100,11 @@ def chart_values() -> dict[str, Any]:
         # Declined from aicr: WITH_WORKLOAD=false for the validator, and gdrcopy
         # (docs/kubernetes-layer.md#gpu-operator-operands-off-and-settings-declined).
     }
+    if dra_gpus:
+        extra = dra_values()
+        values["devicePlugin"] = extra["devicePlugin"]
+        values["driver"] = {**values["driver"], **extra["driver"]}
+    return values
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -110,7 +129,7 @@ class GpuOperator(pulumi.ComponentResource):
             chart=CHART,
             version=args.version,
             namespace_name=args.namespace_name,
-            values=chart_values(),
+            values=chart_values(args.dra_gpus),
             timeout_seconds=args.timeout_seconds,
         )
         self.register_outputs({"release": self.release.status})

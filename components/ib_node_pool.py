@@ -38,6 +38,9 @@ class IbNodePoolArgs:
     # Start every node AKS creates or re-creates under `uncertified` (the certifier lifts it on a pass:
     # docs/fabric-certifier.md, which also says how AKS re-applies the pool's taints).
     hold_until_certified: bool = False
+    # The NVIDIA DRA driver runs on the pool (core/dra.py needs): its nodes carry the label its kubelet
+    # plugin selects (fabric.DRA_KUBELET_PLUGIN_LABEL).
+    dra_driver: bool = False
 
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
@@ -57,12 +60,14 @@ def pool_taints(args: IbNodePoolArgs) -> list[str]:
     return [fabric.IB_TAINT, *([fabric.UNCERTIFIED_TAINT] if args.hold_until_certified else [])]
 
 
-def pool_labels(sku: Sku) -> dict[str, str]:
-    """Labels on every node of the pool: its role (what the job's node selector matches) and size."""
+def pool_labels(sku: Sku, dra_driver: bool = False) -> dict[str, str]:
+    """Labels on every node of the pool: its role (what the job's node selector matches) and size,
+    and where the DRA driver's kubelet plugin runs (Azure labels those nodes by hand)."""
     return {
         fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE,
         "aks-infiniband.io/vm-size": sku.vm_size,
         "aks-infiniband.io/ib-generation": sku.ib_generation,
+        **({fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if dra_driver else {}),
     }
 
 
@@ -95,14 +100,16 @@ class IbNodePool(pulumi.ComponentResource):
             count=args.node_count,
             orchestrator_version=args.kubernetes_version,
             os_type=cs.OSType.LINUX,
-            os_sku=cs.OSSKU.UBUNTU,
+            # the catalog's: `Ubuntu`, or `Ubuntu2404` where Azure requires it (GB200/GB300). The pinned
+            # SDK's OSSKU enum has no Ubuntu2404 member; the API takes the string (docs/grace-blackwell.md).
+            os_sku=sku.os_sku,
             os_disk_size_gb=args.os_disk_size_gb,
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,
             vnet_subnet_id=args.vnet_subnet_id,
             **autoscale(args),
             node_taints=pool_taints(args),
-            node_labels=pool_labels(sku),
+            node_labels=pool_labels(sku, args.dra_driver),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
             # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next
             # to the GPU Operator's. The pinned SDK cannot set it; the policy pack refuses Managed.

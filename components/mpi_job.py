@@ -106,7 +106,8 @@ def container_security(ipc_lock: bool) -> core.SecurityContextArgs:
 
 def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes: list[core.VolumeArgs],
              affinity: core.AffinityArgs | None = None,
-             init_containers: list[core.ContainerArgs] | None = None) -> core.PodSpecArgs:
+             init_containers: list[core.ContainerArgs] | None = None,
+             resource_claims: Sequence[core.PodResourceClaimArgs] = ()) -> core.PodSpecArgs:
     """What every pod of a fabric test has: on the IB pool, bounded, no host network, no API token.
     The deadline covers the pod's initContainers too."""
     return core.PodSpecArgs(
@@ -126,6 +127,7 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         init_containers=init_containers or None,
         containers=containers,
         volumes=volumes,
+        resource_claims=list(resource_claims) or None,  # DRA claims (components/fabric_claims.py)
     )
 
 
@@ -138,10 +140,17 @@ def worker_template(
     extra_mounts: Sequence[core.VolumeMountArgs] = (),
     extra_volumes: Sequence[core.VolumeArgs] = (),
     init_containers: Sequence[core.ContainerArgs] = (),
+    resource_claims: Sequence[core.PodResourceClaimArgs] = (),
+    same_node_labels: Sequence[str] = (),
 ) -> core.PodTemplateSpecArgs:
     """An sshd worker with `resources`, /dev/shm in memory, one per node; `init_containers` run
-    to completion before sshd starts (within the pod's deadline)."""
+    to completion before sshd starts (within the pod's deadline). `resource_claims`: the pod's DRA
+    claims (`resources.claims` names those the container uses). `same_node_labels`: every worker on
+    nodes that share each label's value (one placement group; the NVL72 rack of the rack run)."""
     worker_labels = labels(job_name, "worker")
+    together = core.PodAffinityArgs(required_during_scheduling_ignored_during_execution=[
+        core.PodAffinityTermArgs(label_selector=meta.LabelSelectorArgs(match_labels=worker_labels), topology_key=key)
+        for key in same_node_labels]) if same_node_labels else None
     return core.PodTemplateSpecArgs(
         metadata=meta.ObjectMetaArgs(labels=worker_labels, annotations={CONFIG_HASH_ANNOTATION: config_hash}),
         spec=pod_spec(
@@ -156,9 +165,11 @@ def worker_template(
                             topology_key="kubernetes.io/hostname",
                         )
                     ]
-                )
+                ),
+                pod_affinity=together,
             ),
             init_containers=list(init_containers),
+            resource_claims=resource_claims,
             containers=[
                 core.ContainerArgs(
                     name=WORKER_TASK,
@@ -276,6 +287,7 @@ def declare_mpi_job(
     wait_for: Sequence[pulumi.Resource],
     configmaps: Mapping[str, Mapping[str, str] | None] | None = None,
     driver_versions: Mapping[str, str] | None = None,
+    namespaced: Callable[[pulumi.Output[str]], Sequence[pulumi.Resource]] | None = None,
 ) -> MpiJobResources:
     """Declare `{name}-namespace`, `{name}-launcher`, `{name}-<suffix>` for each extra ConfigMap and
     `{name}-job`, as children of `parent`.
@@ -285,6 +297,8 @@ def declare_mpi_job(
 
     - the namespace enforces `privileged` because the workers add IPC_LOCK, which is beyond
       `baseline`; warn and audit stay at `baseline`, so anything else that needs more shows up;
+    - `namespaced(namespace name)` declares what else lives in the namespace (DRA claim templates),
+      which the Job waits for too;
     - the Job waits for `wait_for` itself (a component's depends_on is not inherited by children);
     - the Job is replaced (delete first: it has a fixed name) whenever its spec changes, since
       Volcano forbids most spec updates and a finished job never runs again.
@@ -322,7 +336,7 @@ def declare_mpi_job(
         spec=spec,
         opts=pulumi.ResourceOptions(
             parent=parent,
-            depends_on=[*wait_for, launcher, *declared.values()],
+            depends_on=[*wait_for, launcher, *declared.values(), *(namespaced(namespace.name) if namespaced else ())],
             replace_on_changes=["spec"],
             delete_before_replace=True,
         ),

@@ -17,12 +17,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mpi_job, nccl_settings
+from components import fabric_claims, mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import fabric, modes, nccl_sizing, pins
+from core import dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
 from verify import doctor, launcher_env
@@ -65,6 +65,10 @@ class NcclJobArgs:
     doctor: str = "never"
     doctor_minutes: int = 0
     threshold_gbps: float | None = None
+    # The rack's NVLink run of a multi-node-NVLink size (GB200/GB300): MNNVL and NVLS on, every worker
+    # in one NVL72 clique, the ComputeDomain's channel claimed; judged by the catalog's rack figure,
+    # beside the IB-only verdict run and never in it (components/nccl_settings.py RACK_RUN).
+    rack_run: bool = False
 
     @property
     def deadline_minutes(self) -> int:
@@ -88,6 +92,10 @@ class NcclJobArgs:
         mpi_job.check_host_names(self.job_name, self.node_count)
         if self.doctor not in doctor.DOCTOR_MODES:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
+        if self.rack_run and not self.sku.has_mnnvl:
+            raise ValueError(f"rack_run: {self.sku.vm_size} has no multi-node NVLink (GB200/GB300 have)")
+        if modes.rdma_mode(self.rdma_mode).dra:
+            fabric_claims.devices_claim(self.sku, nics=True)  # raises where no layout pairs GPUs and HCAs
         if self.doctor != "never" and self.doctor_minutes < 1:
             raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
 
@@ -134,13 +142,30 @@ def uses_topology_file(args: NcclJobArgs) -> bool:
     return args.topology_file and bool(args.sku.nccl_topology)
 
 
+def gpus_by_claim(args: NcclJobArgs) -> bool:
+    """Whether the GPUs come as a DRA claim (the NVIDIA DRA driver runs, the device plugin does not)."""
+    return dra.needs(args.sku, args.rdma_mode) is not None
+
+
+def same_node_labels(args: NcclJobArgs) -> list[str]:
+    """What every worker's node must share: in a DRA mode one placement group (the topology labeler's
+    label: a claim's constraint holds only its own HCAs, not another pod's), and on the rack run one
+    NVLink clique."""
+    return [*([fabric.PLACEMENT_GROUP_LABEL] if modes.rdma_mode(args.rdma_mode).dra else []),
+            *([fabric.GPU_CLIQUE_LABEL] if args.rack_run else [])]
+
+
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
-    """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py)."""
+    """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py):
+    as counts of the device plugins' resources, or as the worker's DRA claims (components/fabric_claims.py)."""
     gpus = args.sku.gpus_per_vm
-    extended = {fabric.GPU_RESOURCE: str(gpus), **modes.rdma_mode(args.rdma_mode).limits(args.sku)}
+    claimed = gpus_by_claim(args)
+    extended = {**({} if claimed else {fabric.GPU_RESOURCE: str(gpus)}),
+                **modes.rdma_mode(args.rdma_mode).limits(args.sku)}
     return core.ResourceRequirementsArgs(
         requests={**extended, "cpu": str(CPU_PER_RANK * gpus), "memory": f"{MEMORY_GI_PER_RANK * gpus}Gi"},
-        limits=extended,
+        limits=extended or None,
+        claims=fabric_claims.worker_claims(args.rack_run).container if claimed else None,
     )
 
 
@@ -159,7 +184,7 @@ def job_spec(
         "MPI_HOME": MPI_HOME,
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
-        **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp),
+        **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run),
         **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
         **launcher_env.result_env(),
         **doctor_env(args),
@@ -180,7 +205,9 @@ def job_spec(
             args.deadline_minutes, config_hash, launcher_configmap,
         ),
         worker=mpi_job.worker_template(
-            args.job_name, args.image, worker_resources(args), args.deadline_minutes, config_hash, mounts, volumes
+            args.job_name, args.image, worker_resources(args), args.deadline_minutes, config_hash, mounts, volumes,
+            resource_claims=fabric_claims.worker_claims(args.rack_run).pod if gpus_by_claim(args) else (),
+            same_node_labels=same_node_labels(args),
         ),
     )
 
@@ -201,6 +228,7 @@ class NcclJob(pulumi.ComponentResource):
     node_count: int
     deadline_minutes: int
     sharp: bool  # whether the run used SHARP (CollNet): the result says which transport it measured
+    rack_run: bool  # the rack's NVLink run (MNNVL on), judged by the rack figure (NcclJobArgs.rack_run)
     spec: dict[str, Any]
     spec_sha256: str
 
@@ -211,6 +239,7 @@ class NcclJob(pulumi.ComponentResource):
         self.node_count = args.node_count  # nodes the test spans
         self.deadline_minutes = args.deadline_minutes  # the collector waits this long after setup
         self.sharp = args.sharp
+        self.rack_run = args.rack_run
         topology = args.sku.nccl_topology if uses_topology_file(args) else None
         declared = mpi_job.declare_mpi_job(
             name,
@@ -222,10 +251,14 @@ class NcclJob(pulumi.ComponentResource):
             build_spec=lambda launcher, configmaps, config_hash: job_spec(args, launcher, configmaps, config_hash),
             wait_for=args.wait_for,
             driver_versions=args.driver_versions,
+            namespaced=(lambda namespace: fabric_claims.declare(
+                name, self, namespace, sku=args.sku, nics=modes.rdma_mode(args.rdma_mode).dra,
+                compute_domain=args.rack_run)) if gpus_by_claim(args) else None,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")
         self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256
-        self.retest = retest_template(args, declared.spec)
+        # the recurring certifier re-tests the fabric, never the rack's NVLink run
+        self.retest = None if args.rack_run else retest_template(args, declared.spec)
         self.register_outputs({"job_name": args.job_name, "namespace": self.namespace.name,
                                "spec_sha256": self.spec_sha256})

@@ -10,7 +10,10 @@ What is Azure's, and from where:
   where they overlap; and its NUMA-aware core binding for H100/H200.
 - ND A100 v4 (`ndv4`): azhpc-images' ND v4 `/etc/nccl.conf`; no binding, as in Azure's AKS A100 test
   that published 187 GB/s (Azure/aks-rdma-infiniband).
-- ND GB200 v6 (`ndv6`): none of the above; Azure's GB300 values null them and bind nothing.
+- ND GB200 v6 / ND GB300 v6 (`ndv6`, Grace Blackwell): Azure's Grace Blackwell config
+  (`graceblackwell.conf`) with its GB300 AKS values (`values-gb300.yaml`), which unset the ND v5
+  settings and bind nothing. Its verdict run is IB-only (MNNVL and NVLS off, so two nodes of one
+  NVL72 rack still cross InfiniBand); `rack=True` gives the MNNVL run reported beside it.
 
 A generation is one `Family` (its settings and binding) in `FAMILIES`, looked up by the catalog's
 `Sku.generation`; a GPU size of a generation with no family is refused.
@@ -21,7 +24,7 @@ CollNet) and `topology_file` (mount Azure's NCCL topology file, or let NCCL dete
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.catalog import Sku
 
@@ -33,6 +36,9 @@ AKS_NCCL_TEST = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validat
 AKS_VALUES = f"{AKS_NCCL_TEST}/values.yaml"
 AKS_MPIJOB = f"{AKS_NCCL_TEST}/templates/mpijob.yaml"
 AKS_GB300_VALUES = f"{AKS_NCCL_TEST}/values-gb300.yaml"
+GB_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/graceblackwell.conf"
+# The IB-only run of DRANET's AKS GB300 example (MNNVL and NVLS off), the run Azure's inter-rack figure names
+DRANET_GB300_JOB = "kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/mpi-job.yaml"
 HOPPER_CONF = "Azure/ai-infrastructure-on-azure@a01b073 infrastructure_validations/slurm/NCCL/configs/hopper.conf"
 AZHPC_NDV5 = "Azure/azhpc-images@8e9d055 components/customizations/ndv5.sh (/etc/nccl.conf)"
 AZHPC_NDV4 = "Azure/azhpc-images@8e9d055 components/customizations/ndv4.sh (/etc/nccl.conf)"
@@ -47,9 +53,13 @@ OURS = "ours"
 
 @dataclass(frozen=True)
 class Setting:
-    value: str
+    value: str | None  # None: a variable a family removes from the shared groups (left to NCCL)
     why: str
     source: str  # repository@commit path, or OURS (then `why` is the whole reason)
+
+
+def unset(why: str, source: str) -> Setting:
+    return Setting(None, why, source)
 
 
 # Every GPU generation, whatever the switches.
@@ -105,6 +115,8 @@ class Family:
     settings: dict[str, Setting]  # Azure's tuning for it, on top of COMMON
     numa_binding: bool  # mpirun binds each rank to cores on its GPU's NUMA node (else unbound)
     binding_source: str  # where the binding (or its absence) comes from
+    # The rack's NVLink run of a multi-node-NVLink generation: what it changes of `settings`
+    rack: dict[str, Setting] = field(default_factory=dict)
 
 
 # Azure's per-generation tuning, one family each, looked up by name with `family()`.
@@ -138,12 +150,46 @@ NDV4 = Family(
     numa_binding=False,
     binding_source=AKS_RDMA_MPIJOB + " (-bind-to none; the run behind Azure's published 187 GB/s)",
 )
+# Grace Blackwell: graceblackwell.conf's NCCL variables for the IB side, with MNNVL and NVLS off (the
+# verdict run); values-gb300.yaml unsets what only Hopper needs.
 NDV6 = Family(
     name="ndv6",
-    label="ND GB200 v6",
-    settings={},  # AKS_GB300_VALUES nulls the ND v5 settings for Grace Blackwell
+    label="ND GB200 / GB300 v6",
+    settings={
+        "NCCL_NET_GDR_LEVEL": Setting("PHB", "GPUDirect RDMA where GPU and HCA share a PCIe host bridge: on "
+                                             "Grace each GPU has its own HCAs next to it", GB_CONF),
+        "NCCL_NET_GDR_C2C": Setting("1", "GPUDirect RDMA over Grace's chip-to-chip link (C2C) between the "
+                                         "GPU and the CPU-attached HCA", GB_CONF),
+        "NCCL_DMABUF_ENABLE": Setting("1", "register GPU memory with the HCA through DMA-BUF", GB_CONF),
+        "NCCL_IB_SL": Setting("1", "InfiniBand service level 1, as Azure's Grace Blackwell fabric expects",
+                              GB_CONF),
+        "NCCL_IB_QPS_PER_CONNECTION": Setting("4", "4 queue pairs per connection", GB_CONF),
+        "NCCL_P2P_NET_CHUNKSIZE": Setting("2097152", "2 MiB chunks for point-to-point over the network",
+                                          GB_CONF),
+        "NCCL_SHM_DISABLE": Setting("1", "no shared-memory transport: GPUs of a node talk over NVLink",
+                                    GB_CONF),
+        "NCCL_IGNORE_CPU_AFFINITY": Setting(
+            "1", "NCCL places its threads by the GPU's NUMA node (graceblackwell.conf sets it; the GB300 AKS "
+                 "values null it)", GB_CONF),
+        "NCCL_MNNVL_ENABLE": Setting(
+            "0", "IB-only: no multi-node NVLink, so the run crosses InfiniBand even between nodes of one NVL72 "
+                 "rack and the verdict judges the fabric (graceblackwell.conf's 1 is the rack run's)",
+            f"{DRANET_GB300_JOB}; {GB_CONF}"),
+        "NCCL_NVLS_ENABLE": Setting("0", "IB-only: no NVLink SHARP (NVLS) reductions in the NVSwitch",
+                                    f"{DRANET_GB300_JOB}; {GB_CONF}"),
+        "NCCL_IB_PCI_RELAXED_ORDERING": unset("not set: Azure's GB300 values null the Hopper value (1)",
+                                              AKS_GB300_VALUES),
+        # graceblackwell.conf: the RDMA/SHARP plugin on the library path is "needed for dmabuf support"
+        "NCCL_NET_PLUGIN": unset("not set: NCCL loads the image's RDMA plugin (libnccl-net.so on the library "
+                                 "path), which Azure says DMA-BUF needs", f"{GB_CONF}; {IMAGE_DOCKERFILE}"),
+    },
     numa_binding=False,
-    binding_source=AKS_GB300_VALUES + " (mpi.bindToCore: false)",
+    binding_source=f"{AKS_GB300_VALUES} (mpi.bindToCore: false); {GB_CONF} (CPU_BIND=none)",
+    # graceblackwell.conf's intra-rack values over the verdict run's; reported beside it, never in it
+    rack={
+        "NCCL_MNNVL_ENABLE": Setting("1", "multi-node NVLink across the nodes of one NVL72 rack", GB_CONF),
+        "NCCL_NVLS_ENABLE": Setting("1", "NVLink SHARP reductions in the rack's NVSwitches", GB_CONF),
+    },
 )
 FAMILIES: dict[str, Family] = {f.name: f for f in (NDV5, NDV4, NDV6)}
 
@@ -193,17 +239,24 @@ def binding(sku: Sku) -> Binding:
                    "one rank per GPU, unbound: NCCL pins its own threads", fam.binding_source)
 
 
-def settings(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, Setting]:
-    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted."""
-    out = {**COMMON, **family(sku).settings, **(WITH_SHARP if sharp else WITHOUT_SHARP)}
+def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, Setting]:
+    """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted (a
+    family's unset entries removed); `rack`: the rack's NVLink run (the family's `rack` over the rest)."""
+    fam = family(sku)
+    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **fam.settings}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
-    return dict(sorted(out.items()))
+    if rack:
+        if not (sku.has_mnnvl and fam.rack):
+            raise ValueError(f"rack: {sku.vm_size} has no multi-node NVLink; the rack run applies to GB200/GB300")
+        out.update(fam.rack)
+    return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
 
 
-def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool) -> dict[str, str]:
+def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, str]:
     """The environment of the launcher, forwarded to every rank by mpirun (-x)."""
-    return {name: s.value for name, s in settings(sku, topology_file=topology_file, sharp=sharp).items()}
+    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack)
+    return {name: str(s.value) for name, s in found.items()}
 
 
 def _cell(text: str) -> str:
@@ -217,12 +270,14 @@ def markdown_table() -> str:
         ("`sharp: false` (default)", WITHOUT_SHARP),
         ("`sharp: true`", WITH_SHARP),
         *((f.label, f.settings) for f in FAMILIES.values()),
+        *((f"{f.label}, the rack's NVLink run", f.rack) for f in FAMILIES.values() if f.rack),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]
     for when, env in groups:
         for name, s in env.items():
-            lines.append(f"| `{name}` | `{_cell(s.value)}` | {when} | {_cell(s.why)} | {_cell(s.source)} |")
+            value = f"`{_cell(s.value)}`" if s.value is not None else "(unset)"
+            lines.append(f"| `{name}` | {value} | {when} | {_cell(s.why)} | {_cell(s.source)} |")
     return "\n".join(lines) + "\n"
 
 

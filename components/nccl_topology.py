@@ -173,3 +173,4 @@ def render_xml(topology_id: str) -> str:
     root = to_element(layout(topology_id))
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
+

@@ -14,7 +14,15 @@ from components.namespace import Namespace, NamespaceArgs
 @dataclass(frozen=True)
 class Chart:
     name: str  # also the release name
-    repo: str
+    repo: str  # a Helm repository URL, or an OCI registry path (oci://...) under which the chart is
+
+    @property
+    def ref(self) -> str:
+        """What Helm installs: the chart's name in its repository, or its full OCI reference."""
+        return f"{self.repo}/{self.name}" if self.repo.startswith("oci://") else self.name
+
+    def repository_opts(self) -> k8s.helm.v3.RepositoryOptsArgs | None:
+        return None if self.repo.startswith("oci://") else k8s.helm.v3.RepositoryOptsArgs(repo=self.repo)
 
 
 def operator_release(
@@ -43,9 +51,9 @@ def operator_release(
         f"{name}-release",
         k8s.helm.v3.ReleaseArgs(
             name=chart.name,
-            chart=chart.name,
+            chart=chart.ref,
             version=version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+            repository_opts=chart.repository_opts(),
             namespace=namespace.name,
             values=values,
             timeout=timeout_seconds,

@@ -162,6 +162,7 @@ class P2pJob(pulumi.ComponentResource):
 
     kind: Kind = POINT_TO_POINT
     sharp: bool = False  # no NCCL, no SHARP: MPI point to point over one HCA
+    rack_run: bool = False  # no NVLink run: the rack's run is the all-reduce's
     namespace: pulumi.Resource
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import volcano_topology
+from components import volcano_dra, volcano_topology
 from core import pins
 
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
@@ -95,21 +95,25 @@ class VolcanoArgs:
     version: str
     # The checked content of that tag's manifest (checked_manifest), read before any resource.
     manifest: str
+    # The fabric test claims devices (GB sizes, rdmaMode dra: core/dra.py): the scheduler allocates them.
+    dra: bool = False
 
     def __post_init__(self) -> None:
         pins.VOLCANO_TAG.require("version", self.version)  # the config's check, so it cannot pass there and fail here
 
 
 @functools.cache
-def configured(manifest: str) -> str:
+def configured(manifest: str, dra: bool = False) -> str:
     """The checked manifest with the stack's scheduler and controller configuration in its two
     ConfigMaps (components/volcano_topology.py: HyperNodes from the topology labels, the
-    network-topology-aware plugin); every other object exactly as the release ships it. Cached, and
+    network-topology-aware plugin) and, with `dra`, DRA on in the scheduler (components/volcano_dra.py);
+    every other object exactly as the release ships it. Cached, and
     libyaml where PyYAML has it: the manifest is about 1 MB (2 s to read and write in pure Python)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     objects = [doc for doc in yaml.load_all(manifest, Loader=loader) if doc]  # noqa: S506 (a safe loader)
-    return yaml.dump_all(volcano_topology.configure(objects), Dumper=dumper, sort_keys=False)
+    objects = volcano_topology.configure(objects)
+    return yaml.dump_all(volcano_dra.configure(objects) if dra else objects, Dumper=dumper, sort_keys=False)
 
 
 class Volcano(pulumi.ComponentResource):
@@ -128,7 +132,7 @@ class Volcano(pulumi.ComponentResource):
         tag, sha256 = pins.volcano_manifest(args.version)
         self.manifest = k8s.yaml.v2.ConfigGroup(
             f"{name}-manifest",
-            k8s.yaml.v2.ConfigGroupArgs(yaml=configured(args.manifest)),
+            k8s.yaml.v2.ConfigGroupArgs(yaml=configured(args.manifest, args.dra)),
             # Was a ConfigFile of the URL: the same child, now from the checked content.
             opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(type_="kubernetes:yaml/v2:ConfigFile")]),
         )

@@ -66,6 +66,7 @@ SRC_NDAMSRV4 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated
 SRC_NDH100V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh100v5-series"
 SRC_NDH200V5 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ndh200v5-series"
 SRC_NDGB200V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-gb200-v6-series"
+SRC_NDGB300V6 = "learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-gb300-v6-series"
 SRC_HBV3 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv3-series"
 SRC_HBV4 = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hbv4-series"
 SRC_HX = "learn.microsoft.com/azure/virtual-machines/sizes/high-performance-compute/hx-series"
@@ -76,6 +77,15 @@ SRC_AKS_GB200_FLAG = (
     "'Before deploying GB200/GB300 node pools, you must unregister the AKSInfinibandSupport feature flag'; "
     "GB200/GB300 pools need Ubuntu 24.04"
 )
+# Azure's published GB300 expectations: all_reduce busbw at 16 G, inter-rack IB-only ~200 GB/s (warn < 180,
+# GHR < 150) and intra-rack MNNVL ~937 GB/s (warn < 800, GHR < 600); "18 nodes per MNNVL rack". A guidance
+# table, not a log ("Baselines assume a full rack at 16 G message size").
+CITE_GB300_BASELINE = Citation(f"{AI_INFRA} skills/slurm/sku_performance_baseline/SKILL.md, "
+                               "Standard_ND128isr_GB300_v6", AI_INFRA_DATE)
+SRC_NVL72_RACK = (f"{CITE_GB300_BASELINE}: '18 nodes per MNNVL rack'; {SRC_NDGB200V6}: 'groups of 18 ND GB200 v6 "
+                  "VMs' per NVL72 rack")
+SRC_DRANET_GB300 = ("kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/README.md (2026-07-17): "
+                    "'4 x Mellanox ConnectX | 800 Gb/s InfiniBand each', '4 x NVIDIA GB300 | 288 GB HBM3E'")
 SRC_AKS_IB_FLAG = (
     "Azure/aks-rdma-infiniband@700dabb website/docs/getting-started/02-prerequisites.md "
     "('register the AKS Infiniband Support feature' so pool VMs land on one InfiniBand network)"
@@ -138,6 +148,25 @@ class LinkExpectation:
         return str(self.provenance)
 
 
+@dataclass(frozen=True)
+class IbGeneration:
+    """An InfiniBand generation and its per-HCA link rate (4x port), as the size pages state it."""
+
+    name: str
+    link_gbits: int  # Gb/s (bits)
+    source: str
+
+
+IB_GENERATIONS: dict[str, IbGeneration] = {
+    g.name: g
+    for g in (
+        IbGeneration("HDR", 200, f"{SRC_NDASRV4} ('200 ... HDR InfiniBand connection' per GPU)"),
+        IbGeneration("NDR", 400, f"{SRC_NDH100V5} ('400 Gb/s NVIDIA Quantum-2 CX7 InfiniBand' per GPU)"),
+        IbGeneration("XDR", 800, f"{SRC_NDGB300V6}; {SRC_DRANET_GB300}"),
+    )
+}
+
+
 class IbFeature(Enum):
     """What a size needs of the AKSInfinibandSupport feature on the deploying subscription."""
 
@@ -170,8 +199,8 @@ class Sku:
     gpus_per_vm: int  # 0 for CPU-only HPC sizes
     gpu_model: str | None
     ib_hcas_per_vm: int
-    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): HDR 200, NDR 400
-    ib_generation: str  # "HDR" | "NDR"
+    ib_link_gbits: int  # per-HCA InfiniBand link rate, Gb/s (bits): IB_GENERATIONS[ib_generation]'s
+    ib_generation: str  # a key of IB_GENERATIONS: "HDR" | "NDR" | "XDR"
     generation: str  # Azure's VM generation: "ndv4" | "ndv5" | "ndv6" | "hbv3" | "hbv4" | "hx" (NCCL settings key)
     nccl_topology: str | None  # id of the NCCL topology file, None when no file applies
     ib_feature: IbFeature  # what the size needs of AKSInfinibandSupport
@@ -180,15 +209,31 @@ class Sku:
     allreduce_more_nodes: Expectation | None
     p2p: LinkExpectation | None  # two-VM RDMA bandwidth over one HCA (judges the CPU-only fabric test)
     sources: tuple[str, ...]
-    # The oldest Kubernetes minor whose AKS `Ubuntu` node image the size runs on: AKS's osSKU
-    # Ubuntu is Ubuntu 22.04 up to 1.34 and 24.04 from 1.35 (learn.microsoft.com/azure/aks/upgrade-os-version).
-    min_kubernetes_minor: int | None = None
     gpu_memory_gb: int = 0  # memory per GPU (the size pages in `sources`): bounds all_reduce_perf's -e
     allreduce_1_node: NodeAllReduceGate | None = None  # the fabric doctor's NVLink check; None: unpublished
     # CPU cores per VM (no SMT on these sizes: cores = threads), with where the figure comes from:
     # mpirun's core binding gives each rank cores_per_vm / gpus_per_vm of them.
     cpu_cores_per_vm: int = field(kw_only=True)
     cpu_cores_source: str = field(kw_only=True)
+    # AKS osSKU: `Ubuntu`, or `Ubuntu2404` where Azure requires 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG)
+    os_sku: str = field(default="Ubuntu", kw_only=True)
+    # Multi-node NVLink: nodes per NVL72 rack (needs the DRA driver's ComputeDomain; the verdict judges an
+    # IB-only run). None: NVLink stays inside the VM.
+    mnnvl_rack_nodes: int | None = field(default=None, kw_only=True)
+    # The all-reduce of nodes of one rack over MNNVL: reported beside the IB verdict, never in it.
+    allreduce_rack: Expectation | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        gen = IB_GENERATIONS.get(self.ib_generation)
+        if gen is None or gen.link_gbits != self.ib_link_gbits:
+            raise ValueError(f"{self.vm_size}: ib_generation {self.ib_generation!r} at {self.ib_link_gbits} Gb/s; "
+                             f"generations: {', '.join(f'{g.name} {g.link_gbits}' for g in IB_GENERATIONS.values())}")
+        if self.allreduce_rack and not self.mnnvl_rack_nodes:
+            raise ValueError(f"{self.vm_size}: a rack (MNNVL) expectation needs mnnvl_rack_nodes")
+
+    @property
+    def has_mnnvl(self) -> bool:
+        return self.mnnvl_rack_nodes is not None
 
     @property
     def has_gpus(self) -> bool:
@@ -215,10 +260,6 @@ class Sku:
 _A100 = Expectation(baseline_gbps=187.0, threshold_gbps=180.0,
                     provenance=Provenance(Basis.MEASURED, (CITE_AZURE_EXPECTED,), "2 x 8 A100 on AKS"))
 
-# Azure's own health checks (aznhc), one gate per size, read at one commit. `check_ib_bw_gdr` is a
-# single-node ib_write_bw loopback per HCA from GPU memory (GPUDirect RDMA), in Gb/s per HCA;
-# `check_ib_bw_non_gdr` the same from host memory (the CPU-only sizes); `check_nccl_allreduce` a
-# single-node (NVLink only) all-reduce busbw in GB/s; `check_hw_cpuinfo` sockets, cores, threads.
 # Azure's own health checks (aznhc), one gate per size. `check_ib_bw_gdr` is a single-node
 # ib_write_bw loopback per HCA from GPU memory (GPUDirect RDMA), in Gb/s per HCA;
 # `check_ib_bw_non_gdr` the same from host memory (the CPU-only sizes); `check_nccl_allreduce` a
@@ -238,6 +279,9 @@ SRC_CORES_HBV3 = f"{AZNHC} conf/hb120rs_v3.conf: check_hw_cpuinfo 2 120 120"
 SRC_CORES_HBV4 = f"{AZNHC} conf/hb176rs_v4.conf and conf/hx176rs.conf: check_hw_cpuinfo 2 176 176"
 SRC_CORES_GB200 = ("microsoft/aspire@5bd693a src/Aspire.Hosting.Azure.Kubernetes/AksNodeVmSizes.cs: "
                    "'Standard_ND128isr_NDR_GB200_v6 -- 128 vCPUs' (aznhc has no GB200 conf)")
+# No GB300 core count found: the size name carries it (ND128), as GB200's, which SRC_CORES_GB200 confirms.
+SRC_CORES_GB300 = ("DERIVED from the size name Standard_ND128isr_GB300_v6 (128 vCPUs, as GB200's ND128; "
+                   f"{SRC_CORES_GB200})")
 # NCCL's maintainers' figure for what one NIC carries at best in an all-reduce (busbw), per 200 Gb/s of
 # line rate: 24 GB/s, i.e. 48 GB/s for a 400 Gb/s NDR HCA ("We usually consider 24GB/s is the peak
 # performance per 200G NIC", sjeaugey).
@@ -298,6 +342,12 @@ _H100_GDR_GATE_GBITS, _H200_GDR_GATE_GBITS = 380.0, 360.0
 _H100_DERIVED = _derived_from_nccl_peak(8, 400)
 _H200_DERIVED = _scaled_by_gdr_gate(_H100_DERIVED, "ND H100 v5", _H100_GDR_GATE_GBITS, CITE_GDR_H100,
                                     _H200_GDR_GATE_GBITS, CITE_GDR_H200)
+
+# GB300: Azure's published figures; the fail line is its warn line ("re-test"; GHR 150 / 600 is for a report).
+_GB300_IB_ONLY = Expectation(baseline_gbps=200.0, threshold_gbps=180.0, provenance=Provenance(
+    Basis.MEASURED, (CITE_GB300_BASELINE,), "Azure's published inter-rack, IB-only figure at 16 G: ~200, warn < 180"))
+_GB300_MNNVL = Expectation(baseline_gbps=937.0, threshold_gbps=800.0, provenance=Provenance(
+    Basis.MEASURED, (CITE_GB300_BASELINE,), "Azure's published intra-rack, MNNVL figure at 16 G: ~937, warn < 800"))
 
 # Point to point over one HCA. GPU sizes: the line rate and the size's own GPUDirect RDMA gate (what
 # a GPU-memory ib_write_bw must reach). CPU-only sizes: the host-memory gate. Azure measures every
@@ -479,14 +529,40 @@ SKUS: dict[str, Sku] = {
             nccl_topology=None,  # Azure publishes no topology file for it (reference/topology)
             ib_feature=IbFeature.MUST_BE_ABSENT,  # Azure: unregister it for GB200/GB300
             cpu_arch="arm64",
-            allreduce_2_nodes=None,  # no published figure; verdicts are UNKNOWN
+            # No published GB200 figure, and GB300's do not transfer (half the link rate): UNKNOWN
+            allreduce_2_nodes=None,
             allreduce_more_nodes=None,
             p2p=None,  # aznhc has no GB200 conf: no GDR gate to judge one HCA by
-            sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG),
-            min_kubernetes_minor=35,  # needs Ubuntu 24.04 (SRC_AKS_GB200_FLAG)
+            sources=(SRC_NDGB200V6, SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
             gpu_memory_gb=192,
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB200,
+            os_sku="Ubuntu2404",  # SRC_AKS_GB200_FLAG
+            mnnvl_rack_nodes=18,  # SRC_NVL72_RACK
+        ),
+        Sku(
+            vm_size="Standard_ND128isr_GB300_v6",
+            family="ND GB300 v6",
+            gpus_per_vm=4,
+            gpu_model="GB300 (Blackwell Ultra, 288GB)",
+            ib_hcas_per_vm=4,
+            ib_link_gbits=800,
+            ib_generation="XDR",
+            generation="ndv6",
+            nccl_topology=None,  # no published topology file
+            ib_feature=IbFeature.MUST_BE_ABSENT,  # SRC_AKS_GB200_FLAG names GB300 too
+            cpu_arch="arm64",
+            # judged from the IB-only run (MNNVL and NVLS off) by Azure's inter-rack figure
+            allreduce_2_nodes=_GB300_IB_ONLY,
+            allreduce_more_nodes=_GB300_IB_ONLY,
+            p2p=None,  # aznhc has no GB300 conf: no GDR gate to judge one HCA by
+            sources=(SRC_NDGB300V6, SRC_DRANET_GB300, str(CITE_GB300_BASELINE), SRC_AKS_GB200_FLAG, SRC_NVL72_RACK),
+            gpu_memory_gb=288,  # SRC_DRANET_GB300
+            cpu_cores_per_vm=128,
+            cpu_cores_source=SRC_CORES_GB300,
+            os_sku="Ubuntu2404",
+            mnnvl_rack_nodes=18,
+            allreduce_rack=_GB300_MNNVL,
         ),
     )
 }
@@ -496,7 +572,7 @@ def supported_sizes() -> list[str]:
     return sorted(SKUS)
 
 
-def _key(vm_size: object) -> str:
+def size_key(vm_size: object) -> str:
     """A size as Azure compares it: case-insensitive, and `Standard_` optional (`ND96asr_v4`)."""
     name = str(vm_size).strip().lower()
     return name[len("standard_"):] if name.startswith("standard_") else name
@@ -504,8 +580,8 @@ def _key(vm_size: object) -> str:
 
 def closest(vm_size: object, n: int = 3) -> list[str]:
     """The catalog's sizes nearest to `vm_size` (for "did you mean"), best first."""
-    keys = {_key(name): name for name in SKUS}
-    return [keys[k] for k in difflib.get_close_matches(_key(vm_size), list(keys), n=n, cutoff=0.6)]
+    keys = {size_key(name): name for name in SKUS}
+    return [keys[k] for k in difflib.get_close_matches(size_key(vm_size), list(keys), n=n, cutoff=0.6)]
 
 
 def lookup(vm_size: str) -> Sku:
@@ -515,55 +591,10 @@ def lookup(vm_size: str) -> Sku:
     Raises KeyError naming the closest sizes and the supported ones for anything else.
     """
     for name, sku in SKUS.items():
-        if _key(name) == _key(vm_size):
+        if size_key(name) == size_key(vm_size):
             return sku
     near = closest(vm_size)
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise KeyError(
         f"{vm_size!r} is not an InfiniBand-capable size in the catalog; {hint}supported: {', '.join(supported_sizes())}"
     )
-
-
-# --- prices: what an hour of a size costs, as data with its date and source ---------------------
-# Pay-as-you-go Linux prices in a US region; an estimate, never a bill. Sizes without an entry make
-# the estimate say "unknown" rather than guess. Check today's price: docs/enterprise-deployment.md.
-SRC_PRICES_SKYPILOT = ("Azure Retail Prices API via SkyPilot's catalog fetcher "
-                       "(skypilot-org/skypilot@40654dd sky/catalog/data_fetchers/fetch_azure.py)")
-
-
-@dataclass(frozen=True)
-class HourlyPrice:
-    usd_per_hour: float
-    read_on: str  # when the price was read (YYYY-MM)
-    source: str
-
-
-PRICES: dict[str, HourlyPrice] = {
-    "Standard_ND96isr_H100_v5": HourlyPrice(117.98, "2023-12", SRC_PRICES_SKYPILOT),
-    "Standard_D4s_v5": HourlyPrice(0.19, "2023-12", SRC_PRICES_SKYPILOT),
-}
-
-
-def hourly_price(vm_size: str) -> HourlyPrice | None:
-    """The price of `vm_size` (matched as `lookup` matches sizes), or None where the catalog has none."""
-    return next((p for name, p in PRICES.items() if _key(name) == _key(vm_size)), None)
-
-
-def cost_per_hour(pools: dict[str, tuple[str, int]]) -> dict[str, object]:
-    """An estimate of what the VMs of `pools` (name -> (size, nodes)) cost an hour: per pool and in
-    total, with each price's date and source; a pool of 0 nodes costs 0 whatever its size. Disks,
-    traffic and the control plane tier are left out. Unknown where a pool's size has no price."""
-    out: dict[str, object] = {}
-    total: float | None = 0.0
-    prices = {}
-    for pool, (size, nodes) in pools.items():
-        price = hourly_price(size)
-        usd = 0.0 if nodes == 0 else (round(price.usd_per_hour * nodes, 2) if price else None)
-        out[f"{pool}Usd"] = usd
-        total = None if usd is None or total is None else round(total + usd, 2)
-        prices[size] = ({"usdPerHour": price.usd_per_hour, "readOn": price.read_on, "source": price.source}
-                        if price else "no price in the catalog")
-    out["totalUsd"] = total
-    out["prices"] = prices
-    out["excludes"] = "disks, traffic, the AKS control plane tier"
-    return out

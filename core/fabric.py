@@ -55,6 +55,14 @@ MELLANOX_PCI_VENDOR = "15b3"
 NVIDIA_PCI_VENDOR = "10de"
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Where the NVIDIA DRA driver's kubelet plugin runs, and what the GPU Operator's driver manager evicts on
+# a driver upgrade (Azure/ai-infrastructure-on-azure@a01b073 infrastructure_references/aks/scripts/
+# deploy-aks.sh: install_dra_driver labels the GPU nodes, install_gpu_operator sets
+# NODE_LABEL_FOR_GPU_POD_EVICTION to it). The IB pool carries it wherever the driver is installed.
+DRA_KUBELET_PLUGIN_LABEL = "nvidia.com/dra-kubelet-plugin"
+# The NVLink clique (NVL72 rack) of a node, set by the GPU Operator's feature discovery; pods that share
+# it share multi-node NVLink (Azure's GB300 NCCL chart: values-gb300.yaml affinity on it).
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
 
 # Where the operators run (their Helm releases' namespaces). The collector reads their pods there when
 # the fabric test waits; the GPU Operator's ClusterPolicy also names its own in status.namespace.

@@ -50,6 +50,9 @@ class RdmaMode:
     count: Callable[[Sku], int]
     # What advertises the resource; None when no NicClusterPolicy section does.
     device_plugin: DevicePlugin | None
+    # The pod gets its HCAs and GPUs as DRA claims (DRANET, the NVIDIA DRA driver: core/dra.py), not
+    # as device-plugin counts: the stack installs both drivers and the claims' templates.
+    dra: bool = False
 
     def request(self, sku: Sku) -> RdmaRequest | None:
         """What one pod that uses every HCA of its node requests in this mode."""
@@ -87,7 +90,17 @@ SRIOV = RdmaMode(
     ),
 )
 
-MODES: dict[str, RdmaMode] = {m.name: m for m in (SHARED, SRIOV)}
+DRA = RdmaMode(
+    name="dra",
+    description="DRA claims: DRANET for the HCAs and the NVIDIA DRA driver for the GPUs, each GPU with the HCA "
+                "next to it, needs Kubernetes 1.34",
+    resource=None,
+    count=lambda sku: 0,  # no extended resource: the claim names the devices
+    device_plugin=None,
+    dra=True,
+)
+
+MODES: dict[str, RdmaMode] = {m.name: m for m in (SHARED, SRIOV, DRA)}
 DEFAULT = SHARED.name
 
 
@@ -106,7 +119,7 @@ def rdma_mode(name: str, key: str = "rdmaMode") -> RdmaMode:
 def config_description() -> str:
     """The `rdmaMode` key's description in the configuration reference, from the records."""
     each = [f"`{m.name}` ({m.description})" for m in MODES.values()]
-    return "RDMA device plugin: " + (", ".join(each[:-1]) + " or " if len(each) > 1 else "") + each[-1] + "."
+    return "How pods get the HCAs: " + (", ".join(each[:-1]) + " or " if len(each) > 1 else "") + each[-1] + "."
 
 
 def extended_resources() -> tuple[str, ...]:

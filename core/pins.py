@@ -175,6 +175,15 @@ COMPONENTS: tuple[Component, ...] = (
     Component("volcano", "v1.15.1", VOLCANO_TAG,
               "volcano-sh/volcano v1.15.1 (0a56ed3) installer/volcano-development.yaml",
               sha256="b5fb45a57bcd1132be7055354999d244266873710609afd1f162005772d15c41"),
+    # The NVIDIA DRA driver's chart (GB sizes, rdmaMode dra: components/dra_driver.py), SemVer without a
+    # leading v since it moved to kubernetes-sigs at v0.4.0; an OCI chart, so Renovate reads its tags.
+    # renovate: datasource=docker depName=registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu
+    Component("draDriver", "0.4.1", CHART_VERSION,
+              "kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 (764900e; reference/chart-values/dra-driver-nvidia-gpu.*)"),
+    # DRANET's chart (rdmaMode dra: components/dranet.py), an OCI chart as its README installs it.
+    # renovate: datasource=docker depName=registry.k8s.io/networking/charts/dranet
+    Component("dranet", "1.4.0", CHART_VERSION,
+              "kubernetes-sigs/dranet v1.4.0 (ca195e2; reference/chart-values/dranet.*.v1.4.0)"),
     # CUDA 13.0 runs on every driver from R580 (CUDA minor-version compatibility), so the same image
     # keeps working if the GPU driver is pinned below the chart's 595.91.07; NCCL 2.30.4-1, HPC-X 2.26,
     # nccl-tests 2.18.3 (MPI=1), perftest with CUDA, sshd, amd64 + arm64; no numactl (the launcher
@@ -215,7 +224,7 @@ def reference_version(chart_or_key: str, version: str) -> str:
 
 
 _CHART_NAMES = {"nodeFeatureDiscovery": "node-feature-discovery", "networkOperator": "network-operator",
-                "gpuOperator": "gpu-operator"}
+                "gpuOperator": "gpu-operator", "draDriver": "dra-driver-nvidia-gpu", "dranet": "dranet"}
 
 
 def volcano_manifest(value: str) -> tuple[str, str | None]:
@@ -244,6 +253,10 @@ _GPU_OPERATOR_K8S = ("NVIDIA/cloud-native-docs#488 (2026-09-04): GPU Operator 26
 _NETWORK_OPERATOR_K8S = "network-operator chart kubeVersion '>= 1.32.0-0' (Chart.yaml at v26.7.0-rc.2, f928ef2)"
 _VOLCANO_K8S = "volcano-sh/volcano README.md 'Kubernetes compatibility' at v1.15.1: v1.15 up to 1.35"
 _NFD_K8S = "no range stated upstream (chart has no kubeVersion); checked here at this minor"
+# Both serve resource.k8s.io/v1, GA from 1.34; the stack's DRA floor is core/dra.py's (1.34.2: Azure's).
+_DRA_DRIVER_K8S = ("dra-driver-nvidia-gpu chart kubeVersion '>=1.32.0-0' (Chart.yaml at v0.4.1); "
+                   "resource.k8s.io/v1 from 1.34, Azure's deploy-aks.sh asks 1.34.2+")
+_DRANET_K8S = "no range stated upstream (chart has no kubeVersion); resource.k8s.io/v1 from 1.34, checked here"
 
 
 @dataclass(frozen=True)
@@ -263,6 +276,8 @@ MATRIX: tuple[MatrixRow, ...] = (
         "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
         "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
         "volcano": ("v1.15.1", _VOLCANO_K8S),
+        "draDriver": ("0.4.1", _DRA_DRIVER_K8S),
+        "dranet": ("1.4.0", _DRANET_K8S),
     }),
     MatrixRow("1.35", "AKS GA (the default: the newest minor every component states)", {
         "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
@@ -272,6 +287,8 @@ MATRIX: tuple[MatrixRow, ...] = (
         "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
         "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
         "volcano": ("v1.15.1", _VOLCANO_K8S),
+        "draDriver": ("0.4.1", _DRA_DRIVER_K8S),
+        "dranet": ("1.4.0", _DRANET_K8S),
     }),
 )
 # Not in the matrix: 1.36, GA on AKS since 2026-06, because Volcano v1.15 is validated only up to 1.35

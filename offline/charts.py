@@ -88,7 +88,7 @@ class Release:
     version: str
     namespace: str
     values: dict[str, Any]
-    repo: str  # the chart repository the release installs from
+    repo: str  # the chart repository the release installs from (an oci:// registry path for OCI charts)
 
     @property
     def packaged_version(self) -> str:
@@ -135,9 +135,13 @@ def releases(rendering: Rendering) -> list[Release]:
         if r.type not in objects.HELM_TYPES:
             continue
         inputs = objects.redacted_inputs(r)
+        ref = str(inputs.get("chart", ""))
+        # an OCI chart names its registry path in `chart` itself (components/operator_release.Chart.ref)
+        repo = ref.rsplit("/", 1)[0] if ref.startswith("oci://") else str(
+            (inputs.get("repositoryOpts") or {}).get("repo", ""))
         out.append(Release(name=objects.release_name(r), chart=objects.helm_chart(r), version=str(inputs["version"]),
                            namespace=str(inputs.get("namespace") or "default"), values=inputs.get("values") or {},
-                           repo=str((inputs.get("repositoryOpts") or {}).get("repo", ""))))
+                           repo=repo))
     return out
 
 
@@ -225,7 +229,8 @@ def pull(rendering: Rendering, out_dir: Path, helm: Path | None = None) -> list[
     for rel in releases(rendering):
         target = out_dir / rel.archive_name
         if not target.is_file():
-            subprocess.run([str(helm), "pull", rel.chart, "--repo", rel.repo, "--version", rel.version,
+            source = [f"{rel.repo}/{rel.chart}"] if rel.repo.startswith("oci://") else [rel.chart, "--repo", rel.repo]
+            subprocess.run([str(helm), "pull", *source, "--version", rel.version,
                             "--destination", str(out_dir)], check=True, timeout=300)
         if not target.is_file():
             raise RuntimeError(f"helm pull {rel.chart} {rel.version} from {rel.repo} did not write {target}")

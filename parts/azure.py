@@ -10,7 +10,7 @@ import pulumi_azure_native as azure_native
 from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
-from core import catalog
+from core import dra, prices
 from core.kinds import ALL_REDUCE, kind_for
 from parts.handoff import ClusterHandle
 from stack_config import StackConfig
@@ -29,8 +29,8 @@ class AzurePart:
         idle = cfg.ib_pool.min_node_count if cfg.ib_pool.min_node_count is not None else cfg.ib_pool.node_count
 
         def estimate(nodes: int | None) -> dict:
-            now = catalog.cost_per_hour(dict([("ibPool", (cfg.sku.vm_size, int(nodes or 0))), system]))
-            at_idle = catalog.cost_per_hour(dict([("ibPool", (cfg.sku.vm_size, idle)), system]))
+            now = prices.cost_per_hour(dict([("ibPool", (cfg.sku.vm_size, int(nodes or 0))), system]))
+            at_idle = prices.cost_per_hour(dict([("ibPool", (cfg.sku.vm_size, idle)), system]))
             return {**now, "ibNodes": int(nodes or 0), "idleIbNodes": idle, "idleTotalUsd": at_idle["totalUsd"]}
 
         return self.ib_pool.agent_pool.count.apply(estimate)
@@ -94,6 +94,8 @@ def declare(cfg: StackConfig) -> AzurePart:
             # new nodes are held until the certifier passes them (the all-reduce's doctor tells nodes apart)
             hold_until_certified=(cfg.fabric_test.enabled and kind_for(sku) is ALL_REDUCE
                                   and cfg.certifier.mode == "taint"),
+            # the DRA driver's kubelet plugin runs on the pool (GB sizes, rdmaMode dra: core/dra.py)
+            dra_driver=dra.needs(sku, cfg.rdma_mode) is not None,
         ),
     )
     return AzurePart(feature=feature, cluster=cluster, ib_pool=ib_pool)

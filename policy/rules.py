@@ -218,7 +218,9 @@ def no_public_node_ips(args: Any, report_violation: ReportViolation) -> None:
 def job_pods_unprivileged_with_rdma(args: Any, report_violation: ReportViolation) -> None:
     """The fabric test runs unprivileged (IPC_LOCK is all RDMA memory registration needs); every
     container that uses GPUs also asks for the RDMA resource, so it gets the HCAs and is scheduled
-    only where the device plugin runs; and the job asks for RDMA somewhere at all."""
+    only where the device plugin runs; and the job asks for RDMA somewhere at all. In a DRA mode
+    (core/modes.py) the HCAs come as a DRA claim instead: a container that claims one counts (this
+    per-resource rule cannot read the claim's template; tests check its HCA requests)."""
     if args.resource_type != VOLCANO_JOB:
         return
     any_rdma = False
@@ -232,13 +234,14 @@ def job_pods_unprivileged_with_rdma(args: Any, report_violation: ReportViolation
                              f"as good as privileged; the job needs only IPC_LOCK")
         resources = _get(c.spec, "resources")
         rdma = _rdma_resources(resources)
-        any_rdma = any_rdma or bool(rdma)
+        claimed = bool(_seq(_get(resources, "claims")))
+        any_rdma = any_rdma or bool(rdma) or claimed
         if fabric.GPU_RESOURCE in (_get(resources, "limits") or {}) and not rdma:
             report_violation(f"Volcano Job {args.name!r} {c.where}: requests {fabric.GPU_RESOURCE} but no "
                              f"RDMA resource ({_rdma_names()}) in limits; NCCL would fall back to TCP")
     if not any_rdma:
         report_violation(f"Volcano Job {args.name!r}: no container requests an RDMA resource ({_rdma_names()}) "
-                         f"in limits; the test would not cross InfiniBand")
+                         f"in limits or a DRA claim; the test would not cross InfiniBand")
 
 
 # --- 5. GPU pools leave the driver to the GPU Operator ------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, enterprise, kinds, nccl_sizing, pins
+from core import catalog, dra, enterprise, kinds, modes, nccl_sizing, pins
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
@@ -51,6 +51,8 @@ class Versions:
     sriov_device_plugin: str
     gpu_operator: str
     volcano: str
+    dra_driver: str
+    dranet: str
 
 
 @dataclass(frozen=True)
@@ -139,13 +141,6 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     sku = catalog.lookup(ib["vmSize"])
     if ib["nodeCount"]:
         problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix)
-    if values["kubernetesVersion"]:
-        minor = int(values["kubernetesVersion"].split(".")[1])
-        if sku.min_kubernetes_minor and minor < sku.min_kubernetes_minor:
-            problems.append(
-                f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {sku.vm_size} needs 1."
-                f"{sku.min_kubernetes_minor} or newer (its nodes need the Ubuntu 24.04 image)"
-            )
     if ft.get("allReduceArgs"):
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
@@ -169,6 +164,17 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
         problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
                         f"{kind.test}, which has no NCCL and no SHARP setting: remove the key "
                         f"or set it to false")
+    if ft.get("sharp") and sku.has_mnnvl:
+        problems.append(f"{prefix}fabricTest.sharp: got true; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
+                        f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
+                        f"the key or set it to false")
+    mode = values["rdmaMode"]
+    if mode and modes.MODES[mode].dra and not sku.has_gpus:
+        problems.append(f"{prefix}rdmaMode: got {mode!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
+                        f"GPU with its HCA: use shared or sriov")
+    elif mode and modes.MODES[mode].dra and not dra.can_pair(sku):
+        problems.append(f"{prefix}rdmaMode: got {mode!r}; no published source says which HCA sits beside which "
+                        f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems
 
 
@@ -219,6 +225,8 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     if allowed is not None:
         return [f"{LOCATION_KEY}: got {engine.shown(location)}; expected {allowed}"]
     return []
+
+
 def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
     """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
     or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
@@ -232,6 +240,13 @@ def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tu
                         f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
     if not values["kubernetesVersion"]:
         return problems, ()
+    ib = values["ibPool"]
+    # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
+    why = ib and ib["vmSize"] and dra.kubernetes_problem(values["kubernetesVersion"], catalog.lookup(ib["vmSize"]),
+                                                         values["rdmaMode"] or "")
+    if why:
+        problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
+        return problems, ()  # one line for the key
     found = pins.untested(values["kubernetesVersion"], versions)
     if values[pins.UNTESTED_KEY]:
         return problems, tuple((key, value) for key, value, _ in found)

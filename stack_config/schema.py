@@ -26,6 +26,8 @@ VERSION_DESCRIPTIONS = {
     "sriovDevicePlugin": "sriov-network-device-plugin image tag (rdmaMode sriov).",
     "gpuOperator": "NVIDIA GPU Operator Helm chart version (with its leading v).",
     "volcano": "Volcano release tag whose installer/volcano-development.yaml is applied (checked by sha256).",
+    "draDriver": "NVIDIA DRA driver (dra-driver-nvidia-gpu) Helm chart version (GB200/GB300, rdmaMode dra).",
+    "dranet": "DRANET Helm chart version (rdmaMode dra).",
 }
 # What kind of pin each version is (core/pins.py): the same predicate the component taking it checks.
 VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERSION_KEYS}

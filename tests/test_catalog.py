@@ -1,6 +1,7 @@
 """The SKU catalog: required sizes, consistent figures, sources, and refusal of other sizes."""
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def test_non_infiniband_sizes_are_refused_with_the_supported_list(size):
 @pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
 def test_every_entry_is_consistent_and_sourced(sku):
     assert sku.ib_hcas_per_vm >= 1
-    assert (sku.ib_generation, sku.ib_link_gbits) in {("HDR", 200), ("NDR", 400)}
+    assert sku.ib_link_gbits == catalog.IB_GENERATIONS[sku.ib_generation].link_gbits
     assert sku.sources and all(s.strip() for s in sku.sources)
     assert (sku.gpus_per_vm > 0) == (sku.gpu_model is not None) == sku.has_gpus
     for exp in (sku.allreduce_2_nodes, sku.allreduce_more_nodes):
@@ -123,8 +124,9 @@ def test_no_expectation_below_two_nodes():
 
 def test_feature_flag_is_skipped_only_where_azure_says_so():
     skipped = {s.vm_size for s in catalog.SKUS.values() if s.ib_feature is catalog.IbFeature.MUST_BE_ABSENT}
-    assert skipped == {"Standard_ND128isr_NDR_GB200_v6"}
-    assert "unregister" in " ".join(catalog.lookup("Standard_ND128isr_NDR_GB200_v6").sources)
+    assert skipped == {"Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"}
+    for size in skipped:
+        assert "unregister" in " ".join(catalog.lookup(size).sources)
 
 
 def test_expectation_rejects_a_threshold_above_its_baseline():
@@ -206,3 +208,44 @@ def test_each_point_to_point_gate_names_the_memory_it_was_measured_from(sku):
     doctor measures an HCA the way its gate was measured."""
     assert ("check_ib_bw_gdr" in sku.p2p.source) == (sku.p2p.gate_memory == "cuda")
     assert ("check_ib_bw_non_gdr" in sku.p2p.source) == (sku.p2p.gate_memory == "host")
+
+
+def test_each_ib_generation_has_its_rate_and_xdr_is_there():
+    """HDR 200, NDR 400, XDR 800 Gb/s per HCA; a size whose rate is not its generation's is refused."""
+    assert {g: catalog.IB_GENERATIONS[g].link_gbits for g in catalog.IB_GENERATIONS} == {
+        "HDR": 200, "NDR": 400, "XDR": 800}
+    gb300 = catalog.lookup("Standard_ND128isr_GB300_v6")
+    with pytest.raises(ValueError, match="ib_generation 'NDR' at 800 Gb/s"):
+        replace(gb300, ib_generation="NDR")
+    with pytest.raises(ValueError, match="generations: HDR 200, NDR 400, XDR 800"):
+        replace(gb300, ib_generation="QDR")
+
+
+def test_gb300_is_catalogued_as_azure_publishes_it():
+    sku = catalog.lookup("ND128isr_GB300_v6")
+    assert (sku.gpus_per_vm, sku.ib_hcas_per_vm, sku.ib_link_gbits, sku.ib_generation) == (4, 4, 800, "XDR")
+    assert (sku.cpu_arch, sku.cpu_cores_per_vm, sku.os_sku, sku.mnnvl_rack_nodes) == ("arm64", 128, "Ubuntu2404", 18)
+    assert sku.cpu_cores_source.startswith("DERIVED")  # from the size name, not a published count
+    ib = sku.allreduce_expectation(2)
+    assert (ib.baseline_gbps, ib.threshold_gbps) == (200.0, 180.0) and not ib.derived
+    assert "inter-rack, IB-only" in ib.source and "sku_performance_baseline" in ib.source
+    rack = sku.allreduce_rack
+    assert (rack.baseline_gbps, rack.threshold_gbps) == (937.0, 800.0) and not rack.derived
+    assert "intra-rack, MNNVL" in rack.source
+    assert sku.p2p is None and sku.allreduce_1_node is None  # Azure's health checks have no GB300 conf
+
+
+def test_gb200_corrected_ubuntu_2404_and_a_rack_but_no_published_figures():
+    sku = catalog.lookup("Standard_ND128isr_NDR_GB200_v6")
+    assert (sku.ib_link_gbits, sku.ib_generation, sku.os_sku, sku.mnnvl_rack_nodes) == (400, "NDR", "Ubuntu2404", 18)
+    # GB300's figures are for twice the link rate: they are not copied to GB200
+    assert sku.allreduce_2_nodes is None and sku.allreduce_rack is None
+
+
+def test_only_multi_node_nvlink_sizes_have_a_rack_and_every_other_size_keeps_azures_default_os_sku():
+    for sku in catalog.SKUS.values():
+        assert sku.has_mnnvl == (sku.generation == "ndv6"), sku.vm_size
+        assert sku.os_sku == ("Ubuntu2404" if sku.has_mnnvl else "Ubuntu"), sku.vm_size
+    with pytest.raises(ValueError, match="rack"):
+        replace(catalog.lookup("Standard_ND96isr_H100_v5"), allreduce_rack=catalog.lookup(
+            "Standard_ND128isr_GB300_v6").allreduce_rack)

@@ -84,13 +84,13 @@ def pod(pod_name: str, task: str, node_name: str) -> dict:
             "status": {"phase": "Succeeded"}}
 
 
-def cluster(nodes: list[dict], log: str, n: int = 4) -> FakeApi:
+def cluster(nodes: list[dict], log: str, n: int = 4, extra_configmaps: tuple[str, ...] = ()) -> FakeApi:
     pods = [pod(f"{JOB}-mpimaster-0", "mpimaster", "aks-system-0")] + [
         pod(HOSTS[i], "mpiworker", name(i)) for i in range(n)]
     job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS},
            "status": {"state": {"phase": "Completed"}}}
     cms = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": NS}, "data": {}}
-           for cm in ("fabric-certifier-result", "fabric-certifier-history")]
+           for cm in ("fabric-certifier-result", "fabric-certifier-history", *extra_configmaps)]
     return FakeApi(nodes=nodes, pods=pods, jobs=[job], configmaps=cms,
                    logs={f"/api/v1/namespaces/{NS}/pods/{JOB}-mpimaster-0": log})
 
@@ -457,3 +457,49 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
         assert code == exit_code
         result = parse_result(data)
         assert result.verdict == "FAIL" and "Volcano job phase Failed" in result.reasons
+
+
+# --- the rack's NVLink run (GB200/GB300): judged by the rack figure, no node changed -------------------
+GB300 = catalog.lookup("Standard_ND128isr_GB300_v6")
+RACK_CM = "fabric-certifier-rack-result"
+
+
+def rack_run(api: FakeApi, tmp_path: Path, capsys, *extra: str) -> tuple[int, dict | None, str]:
+    kubeconfig = tmp_path / "kubeconfig.json"
+    kubeconfig.write_text(api.kubeconfig())
+    code = cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--job", JOB, "--sku",
+                     GB300.vm_size, "--nodes", "2", "--json", "--result-configmap", RACK_CM, *extra])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def test_the_rack_run_is_judged_by_the_rack_figure_writes_its_result_and_changes_no_node(tmp_path, capsys):
+    # 500 GB/s at the largest size: above the IB-only line, below the rack's (the catalog's MNNVL figure)
+    log = launcher_log(HOSTS[:2], GB300.gpus_per_vm, busbw_gbps=500.0, hcas=4)
+    rack_line = GB300.allreduce_rack.baseline_gbps
+    with cluster([node(i) for i in range(2)], log, n=2, extra_configmaps=(RACK_CM,)) as api:
+        code, out, _ = rack_run(api, tmp_path, capsys, "--mode", "off", "--rack")
+        assert code == 0 and out["result"]["verdict"] == "FAIL" == out["certification"]["verdict"]
+        assert out["result"]["threshold_gbps"] < rack_line and out["result"]["threshold_gbps"] > 500.0
+        # the verdict's figure on the same log is the IB-only one: it passes
+        code, ib, _ = rack_run(api, tmp_path, capsys, "--mode", "off")
+        assert ib["result"]["verdict"] == "PASS" and ib["result"]["threshold_gbps"] < 500.0
+    assert node_writes(api) == [] and api.events() == [], "the rack run judges NVLink: no node is touched"
+    assert all(api.taints(name(i)) == [POOL, UNCERT] for i in range(2))
+    kept = api.configmap(NS, RACK_CM)["data"]  # what the stack's rack outputs read
+    assert FabricResult.from_json(json.loads(kept["result.json"])).verdict == "FAIL"
+    assert api.configmap(NS, "fabric-certifier-history")["data"] == {}  # a node's history is the fabric's only
+    assert api.configmap(NS, "fabric-certifier-result")["data"] == {}  # never the verdict's
+
+
+@pytest.mark.parametrize("extra, why", [
+    (("--rack",), "--rack judges the --job of the rack's NVLink run, not the fabric: it needs --mode off"),
+    (("--rack", "--mode", "label"), "it needs --mode off (got label)"),
+    (("--rack", "--mode", "off", "--sku", "Standard_ND96isr_H100_v5"),
+     "--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not Standard_ND96isr_H100_v5"),
+], ids=["default-mode", "label", "no-mnnvl"])
+def test_the_rack_flag_is_refused_where_it_would_certify_or_cannot_apply(tmp_path, capsys, extra, why):
+    with cluster([node(i) for i in range(2)], launcher_log(HOSTS[:2], 4), n=2) as api:
+        code, _, err = rack_run(api, tmp_path, capsys, *extra)
+    assert code == 2 and why in err
+    assert api.writes == []

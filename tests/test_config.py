@@ -92,7 +92,7 @@ def test_a_misspelt_key_gets_the_closest_name_at_any_depth(overrides, line):
 
 def test_an_unknown_key_like_no_other_gets_no_guess():
     (found,) = problems(versions={"zzz": "1"})
-    assert "did you mean" not in found and "versions takes: docaDriver, gpuOperator" in found
+    assert "did you mean" not in found and "versions takes: docaDriver, draDriver, dranet, gpuOperator" in found
 
 
 def test_the_node_count_range_says_one_node_needs_the_fabric_test_off():
@@ -130,13 +130,37 @@ def test_one_node_cannot_test_the_fabric_unless_the_test_is_off():
     assert parse(ibPool={"nodeCount": 1}, fabricTest={"enabled": False}).ib_pool.node_count == 1
 
 
-def test_sizes_that_need_ubuntu_2404_need_kubernetes_1_35():
-    gb200 = {"ibPool": {"vmSize": "Standard_ND128isr_NDR_GB200_v6"}, "fabricTest": {"image": "x.io/nccl:1.0"}}
-    assert problems(kubernetesVersion="1.34", **gb200) == [
-        f"{P}:kubernetesVersion: got '1.34'; Standard_ND128isr_NDR_GB200_v6 needs 1.35 or newer "
-        "(its nodes need the Ubuntu 24.04 image)"
-    ]
-    assert parse(kubernetesVersion="1.35", **gb200).kubernetes_version == "1.35"
+@pytest.mark.parametrize("overrides", [
+    {"ibPool": {"vmSize": "Standard_ND128isr_NDR_GB200_v6"}},  # the DRA driver's ComputeDomain
+    {"rdmaMode": "dra"},  # DRANET and the DRA driver on H100
+], ids=["gb200", "dra"])
+def test_dra_needs_kubernetes_1_34(overrides):
+    """resource.k8s.io/v1 is served from 1.34 (the pinned kubernetes-validate ships it from v1.34.0);
+    Azure asks for 1.34.2 or newer for the DRA driver: a pinned older patch is refused too."""
+    for old in ("1.33", "1.34.1"):
+        (found,) = problems(kubernetesVersion=old, **overrides)
+        assert found.startswith(f"{P}:kubernetesVersion: got {old!r}; ") and "needs Kubernetes 1.34" in found
+        assert "resource.k8s.io/v1" in found
+    for ok in ("1.34", "1.34.2", "1.35"):
+        assert parse(kubernetesVersion=ok, **overrides).kubernetes_version == ok
+    # outside the matrix only with the override; the floor is the API's, so the override keeps it
+    assert parse(kubernetesVersion="1.36", allowUntestedVersions=True, **overrides).kubernetes_version == "1.36"
+    (found,) = problems(kubernetesVersion="1.33", allowUntestedVersions=True, **overrides)
+    assert "needs Kubernetes 1.34" in found
+    # no DRA: no such floor
+    assert parse(kubernetesVersion="1.33", allowUntestedVersions=True).kubernetes_version == "1.33"
+
+
+def test_gb_sizes_keep_sharp_off_and_dra_needs_a_gpu_size_with_a_published_layout():
+    (found,) = problems(ibPool={"vmSize": "Standard_ND128isr_GB300_v6"}, fabricTest={"sharp": True})
+    assert found.startswith(f"{P}:fabricTest.sharp: got true; ") and "no SHARP" in found
+    (found,) = problems(ibPool={"vmSize": "Standard_HB176rs_v4"}, rdmaMode="dra")
+    assert found.startswith(f"{P}:rdmaMode: got 'dra'; Standard_HB176rs_v4 has no GPUs")
+    (found,) = problems(ibPool={"vmSize": "Standard_ND128isr_NDR_GB200_v6"}, rdmaMode="dra")
+    assert found.startswith(f"{P}:rdmaMode: got 'dra'; no published source says which HCA")
+    assert "shared or sriov" in found
+    for size in ("Standard_ND128isr_GB300_v6", "Standard_ND96isr_H100_v5", "Standard_ND96asr_v4"):
+        assert parse(ibPool={"vmSize": size}, rdmaMode="dra").rdma_mode == "dra"
 
 
 def test_all_reduce_size_fits_the_gpus_memory_by_default_and_is_checked_when_set():

@@ -10,7 +10,7 @@ import yaml
 from conftest import rendered
 
 from components.cluster import with_kubelogin
-from core import catalog, enterprise, fabric
+from core import enterprise, fabric, prices
 from offline import engine, mocks
 from parts import handoff
 
@@ -161,28 +161,28 @@ def test_a_fixed_size_pool_is_as_before(dev):
 
 def test_the_cost_output_carries_the_prices_date_and_source(dev, private):
     cost = dev.outputs["estimatedCostPerHour"]
-    h100, d4 = catalog.PRICES["Standard_ND96isr_H100_v5"], catalog.PRICES["Standard_D4s_v5"]
+    h100, d4 = prices.PRICES["Standard_ND96isr_H100_v5"], prices.PRICES["Standard_D4s_v5"]
     assert cost["ibPoolUsd"] == round(2 * h100.usd_per_hour, 2)
     assert cost["systemPoolUsd"] == round(2 * d4.usd_per_hour, 2)
     assert cost["totalUsd"] == round(cost["ibPoolUsd"] + cost["systemPoolUsd"], 2)
     assert cost["prices"]["Standard_ND96isr_H100_v5"] == {"usdPerHour": 117.98, "readOn": "2023-12",
-                                                          "source": catalog.SRC_PRICES_SKYPILOT}
+                                                          "source": prices.SRC_PRICES_SKYPILOT}
     assert cost["idleTotalUsd"] == cost["totalUsd"], "a fixed-size pool never idles down"
     idle = private.outputs["estimatedCostPerHour"]
     assert idle["idleIbNodes"] == 0 and idle["idleTotalUsd"] == cost["systemPoolUsd"]
 
 
 def test_a_pool_at_zero_costs_nothing_and_an_unpriced_size_says_unknown():
-    at_zero = catalog.cost_per_hour({"ibPool": ("Standard_ND96isr_H100_v5", 0)})
+    at_zero = prices.cost_per_hour({"ibPool": ("Standard_ND96isr_H100_v5", 0)})
     assert at_zero["ibPoolUsd"] == 0 and at_zero["totalUsd"] == 0
-    unpriced = catalog.cost_per_hour({"ibPool": ("Standard_ND96asr_v4", 2), "systemPool": ("Standard_D4s_v5", 2)})
+    unpriced = prices.cost_per_hour({"ibPool": ("Standard_ND96asr_v4", 2), "systemPool": ("Standard_D4s_v5", 2)})
     assert unpriced["ibPoolUsd"] is None and unpriced["totalUsd"] is None
     assert unpriced["prices"]["Standard_ND96asr_v4"] == "no price in the catalog"
-    assert catalog.cost_per_hour({"ibPool": ("Standard_ND96asr_v4", 0)})["totalUsd"] == 0
+    assert prices.cost_per_hour({"ibPool": ("Standard_ND96asr_v4", 0)})["totalUsd"] == 0
 
 
 def test_every_price_names_its_date_and_source():
-    for size, price in catalog.PRICES.items():
+    for size, price in prices.PRICES.items():
         assert price.usd_per_hour > 0 and price.source and len(price.read_on) == 7, size
 
 

@@ -30,7 +30,7 @@ from conftest import dev_config, rendered
 import stack_config
 from components import volcano as volcano_component
 from core import pins
-from offline import engine
+from offline import engine, objects
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"
@@ -47,8 +47,11 @@ def reference_tag(key: str) -> str:
     return "v" + pins.component(key).reference_version.removeprefix("v")
 
 
-SIZES = {"a100": "Standard_ND96asr_v4", "h100": "Standard_ND96isr_H100_v5", "hb": "Standard_HB176rs_v4"}
-STACKS = [(size, mode) for size in SIZES for mode in ("shared", "sriov")]
+SIZES = {"a100": "Standard_ND96asr_v4", "h100": "Standard_ND96isr_H100_v5", "hb": "Standard_HB176rs_v4",
+         "gb200": "Standard_ND128isr_NDR_GB200_v6", "gb300": "Standard_ND128isr_GB300_v6"}
+# every size in both device-plugin modes; the DRA mode (DRANET, the NVIDIA DRA driver) where it applies
+STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared", "sriov")] + [
+    ("h100", "dra"), ("gb200", "sriov"), ("gb300", "dra")]
 
 
 @pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
@@ -164,7 +167,8 @@ def test_every_helm_value_key_exists_in_the_pinned_chart(stack, reference):
     releases = stack.of_type(RELEASE)
     assert {r.inputs["chart"] for r in releases} >= {"node-feature-discovery", "network-operator"}
     for r in releases:
-        chart = sc.chart_values(reference, r.inputs["chart"], r.inputs["version"])
+        # an OCI chart's `chart` is its full reference (oci://.../<name>): the values are the name's
+        chart = sc.chart_values(reference, objects.helm_chart(r), r.inputs["version"])
         assert sc.helm_key_errors(r.inputs.get("values") or {}, chart) == [], r.name
 
 

@@ -35,7 +35,7 @@ def operator_args(mode: str) -> NetworkOperatorArgs:
 ], ids=["record", "NetworkOperatorArgs", "NcclJobArgs", "P2pJobArgs"])
 @pytest.mark.parametrize("unknown", ["dra-typo", "Shared", "", None])
 def test_an_unknown_mode_is_refused_by_name_at_every_layer(build, unknown):
-    with pytest.raises(ValueError, match=f"rdma_mode: got {unknown!r}; expected one of shared, sriov"):
+    with pytest.raises(ValueError, match=f"rdma_mode: got {unknown!r}; expected one of shared, sriov, dra"):
         build(unknown)
 
 
@@ -48,7 +48,7 @@ def test_the_configuration_allows_exactly_the_records_and_describes_each():
                             "aks-infiniband:ibPool": {"vmSize": A100.vm_size, "nodeCount": 2}}, stack="dev")
 
 
-@pytest.mark.parametrize("mode", modes.MODES.values(), ids=lambda m: m.name)
+@pytest.mark.parametrize("mode", [m for m in modes.MODES.values() if m.device_plugin], ids=lambda m: m.name)
 def test_the_policy_holds_the_plugin_of_the_mode_and_it_advertises_what_the_pods_request(mode):
     spec = nic_cluster_policy_spec(operator_args(mode.name))
     plugin = mode.device_plugin
@@ -66,6 +66,15 @@ def test_the_policy_holds_the_plugin_of_the_mode_and_it_advertises_what_the_pods
     for sku in catalog.SKUS.values():
         assert mode.limits(sku) == {mode.resource: str(mode.count(sku))}
         assert mode.count(sku) >= 1
+
+
+def test_the_dra_mode_has_no_device_plugin_and_no_resource_the_claims_carry_the_hcas():
+    """rdmaMode dra: DRANET hands out the HCAs as claims, so the NicClusterPolicy deploys no plugin
+    (its DOCA driver stays: docs/dra.md) and pods request no rdma/ resource."""
+    spec = nic_cluster_policy_spec(operator_args("dra"))
+    assert not {k for k in spec if k.endswith("DevicePlugin")} and "ofedDriver" in spec
+    assert modes.DRA.dra and all(modes.DRA.limits(sku) == {} for sku in catalog.SKUS.values())
+    assert [m.name for m in modes.MODES.values() if m.dra] == ["dra"]
 
 
 def test_count_rules():

@@ -68,14 +68,15 @@ def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
 @pytest.mark.parametrize("vm_size", [A100, H100])
 def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
     stack = render(rdmaMode=mode, ibPool={"vmSize": vm_size})
-    sku = catalog.lookup(vm_size)
-    limits = container(stack, "mpiworker")["resources"]["limits"]
+    sku, record = catalog.lookup(vm_size), modes.rdma_mode(mode)
+    resources = container(stack, "mpiworker")["resources"]
+    limits = resources.get("limits") or {}
     rdma = {k: v for k, v in limits.items() if k.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/")}
-    if mode == "shared":
-        assert rdma == {"rdma/shared_ib": "1"}
-    else:  # one SR-IOV VF per HCA of the VM
-        assert rdma == {"rdma/ib": str(sku.ib_hcas_per_vm)}
-        assert sku.ib_hcas_per_vm == 8
+    assert rdma == record.limits(sku)
+    assert {"shared": {"rdma/shared_ib": "1"}, "sriov": {"rdma/ib": "8"}, "dra": {}}[mode] == rdma
+    # dra: no device-plugin count at all, GPUs included; the worker holds its DRA claim instead
+    assert (fabric.GPU_RESOURCE in limits) == (not record.dra)
+    assert bool(resources.get("claims")) == record.dra
 
 
 @pytest.mark.parametrize("nodes", [2, 4])

@@ -77,7 +77,9 @@ def test_dev_render_is_advised_about_its_open_api_server_and_local_accounts(dev)
     {"ibPool": {"vmSize": "Standard_ND96asr_v4", "nodeCount": 4}},
     {"ibPool": {"vmSize": "Standard_HB120rs_v3"}},
     {"protect": True},
-], ids=["sriov", "a100-4-nodes", "hb-cpu-only", "protected"])
+    {"rdmaMode": "dra"},
+    {"ibPool": {"vmSize": "Standard_ND128isr_GB300_v6"}, "rdmaMode": "dra"},
+], ids=["sriov", "a100-4-nodes", "hb-cpu-only", "protected", "h100-dra", "gb300-dra"])
 def test_other_shapes_of_the_stack_pass(render, overrides):
     assert all_violations(render(**overrides)) == []
 
@@ -251,6 +253,17 @@ def test_gpu_containers_request_rdma(dev):
     found = violations(rules.job_pods_unprivileged_with_rdma, broken(job, drop_rdma))
     # the GPU container without RDMA, and the job without any RDMA request
     assert len(found) == 2 and any(fabric.GPU_RESOURCE in m for m in found)
+
+
+def test_a_dra_worker_counts_by_its_claim_and_not_without_it(render):
+    job = render(rdmaMode="dra").one(rules.VOLCANO_JOB)
+    assert violations(rules.job_pods_unprivileged_with_rdma, as_args(job)) == []
+
+    def drop_claims(i):
+        task = next(t for t in i["spec"]["tasks"] if t["name"] == "mpiworker")
+        del task["template"]["spec"]["containers"][0]["resources"]["claims"]
+    (found,) = violations(rules.job_pods_unprivileged_with_rdma, broken(job, drop_claims))
+    assert "no container requests an RDMA resource" in found and "DRA claim" in found
 
 
 def test_gpu_pool_driver_none(dev):

@@ -99,3 +99,30 @@ def test_without_a_cache_and_without_network_the_message_says_what_to_do(tmp_pat
     with pytest.raises(volcano.ManifestError, match=f"not cached.*{volcano.CACHE_ENV}"):
         volcano.checked_manifest(TAG, cache=tmp_path / "empty", fetch=offline)
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, upstream):
+    """GB sizes and rdmaMode dra claim devices: Volcano's scheduler must allocate them (components/volcano_dra.py),
+    composed with the topology configuration; a device-plugin stack keeps the scheduler as it was."""
+    import schema_checks as sc
+    from conftest import rendered
+
+    from components import volcano_dra
+
+    def scheduler_args(stack) -> list[str]:
+        group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
+        (deploy,) = [d for d in sc.load_yaml_all(group.inputs["yaml"]) if d and d["kind"] == "Deployment"
+                     and d["metadata"]["name"] == volcano_dra.SCHEDULER]
+        containers = deploy["spec"]["template"]["spec"]["containers"]
+        (container,) = [c for c in containers if c["name"] == volcano_dra.SCHEDULER]
+        return container["args"]
+
+    gb300 = rendered("gb300")
+    text = upstream.decode()
+    assert gb300.one(config_groups.CONFIG_GROUP, "volcano-manifest").inputs == {"yaml": volcano.configured(text, True)}
+    assert volcano_dra.FEATURE_GATE in scheduler_args(gb300)
+    assert volcano_dra.PREDICATE_ARGUMENT in volcano.configured(text, True)
+    assert volcano_dra.FEATURE_GATE not in scheduler_args(dev)
+    assert volcano_dra.PREDICATE_ARGUMENT not in volcano.configured(text)
+    dra_h100 = rendered("dev", dev_config(rdmaMode="dra"))
+    assert volcano_dra.FEATURE_GATE in scheduler_args(dra_h100)

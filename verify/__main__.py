@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--sharp", action="store_true",
                      help="the job ran with SHARP (CollNet through HPC-X's plugin, fabricTest.sharp): recorded in "
                           "the result as \"sharp\": true; without it NCCL's own IB transport was measured")
+    col.add_argument("--rack", action="store_true",
+                     help="the job was the rack's NVLink run of a GB200/GB300 size (MNNVL on): judged by the "
+                          "catalog's rack (MNNVL) figure, not the InfiniBand one")
     col.add_argument("--incomplete-as-fail", action="store_true",
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
                           "as its reasons: exit 0 (1 with --fail-on) instead of 2")
@@ -170,6 +173,8 @@ def _problem(args: argparse.Namespace, reader: readers.Reader) -> str | None:
     """The flags that do not apply to the reader's kind, as an error message (None: all good)."""
     if getattr(args, "sharp", False) and not reader.measures_sharp:
         return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
+    if getattr(args, "rack", False) and (reader.kind != kinds.NCCL or not catalog.lookup(args.sku).has_mnnvl):
+        return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
     return reader.problem(args)
 
 
@@ -201,7 +206,7 @@ def _read_log(path: str) -> str:
 
 def _settings(args: argparse.Namespace, reader: readers.Reader, job_failed: str | None = None) -> readers.Settings:
     return readers.Settings(sku=args.sku, nodes=args.nodes, threshold=reader.threshold(args), plot=args.plot,
-                            job_failed=job_failed)
+                            job_failed=job_failed, rack=getattr(args, "rack", False))
 
 
 def _report(args: argparse.Namespace) -> int:

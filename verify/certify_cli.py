@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from core import kinds
+from core import catalog, kinds
 from verify import certify, certify_kube, cli_args, readers
 from verify.kube import iso
 from verify.kube_api import ApiError, connect
@@ -61,6 +61,9 @@ def add_parser(sub, judging_args, epilog: str) -> None:
                    help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")
     p.add_argument("--sharp", action="store_true", help="the job ran with SHARP (recorded in the result)")
+    p.add_argument("--rack", action="store_true",
+                   help="the job was the rack's NVLink run of a GB200/GB300 size: judged by the catalog's rack "
+                        "(MNNVL) figure, with --mode off (it judges NVLink, not the fabric: no node is changed)")
     judging_args(p)
 
 
@@ -69,7 +72,8 @@ def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricRe
     reader = readers.reader(args.kind)
     threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
     job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
-    settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed)
+    settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed,
+                                rack=args.rack)
     try:
         judged = reader.judge(log, settings)
     except readers.PARSE_ERRORS as exc:
@@ -90,6 +94,11 @@ def _problem(args: argparse.Namespace) -> str | None:
         return "--nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)"
     if args.job and args.recurring:
         return "--job and --recurring exclude each other (--recurring creates its own job)"
+    if args.rack and (args.mode != "off" or args.recurring or not args.job):
+        return (f"--rack judges the --job of the rack's NVLink run, not the fabric: it needs --mode off "
+                f"(got {args.mode}) and no --recurring")
+    if args.rack and (args.kind != kinds.NCCL or not args.sku or not catalog.lookup(args.sku).has_mnnvl):
+        return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
     expected = os.environ.get(CODE_SHA256_ENV)
     if expected:  # in the stack's pods: run only the code the preview showed
         found = certify.code_sha256(certify.code_files(Path(__file__).resolve().parent.parent))
@@ -115,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
         member = certify.membership(node_facts)
         if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
             certify_kube._say(member.reason)
-        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or args.mode == "off")
+        # mode off writes nothing, but the rack run writes its result ConfigMap (what the stack reports)
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or (args.mode == "off" and not args.rack))
         if args.recurring:
             from verify import certify_recurring
 
@@ -136,17 +146,18 @@ def run(args: argparse.Namespace) -> int:
                 return _report(args, kept, [], args.run_id)
         plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
         certify_kube.apply(writer, plan, nodes, policy, at=at)
-        history = certify_kube.history_records(api, home, args.history_configmap) if args.history_configmap else {}
+        keeps_history = args.history_configmap and not args.rack  # a node's history is of the fabric only
+        history = certify_kube.history_records(api, home, args.history_configmap) if keeps_history else {}
         out = _document(result, plan, member, certify.relative_warnings(history, plan.decisions), args, at)
         out["certification"]["run_id"] = run_id
-        if args.history_configmap:
+        if keeps_history:
             writer.configmap(args.history_configmap,
                              certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
         if args.result_configmap:
             writer.configmap(args.result_configmap, {
                 RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
                 CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
-        if args.pushgateway and not writer.dry_run:
+        if args.pushgateway and not writer.dry_run and not args.rack:
             certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
     except (ApiError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

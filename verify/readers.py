@@ -13,7 +13,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Protocol
 
-from core import kinds
+from core import catalog, kinds
 from verify import doctor_report, p2p, sections
 from verify.nccl import ParseError, parse
 from verify.report import summary, table
@@ -30,6 +30,7 @@ class Settings:
     threshold: float | None  # in the kind's unit (Reader.threshold)
     plot: str | None = None
     job_failed: str | None = None  # the Volcano job failed (collect): a FAIL whatever the log says
+    rack: bool = False  # the rack's NVLink run of a GB size (collect --rack): judged by the catalog's rack figure
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,9 @@ class AllReduce:
 
     def judge(self, log: str, settings: Settings) -> Judged:
         result = parse(sections.allreduce_text(log))
+        rack = {"expectation": catalog.lookup(settings.sku).allreduce_rack} if settings.rack and settings.sku else {}
         judgement = judge(result, sku=settings.sku, nodes=settings.nodes, threshold_gbps=settings.threshold,
-                          job_failed=settings.job_failed)
+                          job_failed=settings.job_failed, **rack)
         out = summary(result, judgement)
         if settings.plot:
             from verify.plot import write_png
