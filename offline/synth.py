@@ -331,11 +331,9 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
         out[f"manifests/{name}"] = header + to_yaml(obj)
         manifest_files[r.urn] = f"manifests/{name}"
     for r in sorted(rendering.resources, key=lambda r: r.urn):
-        group = config_groups.objects(r)  # a ConfigGroup's objects, under manifests/<group>/
-        for obj in group:
-            obj = normalize(obj)
-            head = {k: obj.pop(k) for k in ("apiVersion", "kind", "metadata") if k in obj}
-            out[f"manifests/{slug(r.name)}/{manifest_filename(head, r)}"] = to_yaml({**head, **obj})
+        group = config_groups.written(r)  # a ConfigGroup's objects, under manifests/<group>/
+        for head, text in group:
+            out[f"manifests/{slug(r.name)}/{manifest_filename(head, r)}"] = text
         if group:
             manifest_files[r.urn] = f"manifests/{slug(r.name)}/ ({len(group)} objects)"
     for r in sorted((r for r in rendering.resources if r.type in HELM_TYPES), key=lambda r: r.urn):
