@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "components", "offline", "stack_config", "verify", "policy")
+PACKAGES = ("core", "components", "offline", "parts", "stack_config", "verify", "policy")
 
 
 def _modules() -> dict[str, Path]:
@@ -89,7 +89,8 @@ def test_the_check_sees_a_cycle_hidden_in_a_function():
 # package. core holds the pure rules (catalog, fabric contract, pins, modes, kinds); verify runs in the
 # pod and the policy pack in Pulumi's analyzer, so both read only core; stack_config and components are
 # peers that __main__ joins (config -> typed Args); offline renders everything.
-LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "offline": 3, "__main__": 4}
+LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "parts": 3, "offline": 3,
+          "__main__": 4}
 
 
 def _package(module: str) -> str:
