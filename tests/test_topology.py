@@ -5,9 +5,6 @@ node, and Volcano's HyperNode discovery and topology-aware scheduling built from
 from __future__ import annotations
 
 import functools
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ import yaml
 
 from components import topology_labeler, volcano_topology
 from core import fabric
+from tests.fake_kube_store import TOKEN, FakeApi
 from tests.schema_checks import as_api, core_errors, crd_errors, load_yaml_all, pinned_name
 from verify import topology
 
@@ -121,46 +119,16 @@ def test_each_node_alone_finds_the_name_the_whole_pool_would_give_it(text):
     assert topology.torsets(POOL_GUIDS, shuffled) == whole
 
 
-class FakeNodes:
-    """An API server that holds Node objects and applies JSON merge patches to them, as the real one does."""
-
-    def __init__(self, nodes: dict[str, dict[str, Any]]):
-        self.nodes, self.patches = nodes, []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_PATCH(self):
-                name = self.path.removeprefix("/api/v1/nodes/")
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.patches.append((name, self.headers["Content-Type"], self.headers["Authorization"], body))
-                if name not in outer.nodes:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                meta = outer.nodes[name]["metadata"]
-                for field, values in body.get("metadata", {}).items():
-                    meta.setdefault(field, {}).update(values)
-                data = json.dumps(outer.nodes[name]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-
-
 @pytest.fixture
 def fake_nodes():
-    api = FakeNodes({"aks-ib-0": {"kind": "Node", "apiVersion": "v1",
-                                  "metadata": {"name": "aks-ib-0", "labels": {"kubernetes.io/hostname": "aks-ib-0"}}}})
-    yield api
-    api.server.shutdown()
+    """The storing fake API server (tests/fake_kube_store.py): it answers only the certifier's token, applies
+    a merge patch only when it is sent as one (else 415), and records every write."""
+    node = {"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": "aks-ib-0", "labels": {"kubernetes.io/hostname": "aks-ib-0"}}}
+    with FakeApi(nodes=[node]) as api:
+        host, port = api.server.server_address[:2]
+        api.url = f"http://{host}:{port}"
+        yield api
 
 
 def test_the_two_steps_label_the_node_with_every_fact(tmp_path, monkeypatch, fake_nodes, capsys):
@@ -182,11 +150,11 @@ def test_the_two_steps_label_the_node_with_every_fact(tmp_path, monkeypatch, fak
     # the privileged step: no API client at all
     assert topology.write_sharp_topology(sysfs, str(sharp), "mlx5_0:1", shared) == 0
     assert shared.read_text() == TOPOLOGY
-    api = topology.InCluster(base=fake_nodes.url, token="t0ken", context=None)
+    api = topology.InCluster(base=fake_nodes.url, token=TOKEN, context=None)
     assert topology.label_this_node(api, sysfs, tmp_path / "kvp", {"placementGroupId": "pg-1"}, shared) == 0
-    (name, content_type, auth, _), = fake_nodes.patches
-    assert (name, content_type, auth) == ("aks-ib-0", "application/merge-patch+json", "Bearer t0ken")
-    meta = fake_nodes.nodes["aks-ib-0"]["metadata"]
+    # one write: a merge patch of its own node (the fake refuses another token or content type)
+    assert [(method, path) for method, path, _ in fake_nodes.writes] == [("PATCH", "/api/v1/nodes/aks-ib-0")]
+    meta = fake_nodes.node("aks-ib-0")["metadata"]
     assert meta["labels"] == {"kubernetes.io/hostname": "aks-ib-0", "ib/pkey": "0x800b",
                               "hyperv/PhysicalHostName": "MWH01", fabric.PLACEMENT_GROUP_LABEL: "pg-1",
                               "ib/torset": topology.torsets(POOL_GUIDS, TOPOLOGY)["node-a1"]}
@@ -202,10 +170,10 @@ def test_without_sharp_the_node_gets_every_other_label_and_a_reason(tmp_path, mo
     out = tmp_path / "topology.txt"
     assert topology.write_sharp_topology(tmp_path / "sys", str(tmp_path / "no-sharp"), "mlx5_0:1", out) == 0
     assert not out.exists()
-    api = topology.InCluster(base=fake_nodes.url, token="t", context=None)
+    api = topology.InCluster(base=fake_nodes.url, token=TOKEN, context=None)
     topology.label_this_node(api, tmp_path / "sys", tmp_path / "no-kvp", None, out)
-    assert "ib/torset" not in fake_nodes.nodes["aks-ib-0"]["metadata"]["labels"]
-    assert fake_nodes.nodes["aks-ib-0"]["metadata"]["labels"]["ib/pkey"] == "0x800b"
+    assert "ib/torset" not in fake_nodes.node("aks-ib-0")["metadata"]["labels"]
+    assert fake_nodes.node("aks-ib-0")["metadata"]["labels"]["ib/pkey"] == "0x800b"
     assert "ib/torset not set: SHARP's topology discovery gave no switch" in capsys.readouterr().out
 
 
