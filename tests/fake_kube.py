@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import yaml
-
 from core import fabric, modes
+from tests.fake_server import LoopbackServer
 from verify import __main__ as cli
 from verify import collect, kube
 
@@ -76,7 +74,7 @@ def launcher_pod(phase: str, job: str = JOB, namespace: str = NS) -> dict:
             "status": {"phase": phase}}
 
 
-class FakeKube:
+class FakeKube(LoopbackServer):
     """Either `phases` (served in order, the last one repeats; one launcher pod, `log` as its log) or
     `scenario(t)` -> Cluster with `clock`. `namespace` and `job` name the one Volcano Job it knows (the
     NCCL job by default; the p2p tests pass theirs); `spec` is that job's spec (its tasks)."""
@@ -120,10 +118,7 @@ class FakeKube:
                 code, body = fake.answer(url.path, query)
                 return self._send(code, body, "text/plain" if isinstance(body, str) else "application/json")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # a short poll interval: shutdown() returns as soon as the loop sees it (the default is 0.5 s)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
-                                       daemon=True)
+        self.serve(Handler, TOKEN)
 
     def now(self) -> float:
         return self.clock.now() if self.clock else T0
@@ -183,23 +178,6 @@ class FakeKube:
                 lines.append(f"{stamp} {text}" if query.get("timestamps") == "true" else text)
         text = "".join(f"{line}\n" for line in lines)
         return text[:int(query["limitBytes"])] if "limitBytes" in query else text
-
-    def kubeconfig(self) -> str:
-        host, port = self.server.server_address[:2]
-        return yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": f"http://{host}:{port}"}}],
-            "users": [{"name": "fake", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-        })
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _selected(obj: dict, selector: str | None) -> bool:

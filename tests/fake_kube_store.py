@@ -18,9 +18,11 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.fake_server import LoopbackServer
 
 TOKEN = "fake-certifier-token"
 
@@ -98,7 +100,7 @@ def json_patch(doc: dict, ops: list[dict]) -> dict:
     return doc
 
 
-class FakeApi:
+class FakeApi(LoopbackServer):
     def __init__(self, *, nodes=(), pods=(), configmaps=(), jobs=(), logs: dict[str, str] | None = None,
                  run_job=None):
         self.objects: dict[str, dict] = {}
@@ -165,9 +167,7 @@ class FakeApi:
             def do_PUT(self):
                 self._handle("PUT")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
-                                       daemon=True)
+        self.serve(Handler, TOKEN)
 
     def put(self, path: str, obj: dict) -> None:
         obj = copy.deepcopy(obj)
@@ -251,23 +251,6 @@ class FakeApi:
 
     def configmap(self, namespace: str, name: str) -> dict:
         return self.objects[f"/api/v1/namespaces/{namespace}/configmaps/{name}"]
-
-    def kubeconfig(self) -> str:
-        """A kubeconfig as JSON (valid YAML too), so the certifier reads it with the standard library."""
-        host, port = self.server.server_address[:2]
-        return json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": f"http://{host}:{port}"}}],
-            "users": [{"name": "fake", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]})
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def status(code: int, reason: str, message: str) -> dict:
