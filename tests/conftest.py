@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import hashlib
 import json
 import os
 import pickle
@@ -62,20 +63,59 @@ def dev_config(**overrides: Any) -> dict[str, Any]:
     return cfg
 
 
-# Each rendering is a pickle: one render per distinct (stack, configuration) per session.
+# The halves of a stack (`stackPart`, docs/enterprise-deployment.md), as a test may render them: each
+# half is declared by the same function as in the whole stack (parts/azure.py, parts/kubernetes.py;
+# tests/test_stack_parts.py holds them equal), at a third to a half of a whole render's cost.
+PARTS: dict[str, dict[str, Any]] = {
+    "all": {},
+    "azure": {"stackPart": "azure"},
+    "kubernetes": {"stackPart": "kubernetes", "azureStack": "offline/aks-infiniband/azure-half"},
+}
+
+# Each rendering is a pickle: one render per distinct (stack, configuration) per session, shared by
+# the session's xdist workers through files in their common temporary directory.
 _RENDERED: dict[str, bytes] = {}
+_STORE: Path | None = None
 
 
-def rendered(stack: str = "dev", config: dict[str, Any] | None = None) -> engine.Rendering:
+@pytest.fixture(scope="session", autouse=True)
+def _render_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where this session's renders are kept: the workers' common directory under xdist (pytest makes
+    a new one per session), the session's own otherwise."""
+    global _STORE
+    base = tmp_path_factory.getbasetemp()
+    _STORE = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "renders"
+    _STORE.mkdir(exist_ok=True)
+
+
+def with_part(config: dict[str, Any], part: str) -> dict[str, Any]:
+    """`config` with the keys that render only one half of its stack ("azure", "kubernetes"; "all": as is)."""
+    return {**config, **{f"{engine.PROJECT}:{k}": v for k, v in PARTS[part].items()}}
+
+
+def rendered(stack: str = "dev", config: dict[str, Any] | None = None, part: str = "all") -> engine.Rendering:
     """engine.render(stack, config), memoised for the session: the first call with a configuration
     renders it, every call returns its own copy, so what one test changes in it no other test sees.
-    A test whose point is that the program runs again (idempotency, logs, patched mocks) must call
-    engine.render itself."""
-    config = engine.stack_file_config(stack) if config is None else config
+    `part` renders one half only (PARTS). A test whose point is that the program runs again
+    (idempotency, logs, patched mocks) must call engine.render itself."""
+    config = with_part(engine.stack_file_config(stack) if config is None else config, part)
     key = json.dumps([stack, config], sort_keys=True)
     if key not in _RENDERED:
-        _RENDERED[key] = pickle.dumps(engine.render(stack, config=config))
+        _RENDERED[key] = _stored(stack, config, key)
     return pickle.loads(_RENDERED[key])
+
+
+def _stored(stack: str, config: dict[str, Any], key: str) -> bytes:
+    """The pickled rendering from the session's store, rendered and stored first if no worker has yet."""
+    path = _STORE / f"{hashlib.sha256(key.encode()).hexdigest()}.pickle" if _STORE else None
+    if path and path.exists():
+        return path.read_bytes()
+    data = pickle.dumps(engine.render(stack, config=config))
+    if path:
+        partial = path.with_suffix(f".{os.getpid()}")
+        partial.write_bytes(data)
+        partial.replace(path)  # atomic: another worker reads the whole file or none
+    return data
 
 
 def _shared(stack: str) -> Iterator[engine.Rendering]:
@@ -102,6 +142,20 @@ def hb() -> Iterator[engine.Rendering]:
 def render() -> Callable[..., engine.Rendering]:
     """render(**overrides): the dev stack with config overrides (see dev_config), memoised (see rendered)."""
     return lambda **overrides: rendered("dev", dev_config(**overrides))
+
+
+@pytest.fixture
+def render_kubernetes() -> Callable[..., engine.Rendering]:
+    """render_kubernetes(**overrides): the Kubernetes half of the dev stack with config overrides, for a
+    test of what that half declares (operators, Volcano, the fabric test, the certifier)."""
+    return lambda **overrides: rendered("dev", dev_config(**overrides), part="kubernetes")
+
+
+@pytest.fixture
+def render_azure() -> Callable[..., engine.Rendering]:
+    """render_azure(**overrides): the Azure half of the dev stack with config overrides, for a test of
+    what that half declares (feature registration, cluster, pools)."""
+    return lambda **overrides: rendered("dev", dev_config(**overrides), part="azure")
 
 
 @pytest.fixture(scope="session")
