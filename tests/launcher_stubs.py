@@ -263,11 +263,15 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
 
 
 def env_for(root: Path, launcher_env: dict[str, str], hostfile: Path, **extra: str) -> dict[str, str]:
+    """The launcher's environment on the fake cluster; its work directory (mktemp -d) under
+    root/tmp, where a test can see its steps' files and nothing is left in /tmp."""
+    (root / "tmp").mkdir(exist_ok=True)
     return {
         **launcher_env,  # exactly what the job sets on the launcher container
         "PATH": f"{root / 'bin'}:{os.environ['PATH']}",
         "HOSTFILE": str(hostfile),
         "STUB_DIR": str(root),
+        "TMPDIR": str(root / "tmp"),
         "SSH_POLL_SECONDS": "0",
         "PERFTEST_START_SECONDS": "0",
         **extra,
