@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (the stubs print tool output lines verbatim, wider than the code style)
 """A fake cluster for running scripts/nccl-launcher.sh here: stub `ssh`, `mpirun`, `nvidia-smi`,
-`ib_write_bw` and `timeout` on PATH, and a fake /sys/class/infiniband per worker.
+`ib_write_bw` and `timeout` on PATH, and a fake /sys/class/infiniband per worker (a link to an earlier
+worker's where they are the same).
 
 - `ssh HOST true` answers after SSH_FAILS attempts per host (the launcher's sshd wait); any other
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
@@ -235,6 +236,12 @@ def install(root: Path, *, fake_timeout: bool = False) -> Path:
     return root
 
 
+# The sysfs trees built so far, by (root, what the tree holds): a worker whose tree is the same as an
+# earlier one's in the same root gets a symbolic link to it (real /sys/class/infiniband entries are links
+# too), not a copy: a tree is 8 devices x 4 files, a tenth of a second's CPU on this disk for 4 nodes.
+_TREES: dict[tuple[Path, tuple], str] = {}
+
+
 def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4X NDR)",
              degraded: dict[str, str] | None = None, down: tuple[str, ...] = (), gpus: int | None = None,
              slow_hca: tuple[str, ...] = (), ethernet_an0: bool = False, numa_node: int | None = None) -> None:
@@ -248,14 +255,20 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
         ports[dev] = ("1: DOWN", "2: Polling", "10 Gb/sec (4X SDR)", "InfiniBand")
     if ethernet_an0:
         ports["mlx5_an0"] = ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
-    for dev, (state, phys, rate_text, layer) in ports.items():
-        d = base / "sys" / "class" / "infiniband" / dev / "ports" / "1"
-        d.mkdir(parents=True, exist_ok=True)
-        for name, value in (("state", state), ("phys_state", phys), ("rate", rate_text), ("link_layer", layer)):
-            (d / name).write_text(value + "\n")
-        if numa_node is not None:
-            (d.parent.parent / "device").mkdir(exist_ok=True)
-            (d.parent.parent / "device" / "numa_node").write_text(f"{numa_node}\n")
+    base.mkdir(parents=True, exist_ok=True)
+    key = (root, tuple(ports.items()), numa_node)
+    if key in _TREES and (root / "hosts" / _TREES[key] / "sys").is_dir():
+        (base / "sys").symlink_to(Path("..") / _TREES[key] / "sys", target_is_directory=True)
+    else:
+        for dev, (state, phys, rate_text, layer) in ports.items():
+            d = base / "sys" / "class" / "infiniband" / dev / "ports" / "1"
+            d.mkdir(parents=True, exist_ok=True)
+            for name, value in (("state", state), ("phys_state", phys), ("rate", rate_text), ("link_layer", layer)):
+                (d / name).write_text(value + "\n")
+            if numa_node is not None:
+                (d.parent.parent / "device").mkdir(exist_ok=True)
+                (d.parent.parent / "device" / "numa_node").write_text(f"{numa_node}\n")
+        _TREES[key] = host
     if gpus is not None:
         (base / "gpus").write_text(str(gpus))
     if slow_hca:
