@@ -5,6 +5,7 @@ the same strings; tests/test_doctor_launcher.py and tests/test_verify_transport.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -60,9 +61,15 @@ def first_rule(text: str, rules: str) -> str | None:
     return next((parsed[i][0] for i in sorted(hit)), None)
 
 
+@functools.cache
+def parsed(text: str) -> transport.Transport:
+    """verify.transport's reading of a log, once per log for the three (expects_gdr, hcas) cases."""
+    return transport.parse(text)
+
+
 def verdicts_rule(text: str, expects_gdr: bool, hcas: int) -> str | None:
     """The same decision from verify.transport's reading of the log (verify.verdict's rules)."""
-    t = transport.parse(text)
+    t = parsed(text)
     if t.socket_hosts:
         return launcher_env.SOCKETS
     if expects_gdr and t.hosts_without_gdr():

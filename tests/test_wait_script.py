@@ -15,14 +15,18 @@ SUB = "11111111-2222-3333-4444-555555555555"
 # Every fake records its argv (one call a line) before doing what the test says.
 RECORD = 'printf "%s\\n" "$*" >> "$STATE_DIR/calls"\n'
 # `feature show` answers the states listed in $STATE_DIR/states, one per call; the last one sticks.
+# (bash's own read and mapfile: no cat, wc or sed started per call)
 SHOW_FROM_STATES = """
     show_state() {
-      n=$(cat "$STATE_DIR/shows" 2>/dev/null || echo 0); echo $((n+1)) > "$STATE_DIR/shows"
-      total=$(wc -l < "$STATE_DIR/states")
+      n=0; if [ -e "$STATE_DIR/shows" ]; then read -r n < "$STATE_DIR/shows"; fi; echo $((n+1)) > "$STATE_DIR/shows"
+      mapfile -t states < "$STATE_DIR/states"
+      total=${#states[@]}
       if [ "$n" -ge "$total" ]; then n=$((total-1)); fi
-      sed -n "$((n+1))p" "$STATE_DIR/states"
+      printf '%s\\n' "${states[n]}"
     }
 """
+# bash itself, not /usr/bin/env's search of PATH for it
+BASH = shutil.which("bash", path=SYSTEM_PATH) or "/bin/bash"
 
 
 @pytest.fixture
@@ -35,7 +39,7 @@ def run(tmp_path):
         bin_dir.mkdir(exist_ok=True)
         if fake_az is not None:
             az = bin_dir / "az"
-            az.write_text("#!/usr/bin/env bash\n" + RECORD + textwrap.dedent(SHOW_FROM_STATES + fake_az))
+            az.write_text(f"#!{BASH}\n" + RECORD + textwrap.dedent(SHOW_FROM_STATES + fake_az))
             az.chmod(0o755)
         if states is not None:
             (tmp_path / "states").write_text("\n".join(states) + "\n")
@@ -195,8 +199,9 @@ def test_a_failing_provider_registration_is_retried_then_reported(run, tmp_path)
 
 
 # A fake clock for the script: `date +%s` answers 1000, 1010, 1020, ... (ten seconds per call).
-FAKE_DATE = """#!/usr/bin/env bash
-n=$(cat "$STATE_DIR/clock" 2>/dev/null || echo 1000); echo $((n + 10)) > "$STATE_DIR/clock"; echo "$n"
+FAKE_DATE = f"""#!{BASH}
+n=1000; if [ -e "$STATE_DIR/clock" ]; then read -r n < "$STATE_DIR/clock"; fi
+echo $((n + 10)) > "$STATE_DIR/clock"; echo "$n"
 """
 
 
