@@ -359,9 +359,21 @@ def _cluster(rendering: engine.Rendering) -> engine.Resource:
     return rendering.one(rules.MANAGED_CLUSTER)
 
 
+# The access rules judge the ManagedCluster alone (the guard below): the tests of them render the Azure half,
+# which declares the cluster as the whole stack does (tests/test_stack_parts.py).
+ACCESS_RULES = (rules.api_server_restricted, rules.local_accounts_disabled)
+
+
+def test_the_access_rules_judge_the_cluster_alone(dev):
+    """Both report on the dev cluster (public, local accounts) and pass every other resource of the stack."""
+    others = [r for r in dev.resources if r.type != rules.MANAGED_CLUSTER]
+    assert others and all(violations(rule, as_args(r)) == [] for rule in ACCESS_RULES for r in others)
+    assert all(violations(rule, as_args(_cluster(dev))) for rule in ACCESS_RULES)
+
+
 @pytest.mark.parametrize("production", [False, True], ids=["dev", "production"])
-def test_a_public_api_server_without_authorized_ranges_is_flagged(render, production):
-    stack = render(production=production)
+def test_a_public_api_server_without_authorized_ranges_is_flagged(render_azure, production):
+    stack = render_azure(production=production)
     found = all_violations(stack, rules.MANDATORY if production else rules.ADVISORY)
     flagged = [v for v in found if v.startswith("api-server-restricted")]
     assert len(flagged) == 1 and "no authorized IP ranges" in flagged[0]
@@ -372,18 +384,18 @@ def test_a_public_api_server_without_authorized_ranges_is_flagged(render, produc
     {"apiServer": {"authorizedIpRanges": ["203.0.113.0/24"]}},
     {"apiServer": {"private": True}},
 ], ids=["authorized-ranges", "private"])
-def test_a_restricted_api_server_passes(render, overrides):
-    stack = render(production=True, **overrides)
+def test_a_restricted_api_server_passes(render_azure, overrides):
+    stack = render_azure(production=True, **overrides)
     assert not [v for v in all_violations(stack) if v.startswith("api-server-restricted")]
 
 
-def test_local_accounts_are_mandatory_off_on_production_clusters(render):
-    assert any(v.startswith("local-accounts-disabled:") for v in all_violations(render(production=True)))
-    kept = render(production=True, entraId={"enabled": True, "localAccounts": True})
+def test_local_accounts_are_mandatory_off_on_production_clusters(render_azure):
+    assert any(v.startswith("local-accounts-disabled:") for v in all_violations(render_azure(production=True)))
+    kept = render_azure(production=True, entraId={"enabled": True, "localAccounts": True})
     assert [v for v in all_violations(kept) if v.startswith("local-accounts")] == [
         "local-accounts-disabled: ManagedCluster 'cluster-aks': Entra ID is on but local accounts are enabled; "
         "remove entraId.localAccounts: true"]
-    assert not [v for v in all_violations(render(production=True, entraId={"enabled": True}))
+    assert not [v for v in all_violations(render_azure(production=True, entraId={"enabled": True}))
                 if v.startswith("local-accounts")]
 
 
