@@ -1,8 +1,7 @@
 """Rows 1-3 of the design: feature registration and its wait, the cluster, the InfiniBand pool.
 
 What this file reads of a configuration other than dev's is Azure resources and the Azure half's outputs,
-so it renders the Azure half (`render_azure`: declared as in the whole stack, tests/test_stack_parts.py),
-except where the whole stack's render is shared with other files (protect, the CPU-only size)."""
+so it renders the Azure half (`render_azure`: declared as in the whole stack, tests/test_stack_parts.py)."""
 
 import pytest
 
@@ -159,8 +158,8 @@ def test_gpu_pool_leaves_the_driver_to_the_gpu_operator(dev):
     assert dev.one(POOL).inputs["gpuProfile"] == {"driver": "None"}
 
 
-def test_cpu_only_pool_has_no_gpu_profile(render):
-    pool = render(ibPool={"vmSize": "Standard_HB176rs_v4"}).one(POOL)
+def test_cpu_only_pool_has_no_gpu_profile(render_azure):
+    pool = render_azure(ibPool={"vmSize": "Standard_HB176rs_v4"}).one(POOL)
     assert "gpuProfile" not in pool.inputs
 
 
@@ -179,8 +178,8 @@ def test_pool_has_a_create_timeout_long_enough_for_gpu_pools(dev):
 
 
 @pytest.mark.parametrize("protect", [False, True])
-def test_protect_covers_resource_group_cluster_and_pool(render, protect):
-    stack = render(protect=protect)
+def test_protect_covers_resource_group_cluster_and_pool(render_azure, protect):
+    stack = render_azure(protect=protect)
     assert {stack.one(t).protect for t in (RG, CLUSTER, POOL)} == {protect}
 
 
