@@ -1,4 +1,7 @@
-"""Rows 1-3 of the design: feature registration and its wait, the cluster, the InfiniBand pool."""
+"""Rows 1-3 of the design: feature registration and its wait, the cluster, the InfiniBand pool.
+
+What this file reads of a configuration other than dev's is Azure resources and the Azure half's outputs,
+so it renders the Azure half (`render_azure`: declared as in the whole stack, tests/test_stack_parts.py)."""
 
 import pytest
 
@@ -54,30 +57,30 @@ def test_destroy_leaves_the_registration_in_place(dev):
     assert "delete" not in step.inputs, "no command may unregister the feature"
 
 
-def test_the_step_reruns_only_for_another_feature_or_subscription(dev, render):
+def test_the_step_reruns_only_for_another_feature_or_subscription(dev, render_azure):
     triggers = feature_step(dev).inputs["triggers"]
     assert "Microsoft.ContainerService/AKSInfinibandSupport" in triggers
     assert mocks.OFFLINE_ID in triggers
-    assert feature_step(render()).inputs["triggers"] == triggers  # nothing time-dependent
+    assert feature_step(render_azure()).inputs["triggers"] == triggers  # nothing time-dependent
 
 
-def test_feature_wait_timeout_comes_from_config(render):
-    step = feature_step(render(featureWaitTimeoutMinutes=90))
+def test_feature_wait_timeout_comes_from_config(render_azure):
+    step = feature_step(render_azure(featureWaitTimeoutMinutes=90))
     assert step.inputs["environment"]["TIMEOUT_SECONDS"] == "5400"
     assert int(step.custom_timeouts["create"].rstrip("m")) > 90
 
 
 @pytest.mark.parametrize("overrides", [{}, GB200], ids=["h100", "gb200"])
-def test_pool_waits_for_the_feature_step(render, overrides):
-    stack = render(**overrides)
+def test_pool_waits_for_the_feature_step(render_azure, overrides):
+    stack = render_azure(**overrides)
     assert feature_step(stack).urn in stack.one(POOL).dependencies
 
 
-def test_sizes_that_must_not_have_the_flag_check_it_is_absent(render):
+def test_sizes_that_must_not_have_the_flag_check_it_is_absent(render_azure):
     """GB200: Azure says AKSInfinibandSupport must NOT be registered. Not skipped silently: the step
     only reads the state, and fails (saying how to unregister) if the feature is registered."""
     assert catalog.lookup(GB200["ibPool"]["vmSize"]).ib_feature is catalog.IbFeature.MUST_BE_ABSENT
-    stack = render(**GB200)
+    stack = render_azure(**GB200)  # featureState: an output of the Azure half
     step = feature_step(stack)
     assert step.name == "ib-feature-check-unregistered"
     assert step.inputs["environment"]["FEATURE_MODE"] == "require-unregistered"
@@ -109,8 +112,9 @@ def test_system_pool_is_small_cpu_and_has_no_public_ips(dev):
         catalog.lookup(system["vmSize"])  # not an InfiniBand/GPU size
 
 
-def test_kubernetes_version_and_system_pool_are_configurable(render):
-    aks = render(kubernetesVersion="1.34.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
+def test_kubernetes_version_and_system_pool_are_configurable(render_azure):
+    aks = render_azure(kubernetesVersion="1.34.5",
+                       systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
     assert aks.inputs["kubernetesVersion"] == "1.34.5"
     assert aks.inputs["agentPoolProfiles"][0]["vmSize"] == "Standard_D8s_v5"
     assert aks.inputs["agentPoolProfiles"][0]["count"] == 3
@@ -154,8 +158,8 @@ def test_gpu_pool_leaves_the_driver_to_the_gpu_operator(dev):
     assert dev.one(POOL).inputs["gpuProfile"] == {"driver": "None"}
 
 
-def test_cpu_only_pool_has_no_gpu_profile(render):
-    pool = render(ibPool={"vmSize": "Standard_HB176rs_v4"}).one(POOL)
+def test_cpu_only_pool_has_no_gpu_profile(render_azure):
+    pool = render_azure(ibPool={"vmSize": "Standard_HB176rs_v4"}).one(POOL)
     assert "gpuProfile" not in pool.inputs
 
 
@@ -174,8 +178,8 @@ def test_pool_has_a_create_timeout_long_enough_for_gpu_pools(dev):
 
 
 @pytest.mark.parametrize("protect", [False, True])
-def test_protect_covers_resource_group_cluster_and_pool(render, protect):
-    stack = render(protect=protect)
+def test_protect_covers_resource_group_cluster_and_pool(render_azure, protect):
+    stack = render_azure(protect=protect)
     assert {stack.one(t).protect for t in (RG, CLUSTER, POOL)} == {protect}
 
 

@@ -80,8 +80,10 @@ def test_dev_render_is_advised_about_its_open_api_server_and_local_accounts(dev)
     {"rdmaMode": "dra"},
     {"ibPool": {"vmSize": "Standard_ND128isr_GB300_v6"}, "rdmaMode": "dra"},
 ], ids=["sriov", "a100-4-nodes", "hb-cpu-only", "protected", "h100-dra", "gb300-dra"])
-def test_other_shapes_of_the_stack_pass(render, overrides):
-    assert all_violations(render(**overrides)) == []
+def test_other_shapes_of_the_stack_pass(render_azure, render_kubernetes, overrides):
+    """Each half of the shape, which together declare what its whole stack declares (tests/test_stack_parts.py:
+    the one resource only the whole stack has, the deployer's grant, comes with entraId, which none sets)."""
+    assert all_violations(render_azure(**overrides)) == [] and all_violations(render_kubernetes(**overrides)) == []
 
 
 def test_the_rules_see_what_they_guard(dev):
@@ -255,8 +257,8 @@ def test_gpu_containers_request_rdma(dev):
     assert len(found) == 2 and any(fabric.GPU_RESOURCE in m for m in found)
 
 
-def test_a_dra_worker_counts_by_its_claim_and_not_without_it(render):
-    job = render(rdmaMode="dra").one(rules.VOLCANO_JOB)
+def test_a_dra_worker_counts_by_its_claim_and_not_without_it(render_kubernetes):
+    job = render_kubernetes(rdmaMode="dra").one(rules.VOLCANO_JOB)
     assert violations(rules.job_pods_unprivileged_with_rdma, as_args(job)) == []
 
     def drop_claims(i):
@@ -284,8 +286,8 @@ def test_gpu_pool_without_the_managed_gpu_stack(dev):
     assert violations(rules.gpu_pool_driver_none, explicit_off) == []
 
 
-def test_cpu_pool_needs_no_gpu_profile(render):
-    pool = render(ibPool={"vmSize": "Standard_HB120rs_v3"}).one(rules.AGENT_POOL)
+def test_cpu_pool_needs_no_gpu_profile(render_azure):
+    pool = render_azure(ibPool={"vmSize": "Standard_HB120rs_v3"}).one(rules.AGENT_POOL)
     assert "gpuProfile" not in pool.inputs
     assert violations(rules.gpu_pool_driver_none, as_args(pool)) == []
 
@@ -359,9 +361,21 @@ def _cluster(rendering: engine.Rendering) -> engine.Resource:
     return rendering.one(rules.MANAGED_CLUSTER)
 
 
+# The access rules judge the ManagedCluster alone (the guard below): the tests of them render the Azure half,
+# which declares the cluster as the whole stack does (tests/test_stack_parts.py).
+ACCESS_RULES = (rules.api_server_restricted, rules.local_accounts_disabled)
+
+
+def test_the_access_rules_judge_the_cluster_alone(dev):
+    """Both report on the dev cluster (public, local accounts) and pass every other resource of the stack."""
+    others = [r for r in dev.resources if r.type != rules.MANAGED_CLUSTER]
+    assert others and all(violations(rule, as_args(r)) == [] for rule in ACCESS_RULES for r in others)
+    assert all(violations(rule, as_args(_cluster(dev))) for rule in ACCESS_RULES)
+
+
 @pytest.mark.parametrize("production", [False, True], ids=["dev", "production"])
-def test_a_public_api_server_without_authorized_ranges_is_flagged(render, production):
-    stack = render(production=production)
+def test_a_public_api_server_without_authorized_ranges_is_flagged(render_azure, production):
+    stack = render_azure(production=production)
     found = all_violations(stack, rules.MANDATORY if production else rules.ADVISORY)
     flagged = [v for v in found if v.startswith("api-server-restricted")]
     assert len(flagged) == 1 and "no authorized IP ranges" in flagged[0]
@@ -372,18 +386,18 @@ def test_a_public_api_server_without_authorized_ranges_is_flagged(render, produc
     {"apiServer": {"authorizedIpRanges": ["203.0.113.0/24"]}},
     {"apiServer": {"private": True}},
 ], ids=["authorized-ranges", "private"])
-def test_a_restricted_api_server_passes(render, overrides):
-    stack = render(production=True, **overrides)
+def test_a_restricted_api_server_passes(render_azure, overrides):
+    stack = render_azure(production=True, **overrides)
     assert not [v for v in all_violations(stack) if v.startswith("api-server-restricted")]
 
 
-def test_local_accounts_are_mandatory_off_on_production_clusters(render):
-    assert any(v.startswith("local-accounts-disabled:") for v in all_violations(render(production=True)))
-    kept = render(production=True, entraId={"enabled": True, "localAccounts": True})
+def test_local_accounts_are_mandatory_off_on_production_clusters(render_azure):
+    assert any(v.startswith("local-accounts-disabled:") for v in all_violations(render_azure(production=True)))
+    kept = render_azure(production=True, entraId={"enabled": True, "localAccounts": True})
     assert [v for v in all_violations(kept) if v.startswith("local-accounts")] == [
         "local-accounts-disabled: ManagedCluster 'cluster-aks': Entra ID is on but local accounts are enabled; "
         "remove entraId.localAccounts: true"]
-    assert not [v for v in all_violations(render(production=True, entraId={"enabled": True}))
+    assert not [v for v in all_violations(render_azure(production=True, entraId={"enabled": True}))
                 if v.startswith("local-accounts")]
 
 

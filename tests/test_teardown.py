@@ -63,13 +63,15 @@ def test_feature_registration_is_retained_and_nothing_else(dev):
 
 
 @pytest.mark.parametrize("protect", [False, True])
-def test_protect_covers_resource_group_cluster_and_pool(render, protect):
-    stack = render(protect=protect)
+def test_protect_covers_resource_group_cluster_and_pool(render_azure, render_kubernetes, protect):
+    """Each half of the stack, as the whole declares it (tests/test_stack_parts.py, options included)."""
+    azure = render_azure(protect=protect)
     for t in (RG, CLUSTER, POOL):
-        assert stack.one(t).protect is protect, t
+        assert azure.one(t).protect is protect, t
     # Protection is for the expensive Azure pieces; the in-cluster pieces stay deletable either way,
     # so a protected stack can still be emptied down to its cluster.
-    assert not any(r.protect for r in kubernetes_resources(stack))
+    in_cluster = kubernetes_resources(render_kubernetes(protect=protect))
+    assert in_cluster and not any(r.protect for r in in_cluster)
 
 
 def test_protect_defaults_to_off(dev):
