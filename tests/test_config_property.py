@@ -10,25 +10,18 @@ before its first resource). A refused value must give exactly one problem line, 
 Every accepted value must then build the stack: the real program runs under the mock engine. To keep
 this fast, accepted values are deduplicated by the configuration they parse to, and values of
 different keys share a render (the i-th accepted value of every key in render i, checked with parse
-first; one that does not combine with those is carried to the next render); a failing shared render is
-retried one value at a time to name the culprit. A value that changes only what one half of the stack
-reads (`_part`: the parts' own code, scanned) is rendered with that half (conftest.PARTS), which runs the
-same code on it as the whole stack; the rest, with the whole stack.
+first); a failing shared render is retried one value at a time to name the culprit.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
-from conftest import PARTS, with_part
 
 import stack_config
 from offline import engine
@@ -202,73 +195,8 @@ def _parse(cfg: dict[str, Any], stack: str) -> stack_config.StackConfig:
     return stack_config.parse(_cli(cfg), stack)
 
 
-def _render(stack: str, cfg: dict[str, Any], part: str = "all") -> engine.Rendering:
-    return engine.render(stack, config=with_part(cfg, part), monitor=engine.RecordingMonitor(OfflineMocks()))
-
-
-# --- which half of the stack reads what --------------------------------------------------------------
-ROOT = Path(__file__).resolve().parent.parent
-# The code each half runs on the configuration (`cfg`, a StackConfig): __main__.py runs in both halves.
-# components/ get Args, never the StackConfig (test_only_the_parts_read_the_stack_config).
-HALF_CODE = {"azure": ("parts/azure.py",), "kubernetes": ("parts/kubernetes.py", "parts/handoff.py"),
-             "all": ("__main__.py",)}
-# Functions of that code that take the whole StackConfig (their bodies are in the files above).
-TAKES_CFG = {"declare", "cost_per_hour", "from_stack_reference"}
-# Read by the whole stack alone: its Kubernetes provider and the deployer's grant (components/cluster.py,
-# kubernetes_provider=True), which neither half declares.
-WHOLE_ONLY = {("entra_id", None)}
-_STACK_FIELDS = {f.name: f.type for f in dataclasses.fields(stack_config.StackConfig)}
-
-
-def _reads(files: tuple[str, ...]) -> set[tuple[str, str | None]]:
-    """What the code reads of `cfg`: (attribute, field), or (attribute, None) for all of it."""
-    found: set[tuple[str, str | None]] = set()
-    for name in files:
-        for attr, sub in re.findall(r"\bcfg\.(\w+)(?:\.(\w+))?", (ROOT / name).read_text()):
-            sku = attr == "sku" or (attr, sub) == ("ib_pool", "sku")  # the properties of ibPool.vmSize
-            found.add(("ib_pool", "vm_size") if sku else (attr, sub or None))
-    return found
-
-
-def _changed(parsed: stack_config.StackConfig, base: stack_config.StackConfig) -> set[tuple[str, str | None]]:
-    """The (attribute, field) of the StackConfig that differ from the stack file's."""
-    out: set[tuple[str, str | None]] = set()
-    for name in _STACK_FIELDS:
-        a, b = getattr(parsed, name), getattr(base, name)
-        if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
-            out |= {(name, f.name) for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)}
-        elif a != b:
-            out.add((name, None))
-    return out
-
-
-_READS = {half: _reads(files) for half, files in HALF_CODE.items()}
-_SET_BY_PARTS = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower() for part in PARTS.values() for k in part}
-
-
-def _reader(half: str, attr: str, field: str | None) -> bool:
-    reads = _READS[half]
-    return (attr, None) in reads or (attr, field) in reads or (field is None and any(a == attr for a, _ in reads))
-
-
-def _part(stack: str, cfg: dict[str, Any], base: stack_config.StackConfig) -> str:
-    """The half that reads everything `cfg` changes ("azure", "kubernetes"), else "all": so that half runs
-    every line the whole stack runs on the changed values (an attribute nobody is seen to read, one read in
-    __main__.py or by the whole stack alone, one that PARTS sets, or a half that refuses it: "all")."""
-    changed = _changed(_parse(cfg, stack), base)
-    halves = set()
-    for attr, field in changed:
-        if attr in _SET_BY_PARTS or _reader("all", attr, field) or (attr, None) in WHOLE_ONLY:
-            return "all"
-        halves |= {h for h in ("azure", "kubernetes") if _reader(h, attr, field)}
-    if len(halves) != 1:
-        return "all"
-    (half,) = halves
-    try:
-        _parse(with_part(cfg, half), stack)
-    except stack_config.ConfigError:
-        return "all"
-    return half
+def _render(stack: str, cfg: dict[str, Any]) -> engine.Rendering:
+    return engine.render(stack, config=cfg, monitor=engine.RecordingMonitor(OfflineMocks()))
 
 
 def _refused_properly(path: str, value: Any, problems: list[str]) -> str | None:
@@ -339,87 +267,41 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
             engine.render(stack, config=cfg, monitor=monitor)
         assert monitor.registrations == [], f"{path}: resources were declared before the refusal"
 
-    # Each value goes to the half that reads what it changes (_part), else to the whole stack. A whole render
-    # holds the next whole-stack value of every key, and the next half value of the keys that have none left;
-    # with no whole-stack value left, each half renders the next value of each of its keys. A value that does
-    # not combine with those already taken waits for the next render.
-    base_parsed = _parse(base, stack)
-    pending: dict[str, dict[str, list[tuple[Any, dict[str, Any]]]]] = {part: {} for part in PARTS}
-    for path, values in sorted(distinct.items()):
-        for value, cfg in values:
-            pending[_part(stack, cfg, base_parsed)].setdefault(path, []).append((value, cfg))
+    # Render i holds the i-th distinct accepted value of every key.
     rounds = max(len(v) for v in distinct.values())
     renders = 0
-    while any(q for queues in pending.values() for q in queues.values()):
-        if any(pending["all"].values()):
-            batches = [("all", ["all", "azure", "kubernetes"])]
-        else:
-            batches = [(half, [half]) for half in ("azure", "kubernetes") if any(pending[half].values())]
-        for part, sources in batches:
-            merged, kept = copy.deepcopy(base), []
-            for source in sources:
-                for path, queue in pending[source].items():
-                    if not queue or any(p == path for p, _ in kept):
-                        continue
-                    value, cfg = queue[0]
-                    trial = with_value(merged, path, value)
-                    try:
-                        _parse(with_part(trial, part), stack)
-                    except stack_config.ConfigError:  # fine alone but not with a value already taken: waits
-                        continue
-                    merged = trial
-                    kept.append((path, queue.pop(0)))
-            assert kept, f"no value of {sources} could be rendered"  # the first one always parses
-            what = f"render {renders} ({part}): {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept)}"
+    for i in range(rounds):
+        chosen = [(path, values[i]) for path, values in sorted(distinct.items()) if i < len(values)]
+        merged, kept, alone = copy.deepcopy(base), [], []
+        for path, (value, cfg) in chosen:
+            trial = with_value(merged, path, value)
+            try:
+                _parse(trial, stack)
+            except stack_config.ConfigError:  # fine alone but not with a value already merged: rendered alone
+                alone.append((f"{path} = {value!r}", cfg))
+                continue
+            merged = trial
+            kept.append((path, (value, cfg)))
+        groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept)}", merged), *alone]
+        for what, cfg in groups:
             renders += 1
             try:
-                rendering = _render(stack, merged, part)
+                rendering = _render(stack, cfg)
             except Exception as err:  # noqa: BLE001
-                culprits = [f"{p} = {v!r}: {type(e).__name__}: {e}" for p, (v, c) in kept
-                            for e in [_render_error(stack, c, part)] if e is not None]
+                culprits = [f"{p} = {v!r}: {type(e).__name__}: {e}" for p, (v, c) in chosen
+                            for e in [_render_error(stack, c)] if e is not None]
                 pytest.fail(f"{what} was accepted but did not build: {type(err).__name__}: {err}\n"
                             + "\n".join(culprits))
-            expected = {"all": ("clusterName", "fabricVerdict"), "azure": ("clusterName",),
-                        "kubernetes": ("fabricVerdict",)}[part]
-            assert all(rendering.outputs.get(name) for name in expected), what
+            assert rendering.outputs.get("clusterName") and rendering.outputs.get("fabricVerdict"), what
     assert renders <= rounds + 12, f"{renders} renders: the batching no longer keeps this test fast"
 
 
-def _render_error(stack: str, cfg: dict[str, Any], part: str = "all") -> Exception | None:
+def _render_error(stack: str, cfg: dict[str, Any]) -> Exception | None:
     try:
-        _render(stack, cfg, part)
+        _render(stack, cfg)
     except Exception as err:  # noqa: BLE001
         return err
     return None
-
-
-def test_only_the_parts_read_the_stack_config():
-    """What _part relies on: the program reads its configuration as `cfg.<attribute>[.<field>]` in HALF_CODE's
-    files, each name a StackConfig attribute (or field of one), and hands `cfg` whole only to functions defined
-    there; components/ and core/ never see a StackConfig."""
-    base = _parse(engine.stack_file_config("dev"), "dev")
-    for half, reads in _READS.items():
-        for attr, field in reads:
-            assert attr in _STACK_FIELDS, f"{half}: cfg.{attr} is not a StackConfig attribute"
-            value = getattr(base, attr)
-            fields = {f.name for f in dataclasses.fields(value)} if dataclasses.is_dataclass(value) else set()
-            assert field is None or field in fields, f"{half}: cfg.{attr}.{field} is not a field (a property?)"
-    defined: set[str] = set()
-    for files in HALF_CODE.values():
-        for name in files:
-            text = (ROOT / name).read_text()
-            defined |= set(re.findall(r"^\s*def (\w+)\(", text, re.M))
-            for m in re.finditer(r"\bcfg\b(?!\.)", text):
-                call = re.search(r"\b(\w+)\($", text[:m.start()])
-                ok = (call and call[1] in TAKES_CFG) or text[m.end():].startswith((" = stack_config.load()",
-                                                                                  ": StackConfig"))
-                assert ok, f"{name}: cfg handed on at {text[m.start() - 40:m.end() + 20]!r}: scan that code too"
-    assert TAKES_CFG <= defined
-    for folder in ("components", "core"):
-        for path in sorted((ROOT / folder).glob("*.py")):
-            text = path.read_text()
-            taken = re.search(r"\bcfg\.|:\s*StackConfig\b|import .*\bStackConfig\b", text)
-            assert not taken, f"{path.name} takes a StackConfig"
 
 
 def test_the_walk_covers_every_declared_key_and_field():
