@@ -8,6 +8,8 @@ are kept apart so that a render can redact them.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import runpy
@@ -186,7 +188,15 @@ def stack_file_config(stack: str, root: Path | None = None) -> dict[str, Any]:
 def project_defaults(root: Path = ROOT) -> dict[str, Any]:
     """The defaults Pulumi.yaml declares for the project's keys, by full key: the CLI hands them to
     the program for every key the stack file leaves unset."""
-    doc = yaml.load((root / "Pulumi.yaml").read_text(), Loader=_LOADER) or {}  # noqa: S506 (a safe loader)
+    path = root / "Pulumi.yaml"
+    return copy.deepcopy(_defaults(path, path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _defaults(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """Read once per version of the file (its mtime): every render asks, and parsing it was a third of
+    the cost of a run that the configuration stops."""
+    doc = yaml.load(path.read_text(), Loader=_LOADER) or {}  # noqa: S506 (a safe loader)
     return {f"{PROJECT}:{name}": decl["default"]
             for name, decl in (doc.get("config") or {}).items() if "default" in decl}
 
