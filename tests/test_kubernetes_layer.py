@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_nccl_job import variant
 
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
@@ -29,13 +30,12 @@ LAYER = {
 A100, H100, HB = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_HB176rs_v4"
 
 
-def kubernetes_half(render_kubernetes, dev, hb, size: str, mode: str = "shared") -> engine.Rendering:
-    """The Kubernetes objects of dev in `size` and `mode`: the dev or hb stack itself where it is that
-    (rendered whole for other tests; hb is dev on HB176rs_v4 but for its tags), else the Kubernetes half,
-    which declares what the whole declares (tests/test_stack_parts.py)."""
-    if mode == "shared" and size in (H100, HB):
-        return dev if size == H100 else hb
-    return render_kubernetes(rdmaMode=mode, ibPool={"vmSize": size})
+def kubernetes_half(hb, size: str, mode: str = "shared") -> engine.Rendering:
+    """The Kubernetes objects of dev in `size` and `mode`: the hb stack (dev on HB176rs_v4 but for its tags,
+    rendered whole for other tests) for HB shared, else test_nccl_job.variant's: whole where the session
+    renders it whole, else the Kubernetes half, which declares what the whole declares
+    (tests/test_stack_parts.py)."""
+    return hb if (size, mode) == (HB, "shared") else variant(rdmaMode=mode, ibPool={"vmSize": size})
 
 
 def layer_resources(rendering: engine.Rendering) -> list[engine.Resource]:
@@ -87,9 +87,9 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
 # every mode on every size it is allowed on (dra: GPU sizes; refused on HB, tests/test_config.py)
 @pytest.mark.parametrize("mode, size", [(m.name, size) for size in (A100, H100, HB) for m in modes.MODES.values()
                                         if not (m.dra and not catalog.lookup(size).has_gpus)])
-def test_policy_advertises_exactly_the_resource_the_job_requests(render_kubernetes, dev, hb, mode, size):
+def test_policy_advertises_exactly_the_resource_the_job_requests(hb, mode, size):
     record, sku = modes.rdma_mode(mode), catalog.lookup(size)
-    spec = policy_spec(kubernetes_half(render_kubernetes, dev, hb, size, mode))
+    spec = policy_spec(kubernetes_half(hb, size, mode))
     request = record.request(sku)  # None: the HCAs come as DRA claims, and no plugin advertises any
     assert advertised_resources(spec) == ({request.resource} if request else set())
 
@@ -260,8 +260,8 @@ def test_gpu_operator_gpudirect_rdma_with_the_network_operators_driver(dev):
 
 
 @pytest.mark.parametrize("size", [HB, "Standard_HB120rs_v3", "Standard_HX176rs"])
-def test_cpu_only_sizes_get_no_gpu_operator(render_kubernetes, dev, hb, size):
-    rendering = kubernetes_half(render_kubernetes, dev, hb, size)
+def test_cpu_only_sizes_get_no_gpu_operator(hb, size):
+    rendering = kubernetes_half(hb, size)
     assert not catalog.lookup(size).has_gpus
     assert not rendering.of_type("aks-infiniband:kubernetes:GpuOperator")
     assert all(r.inputs["chart"] != "gpu-operator" for r in rendering.of_type(RELEASE))
@@ -269,9 +269,9 @@ def test_cpu_only_sizes_get_no_gpu_operator(render_kubernetes, dev, hb, size):
         {"gpu-operator"})
 
 
-def test_gpu_sizes_get_the_gpu_operator(render_kubernetes, dev, hb):
+def test_gpu_sizes_get_the_gpu_operator(hb):
     for size in (A100, H100):
-        stack = kubernetes_half(render_kubernetes, dev, hb, size)
+        stack = kubernetes_half(hb, size)
         assert [r.inputs["chart"] for r in stack.of_type(RELEASE)].count("gpu-operator") == 1
 
 
