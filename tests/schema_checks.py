@@ -434,6 +434,7 @@ def key_paths(values: Any, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache  # kubernetes-validate lists its versions from its package files on every call
 def schema_version_for(kubernetes_version: str) -> str:
     """The kubernetes-validate schema version for a cluster version: the same minor when shipped,
     else the nearest shipped minor (kubernetes-validate 1.37.0 ships 1.32 to 1.37)."""

@@ -270,7 +270,7 @@ def test_the_pinned_volcano_manifest_uses_apis_the_cluster_serves(reference, dev
     tag = pins.component("volcano").version
     text = volcano_component.checked_manifest(tag, cache=reference / "examples")
     applied = dev.one("kubernetes:yaml/v2:ConfigGroup", "volcano-manifest").inputs["yaml"]
-    assert applied == volcano_component.configured(text)  # the copy, its two ConfigMaps configured
+    assert applied == volcano_component.configured(text, False)  # the copy, its two ConfigMaps configured
     docs = [d for d in sc.load_yaml_all(text) if d]
     assert {d["kind"] for d in docs} >= {"Namespace", "CustomResourceDefinition", "Deployment"}
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} >= {volcano_component.NAMESPACE}
