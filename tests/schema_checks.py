@@ -48,7 +48,7 @@ def load_yaml_all(text: str) -> Iterator[Any]:
     return iter(pickle.loads(_parsed_all(text)))
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=128)
 def _parsed_all(text: str) -> bytes:
     return pickle.dumps(list(yaml.load_all(text, Loader=_LOADER)))  # noqa: S506 (a safe loader)
 
