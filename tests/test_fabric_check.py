@@ -83,9 +83,10 @@ def test_pulumi_awaits_the_job_and_a_failed_one_is_replaced_next_time(dev):
 # arguments and the fabric outputs are that half's: tests/test_stack_parts.py); several keys are set at
 # once where each test asserts its own key's effect, and the same dicts are rendered by test_nccl_job.py
 # and test_image_prepull.py (one render per session for all of them).
-SHORT = {"timeoutMinutes": 10, "topologyFile": False, "doctor": "never", "doctorMinutes": 10}  # test_nccl_job:
-FLAGS = {"timeoutMinutes": 120, "failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True,  # the doctor,
-         "doctor": "always", "doctorMinutes": 15}  # topologyFile
+# (the doctor keys and topologyFile are for test_nccl_job.py's deadline and topology-file tests)
+SHORT = {"timeoutMinutes": 10, "topologyFile": False, "doctor": "never", "doctorMinutes": 10}
+FLAGS = {"timeoutMinutes": 120, "failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True,
+         "doctor": "always", "doctorMinutes": 15}
 SHARP = {"sharp": True}  # alone: a SHARP run is a different run
 IMAGE = {"image": "example.io/nccl:1.2.3"}
 # changes that leave the job alone, together: either one changing it fails the test
