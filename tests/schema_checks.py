@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import pickle
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,7 +43,14 @@ def load_yaml(text: str) -> Any:
 
 
 def load_yaml_all(text: str) -> Iterator[Any]:
-    return yaml.load_all(text, Loader=_LOADER)  # noqa: S506 (a safe loader)
+    """The documents of `text`, each caller getting its own copy: a text is parsed once per session
+    (several tests read Volcano's 1 MB manifest; a copy costs a tenth of a parse)."""
+    return iter(pickle.loads(_parsed_all(text)))
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed_all(text: str) -> bytes:
+    return pickle.dumps(list(yaml.load_all(text, Loader=_LOADER)))  # noqa: S506 (a safe loader)
 
 
 def as_api(value: Any) -> Any:
@@ -78,7 +86,13 @@ class Crd:
 
 
 def _crds_in(path: Path) -> dict[tuple[str, str], Crd]:
-    return crds_from(load_yaml_all(path.read_text()), path.name)
+    """The CRDs of one file, read once per session (the checks only read them)."""
+    return _crds_of_file(str(path))
+
+
+@functools.cache
+def _crds_of_file(path: str) -> dict[tuple[str, str], Crd]:
+    return crds_from(load_yaml_all(Path(path).read_text()), Path(path).name)
 
 
 def crds_from(documents: Iterator[Any] | list[Any], source: str) -> dict[tuple[str, str], Crd]:
@@ -103,6 +117,12 @@ def crds_from(documents: Iterator[Any] | list[Any], source: str) -> dict[tuple[s
 
 
 def load_crds(reference: Path) -> dict[tuple[str, str], Crd]:
+    """A copy of every CRD version in reference/crds (read once per session: `_load_crds`)"""
+    return dict(_load_crds(reference))
+
+
+@functools.cache
+def _load_crds(reference: Path) -> dict[tuple[str, str], Crd]:
     """Every CRD version in reference/crds, keyed by (apiVersion, kind). Where the folder holds one
     CRD file at several releases (`<name>.v<version>.yaml`), the one of the release the pin table
     renders (pins.Component.reference_version) is read, never whichever sorts last."""
@@ -201,10 +221,22 @@ def custom_resource_errors(obj: Mapping[str, Any], crds: Mapping[tuple[str, str]
         problems.append(f"metadata.namespace: {crd.kind} is cluster-scoped; got namespace {meta['namespace']!r}")
     if crd.scope == "Namespaced" and not meta.get("namespace"):
         problems.append(f"metadata.namespace: {crd.kind} is namespaced; none set (it would land in `default`)")
-    schema = openapi_to_jsonschema(crd.schema)
-    schema.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
-    problems.extend(json_schema_errors(obj, schema))
+    problems.extend(sorted(f"{e.json_path}: {e.message}" for e in _crd_validator(crd).iter_errors(obj)))
     return problems
+
+
+# The strict JSON Schema validator of each CRD checked, built once per session (by the Crd's identity; the
+# Crd is kept beside it, so its id is not reused).
+_CRD_VALIDATORS: dict[int, tuple[Crd, jsonschema.protocols.Validator]] = {}
+
+
+def _crd_validator(crd: Crd) -> jsonschema.protocols.Validator:
+    if id(crd) not in _CRD_VALIDATORS:
+        schema = openapi_to_jsonschema(crd.schema)
+        schema.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        _CRD_VALIDATORS[id(crd)] = (crd, cls(schema))
+    return _CRD_VALIDATORS[id(crd)][1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,7 +318,17 @@ class ChartValues:
 
 
 def chart_values(reference: Path, chart: str, version: str) -> ChartValues:
-    """The pinned chart's default values (and its subcharts'), read from reference/chart-values."""
+    """The pinned chart's default values (and its subcharts'), read from reference/chart-values; each
+    call gets its own copy of what is read once per session."""
+    return pickle.loads(_chart_values(reference, chart, version))
+
+
+@functools.cache
+def _chart_values(reference: Path, chart: str, version: str) -> bytes:
+    return pickle.dumps(_read_chart_values(reference, chart, version))
+
+
+def _read_chart_values(reference: Path, chart: str, version: str) -> ChartValues:
     path = values_file(reference, chart, version)
     text = path.read_text()
     defaults = load_yaml(text) or {}
@@ -392,6 +434,7 @@ def key_paths(values: Any, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache  # kubernetes-validate lists its versions from its package files on every call
 def schema_version_for(kubernetes_version: str) -> str:
     """The kubernetes-validate schema version for a cluster version: the same minor when shipped,
     else the nearest shipped minor (kubernetes-validate 1.37.0 ships 1.32 to 1.37)."""

@@ -71,11 +71,13 @@ def test_third_party_rdma_modules_are_left_alone(dev):
 
 # --- the fabric test -------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", ["Standard_ND96isr_H100_v5", HB])
-def test_the_ranks_run_as_root_with_ipc_lock_only(render, size):
+def test_the_ranks_run_as_root_with_ipc_lock_only(dev, hb, size):
     """RDMA registers (pins) memory. Root with CAP_IPC_LOCK may pin past RLIMIT_MEMLOCK, so the nodes
     need no memlock change (aicr's LimitMEMLOCK=infinity on containerd is declined for this reason).
     A non-root rank would lose the capability at exec and fail to register its buffers."""
-    for name, pod in job_pods(render(ibPool={"vmSize": size})).items():
+    stack = dev if size != HB else hb  # the dev and hb stacks are these sizes
+    assert stack.outputs["vmSize"] == size
+    for name, pod in job_pods(stack).items():
         spec = pod["spec"]
         assert spec["securityContext"]["runAsUser"] == mpi_job.RANK_USER_ID == 0, name
         for container in spec["containers"]:
@@ -94,17 +96,17 @@ def test_every_test_pod_names_the_drivers_it_runs_against(dev):
         assert pod["metadata"]["annotations"][mpi_job.DRIVER_VERSIONS_ANNOTATION] == mpi_job.versions_text(versions)
 
 
-def test_the_cpu_test_names_the_network_drivers_only(render):
-    pods = job_pods(render(ibPool={"vmSize": HB}, rdmaMode="sriov"))
+def test_the_cpu_test_names_the_network_drivers_only(render_kubernetes):
+    pods = job_pods(render_kubernetes(ibPool={"vmSize": HB}, rdmaMode="sriov"))
     text = pods[mpi_job.WORKER_TASK]["metadata"]["annotations"][mpi_job.DRIVER_VERSIONS_ANNOTATION]
     assert [p.split("=")[0] for p in text.split(",")] == ["docaDriver", "networkOperator", "sriovDevicePlugin"]
 
 
 @pytest.mark.parametrize("versions", [{"docaDriver": "doca3.4.1-26.04-1.1.0.0-2"}, {"gpuOperator": "v26.7.1"}],
                          ids=["doca-driver", "gpu-operator"])
-def test_a_driver_change_reruns_the_test(dev, render, versions):
+def test_a_driver_change_reruns_the_test(dev, render_kubernetes, versions):
     """A new spec hash replaces the Job (replaceOnChanges spec) and the day-0 certifier Job (named after it)."""
-    changed = render(versions=versions, allowUntestedVersions=True)  # a bump before its matrix row
+    changed = render_kubernetes(versions=versions, allowUntestedVersions=True)  # a bump before its matrix row
     before, after = dev.one(VOLCANO_JOB), changed.one(VOLCANO_JOB)
     assert before.inputs["spec"] != after.inputs["spec"]
     certifiers = {r.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["metadata"]["name"]

@@ -79,9 +79,24 @@ def test_pulumi_awaits_the_job_and_a_failed_one_is_replaced_next_time(dev):
     assert certify.inputs["spec"]["backoffLimit"] == 0
 
 
-@pytest.mark.parametrize("minutes", [10, 120])
-def test_timeouts_outlast_the_jobs_deadline(render, minutes):
-    stack = render(fabricTest={"timeoutMinutes": minutes})
+# The Kubernetes half of these configurations is what the tests below render (the certifier Job, its
+# arguments and the fabric outputs are that half's: tests/test_stack_parts.py); several keys are set at
+# once where each test asserts its own key's effect, and the same dicts are rendered by test_nccl_job.py
+# and test_image_prepull.py (one render per session for all of them).
+# (the doctor keys and topologyFile are for test_nccl_job.py's deadline and topology-file tests)
+SHORT = {"timeoutMinutes": 10, "topologyFile": False, "doctor": "never", "doctorMinutes": 10}
+FLAGS = {"timeoutMinutes": 120, "failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True,
+         "doctor": "always", "doctorMinutes": 15}
+SHARP = {"sharp": True}  # alone: a SHARP run is a different run
+IMAGE = {"image": "example.io/nccl:1.2.3"}
+# changes that leave the job alone, together: either one changing it fails the test
+UNCHANGED = {"tags": {"owner": "someone-else"}, "fabricTest": {"failOnLowBandwidth": True}}
+
+
+@pytest.mark.parametrize("minutes, fabric_test", [(10, SHORT), (120, FLAGS)], ids=["10", "120"])
+def test_timeouts_outlast_the_jobs_deadline(render_kubernetes, minutes, fabric_test):
+    stack = render_kubernetes(fabricTest=fabric_test)
+    assert fabric_test["timeoutMinutes"] == minutes
     certify = stack.one(CERTIFY_JOB, CERTIFY)
     waits = int(option(argv(stack), "--wait-minutes"))
     deadline = certify.inputs["spec"]["activeDeadlineSeconds"] / 60
@@ -89,23 +104,23 @@ def test_timeouts_outlast_the_jobs_deadline(render, minutes):
     assert minutes < waits < deadline < pulumi_limit
 
 
-def test_fail_on_low_bandwidth_flag_only_when_configured(render, dev):
+def test_fail_on_low_bandwidth_flag_only_when_configured(render_kubernetes, dev):
     assert "--fail-on-low-bandwidth" not in argv(dev)
-    assert "--fail-on-low-bandwidth" in argv(render(fabricTest={"failOnLowBandwidth": True}))
+    assert "--fail-on-low-bandwidth" in argv(render_kubernetes(**UNCHANGED))
 
 
-def test_sharp_reaches_the_result_and_the_outputs(render, dev):
+def test_sharp_reaches_the_result_and_the_outputs(render_kubernetes, dev):
     """The result says which transport was measured: --sharp on the command line (recorded in the
     JSON) and the allReduceSharp output."""
     assert "--sharp" not in argv(dev) and dev.outputs["allReduceSharp"] is False
-    sharp = render(fabricTest={"sharp": True})
+    sharp = render_kubernetes(fabricTest=SHARP)
     assert "--sharp" in argv(sharp) and sharp.outputs["allReduceSharp"] is True
     assert run_id(sharp) != run_id(dev)  # a SHARP run is a different run
 
 
-def test_threshold_only_when_configured(render, dev):
+def test_threshold_only_when_configured(render_kubernetes, dev):
     assert "--threshold-gbps" not in argv(dev)
-    assert option(argv(render(fabricTest={"thresholdGbps": 170})), "--threshold-gbps") == "170"
+    assert option(argv(render_kubernetes(fabricTest=FLAGS)), "--threshold-gbps") == str(FLAGS["thresholdGbps"]) == "170"
 
 
 def run_id(stack) -> str:
@@ -120,13 +135,13 @@ def test_the_run_is_deterministic(dev, render):
     assert run_id(dev) == run_id(render()) and job_name(dev) == job_name(render())
 
 
-def test_the_certifier_job_changes_with_the_test_job_and_only_then(dev, render):
-    for changed in (render(fabricTest={"image": "example.io/nccl:9.9.9"}), render(ibPool={"nodeCount": 3}),
-                    render(rdmaMode="sriov")):
+def test_the_certifier_job_changes_with_the_test_job_and_only_then(dev, render_kubernetes):
+    for changed in (render_kubernetes(fabricTest=IMAGE), render_kubernetes(ibPool={"nodeCount": 4}),
+                    render_kubernetes(rdmaMode="sriov")):
         assert run_id(changed) != run_id(dev) and job_name(changed) != job_name(dev)
-    # a change that leaves the job alone does not re-run the test
-    assert job_name(render(tags={"owner": "someone-else"})) == job_name(dev)
-    assert run_id(render(fabricTest={"failOnLowBandwidth": True})) == run_id(dev)
+    # changes that leave the job alone (the tags, failOnLowBandwidth) do not re-run the test
+    unchanged = render_kubernetes(**UNCHANGED)
+    assert job_name(unchanged) == job_name(dev) and run_id(unchanged) == run_id(dev)
 
 
 def test_the_run_id_digests_the_rendered_job(dev):
@@ -139,8 +154,8 @@ def test_the_run_id_digests_the_rendered_job(dev):
     assert run_id(dev) == spec_hash({"namespace": meta["namespace"], "name": meta["name"], "spec": job["spec"]})
 
 
-def test_verify_cli_accepts_every_flag_the_job_passes(render):
-    stack = render(fabricTest={"failOnLowBandwidth": True, "thresholdGbps": 170, "sharp": True})
+def test_verify_cli_accepts_every_flag_the_job_passes(render_kubernetes):
+    stack = render_kubernetes(fabricTest=FLAGS)
     done = verify_cli("certify", "--help")
     assert done.returncode == 0, done.stderr
     for flag in (a for a in argv(stack) if a.startswith("--")):

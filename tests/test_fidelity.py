@@ -54,10 +54,26 @@ STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared",
     ("h100", "dra"), ("gb200", "sriov"), ("gb300", "dra")]
 
 
+# Shapes that an example stack has (the same size and mode; only its location and tags differ) are that
+# stack, rendered whole for other tests too; h100-dra is rendered whole by test_grace_blackwell.py. Every
+# other shape is the Kubernetes half of dev in that size and mode, which declares every Kubernetes object
+# the whole stack declares, input by input (tests/test_stack_parts.py).
+EXAMPLES = {("h100", "shared"): "dev", ("hb", "shared"): "hb", ("gb200", "sriov"): "gb200", ("gb300", "dra"): "gb300"}
+
+
+def shape(size: str, mode: str) -> engine.Rendering:
+    if (size, mode) in EXAMPLES:
+        config = engine.stack_file_config(EXAMPLES[(size, mode)])
+        assert config[f"{engine.PROJECT}:ibPool"]["vmSize"] == SIZES[size]
+        assert config[f"{engine.PROJECT}:rdmaMode"] == mode
+        return rendered(EXAMPLES[(size, mode)])
+    config = dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]})
+    return rendered("dev", config, part="all" if (size, mode) == ("h100", "dra") else "kubernetes")
+
+
 @pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
 def stack(request) -> engine.Rendering:
-    size, mode = request.param
-    return rendered("dev", dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]}))
+    return shape(*request.param)
 
 
 @pytest.fixture(scope="module")
@@ -132,10 +148,10 @@ def test_crd_rules_that_cannot_be_checked_here_are_transition_rules_only(dev, cr
                 assert rule == "self == oldSelf", f"{crd.kind} {path}: CEL rule {rule!r} is not checked offline"
 
 
-def test_rdma_shared_device_plugin_config_passes_the_plugin_schema(reference, render):
+def test_rdma_shared_device_plugin_config_passes_the_plugin_schema(reference):
     schema = json.loads((reference / "schemas" / RDMA_PLUGIN_SCHEMA).read_text())
-    for size in SIZES.values():
-        spec = render(rdmaMode="shared", ibPool={"vmSize": size}).one(NIC_CLUSTER_POLICY).inputs["spec"]
+    for size in SIZES:
+        spec = shape(size, "shared").one(NIC_CLUSTER_POLICY).inputs["spec"]
         config = json.loads(spec["rdmaSharedDevicePlugin"]["config"])
         assert sc.json_schema_errors(config, schema) == []
     # and the schema is a real check: a config without rdmaHcaMax, or with a typo'd selector, fails
@@ -146,14 +162,14 @@ def test_rdma_shared_device_plugin_config_passes_the_plugin_schema(reference, re
     assert "'rdmaHcaMax' is a required property" in problems and "'linkType' was unexpected" in problems
 
 
-def test_sriov_device_plugin_config_uses_only_keys_of_azures_working_config(reference, render):
+def test_sriov_device_plugin_config_uses_only_keys_of_azures_working_config(reference, render_kubernetes):
     """No schema is published for the SR-IOV plugin's config; Azure's overlay is a config known to
     work on these VMs, so every key we set must appear in it."""
     overlay = yaml.safe_load(
         (reference / "azure-aks-rdma-infiniband/configs/nicclusterpolicy/sriov-device-plugin/sriov.yaml").read_text()
     )
     azure = json.loads(overlay["spec"]["sriovDevicePlugin"]["config"])["resourceList"][0]
-    spec = render(rdmaMode="sriov").one(NIC_CLUSTER_POLICY).inputs["spec"]
+    spec = render_kubernetes(rdmaMode="sriov").one(NIC_CLUSTER_POLICY).inputs["spec"]
     ours = json.loads(spec["sriovDevicePlugin"]["config"])
     assert set(ours) == {"resourceList"}
     for entry in ours["resourceList"]:
@@ -254,7 +270,7 @@ def test_the_pinned_volcano_manifest_uses_apis_the_cluster_serves(reference, dev
     tag = pins.component("volcano").version
     text = volcano_component.checked_manifest(tag, cache=reference / "examples")
     applied = dev.one("kubernetes:yaml/v2:ConfigGroup", "volcano-manifest").inputs["yaml"]
-    assert applied == volcano_component.configured(text)  # the copy, its two ConfigMaps configured
+    assert applied == volcano_component.configured(text, False)  # the copy, its two ConfigMaps configured
     docs = [d for d in sc.load_yaml_all(text) if d]
     assert {d["kind"] for d in docs} >= {"Namespace", "CustomResourceDefinition", "Deployment"}
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"} >= {volcano_component.NAMESPACE}

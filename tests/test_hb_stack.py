@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 JOB_TYPE = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 HB = "Standard_HB176rs_v4"
+# The job, the certifier's Job and the fabric outputs are the Kubernetes half's (tests/test_stack_parts.py):
+# a variant of the hb stack renders that half (of dev on HB176rs_v4: the hb stack but for its tags), of the
+# same dicts as test_osu_build.py and test_driver_lifecycle.py (one render per session for all).
+GATE = {"p2pThresholdGbits": 350, "failOnLowBandwidth": True, "timeoutMinutes": 45}  # test_osu_build: timeoutMinutes
 
 
 def _job(r: engine.Rendering) -> dict:
@@ -81,8 +85,8 @@ def test_job_runs_osu_between_two_workers_one_per_node(hb):
 
 # the device-plugin modes; `dra` pairs GPUs with HCAs and is refused on CPU-only sizes (test_config)
 @pytest.mark.parametrize("mode", [m.name for m in modes.MODES.values() if not m.dra])
-def test_workers_request_rdma_and_ipc_lock_on_the_tainted_pool(render, mode):
-    r = render(ibPool={"vmSize": HB}, rdmaMode=mode)
+def test_workers_request_rdma_and_ipc_lock_on_the_tainted_pool(render_kubernetes, hb, mode):
+    r = hb if mode == "shared" else render_kubernetes(ibPool={"vmSize": HB}, rdmaMode=mode)
     sku = catalog.lookup(HB)
     want = modes.rdma_mode(mode).request(sku)
     for name, task in _tasks(r).items():
@@ -112,8 +116,8 @@ def test_gpu_sizes_are_refused_by_the_p2p_job():
                    image="example.invalid/img:1.0", timeout_minutes=30)
 
 
-def test_disabled_fabric_test_renders_no_job(render):
-    assert render(ibPool={"vmSize": HB}, fabricTest={"enabled": False}).of_type(JOB_TYPE) == []
+def test_disabled_fabric_test_renders_no_job(render_kubernetes):
+    assert render_kubernetes(ibPool={"vmSize": HB}, fabricTest={"enabled": False}).of_type(JOB_TYPE) == []
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
@@ -171,15 +175,14 @@ def test_hb_outputs_are_pending_offline_never_a_number(hb):
     assert not [k for k in hb.outputs if k.startswith("allReduce") or k in ("ncclVersion", "fabricRanks")]
 
 
-def test_hb_threshold_and_fail_switch_reach_the_certifier(render):
-    args = _certify_argv(render(ibPool={"vmSize": HB}, fabricTest={"p2pThresholdGbits": 350,
-                                                                    "failOnLowBandwidth": True}))
+def test_hb_threshold_and_fail_switch_reach_the_certifier(render_kubernetes):
+    args = _certify_argv(render_kubernetes(ibPool={"vmSize": HB}, fabricTest=GATE))
     assert _option(args, "--threshold-gbits") == "350" and "--fail-on-low-bandwidth" in args
     assert "--threshold-gbps" not in args
 
 
-def test_hb_no_certifier_when_the_test_is_disabled(render):
-    r = render(ibPool={"vmSize": HB}, fabricTest={"enabled": False})
+def test_hb_no_certifier_when_the_test_is_disabled(render_kubernetes):
+    r = render_kubernetes(ibPool={"vmSize": HB}, fabricTest={"enabled": False})
     assert r.of_type(CHECK_TYPE) == [] and r.outputs["fabricVerdict"].startswith("not run")
     assert "p2pBandwidthAtMaxSizeGbits" not in r.outputs
 
@@ -191,7 +194,7 @@ def test_the_other_kinds_threshold_is_named_as_the_wrong_one():
     assert kinds.threshold_problems(kinds.ALL_REDUCE, thresholds) == {}
 
 
-def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render, tmp_path):
+def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render_kubernetes, tmp_path):
     """End to end, offline: the command the HB stack's certifier Job runs (`python3 -S`: the standard
     library only, from the shipped files alone), given a kubeconfig instead of its ServiceAccount,
     against the fake API serving a real two-VM HBv3 log; the ConfigMap it writes read by the stack's own
@@ -202,7 +205,7 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render, tmp_pat
     from verify import certify
 
     hbv3 = "Standard_HB120rs_v3"
-    stack = render(ibPool={"vmSize": hbv3})
+    stack = render_kubernetes(ibPool={"vmSize": hbv3})
     args, job = _certify_argv(stack), _job(stack)
     ns, name = job.inputs["metadata"]["namespace"], job.inputs["metadata"]["name"]
     code = tmp_path / "code"  # what the ConfigMap mounts: core/ and verify/ only

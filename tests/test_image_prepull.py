@@ -15,7 +15,6 @@ from tests.schema_checks import as_api, chart_values, core_errors
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 POOL = "azure-native:containerservice:AgentPool"
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
-HB = "Standard_HB176rs_v4"
 PREPULL = "fabric-test-prepull-daemonset"
 
 
@@ -32,12 +31,6 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
     key, value = key_value.split("=", 1)
     return any(t.get("key") == key and t.get("effect") == effect
                and (t.get("operator") == "Exists" or t.get("value") == value) for t in tolerations)
-
-
-@pytest.fixture(scope="module")
-def hb():
-    from conftest import dev_config, rendered
-    return rendered("dev", dev_config(ibPool={"vmSize": HB}))
 
 
 @pytest.mark.parametrize("which", ["dev", "hb"])
@@ -63,8 +56,8 @@ def test_it_pulls_exactly_the_image_the_job_runs(request, which):
     assert hold["image"] == image_prepull.PAUSE_IMAGE and "@sha256:" in hold["image"]
 
 
-def test_a_configured_image_is_the_one_pulled(render):
-    stack = render(fabricTest={"image": "example.io/nccl:1.2.3"})
+def test_a_configured_image_is_the_one_pulled(render_kubernetes):
+    stack = render_kubernetes(fabricTest={"image": "example.io/nccl:1.2.3"})  # test_fabric_check's IMAGE
     assert pod(stack)["initContainers"][0]["image"] == "example.io/nccl:1.2.3"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_nccl_job import variant
 
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
@@ -27,6 +28,14 @@ LAYER = {
     "aks-infiniband:kubernetes:Volcano": "volcano",
 }
 A100, H100, HB = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_HB176rs_v4"
+
+
+def kubernetes_half(hb, size: str, mode: str = "shared") -> engine.Rendering:
+    """The Kubernetes objects of dev in `size` and `mode`: the hb stack (dev on HB176rs_v4 but for its tags,
+    rendered whole for other tests) for HB shared, else test_nccl_job.variant's: whole where the session
+    renders it whole, else the Kubernetes half, which declares what the whole declares
+    (tests/test_stack_parts.py)."""
+    return hb if (size, mode) == (HB, "shared") else variant(rdmaMode=mode, ibPool={"vmSize": size})
 
 
 def layer_resources(rendering: engine.Rendering) -> list[engine.Resource]:
@@ -78,15 +87,15 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
 # every mode on every size it is allowed on (dra: GPU sizes; refused on HB, tests/test_config.py)
 @pytest.mark.parametrize("mode, size", [(m.name, size) for size in (A100, H100, HB) for m in modes.MODES.values()
                                         if not (m.dra and not catalog.lookup(size).has_gpus)])
-def test_policy_advertises_exactly_the_resource_the_job_requests(render, mode, size):
+def test_policy_advertises_exactly_the_resource_the_job_requests(hb, mode, size):
     record, sku = modes.rdma_mode(mode), catalog.lookup(size)
-    spec = policy_spec(render(rdmaMode=mode, ibPool={"vmSize": size}))
+    spec = policy_spec(kubernetes_half(hb, size, mode))
     request = record.request(sku)  # None: the HCAs come as DRA claims, and no plugin advertises any
     assert advertised_resources(spec) == ({request.resource} if request else set())
 
 
-def test_switching_rdma_mode_switches_plugin_and_resource(render):
-    shared, sriov = policy_spec(render(rdmaMode="shared")), policy_spec(render(rdmaMode="sriov"))
+def test_switching_rdma_mode_switches_plugin_and_resource(render_kubernetes, dev):
+    shared, sriov = policy_spec(dev), policy_spec(render_kubernetes(rdmaMode="sriov"))
     assert "rdmaSharedDevicePlugin" in shared and "sriovDevicePlugin" not in shared
     assert "sriovDevicePlugin" in sriov and "rdmaSharedDevicePlugin" not in sriov
     assert advertised_resources(shared) != advertised_resources(sriov)
@@ -98,10 +107,11 @@ def test_shared_plugin_selects_every_mellanox_infiniband_device(dev):
     assert entry["rdmaHcaMax"] >= 1
 
 
-def test_sriov_plugin_mounts_rdma_devices_and_spans_every_hca(render):
+def test_sriov_plugin_mounts_rdma_devices_and_spans_every_hca(render_kubernetes):
     """One VF per HCA, none filtered out: the job's SR-IOV request (the catalog's HCA count) is
     exactly what one node advertises."""
-    entry = json.loads(policy_spec(render(rdmaMode="sriov"))["sriovDevicePlugin"]["config"])["resourceList"][0]
+    spec = policy_spec(render_kubernetes(rdmaMode="sriov"))
+    entry = json.loads(spec["sriovDevicePlugin"]["config"])["resourceList"][0]
     assert entry["selectors"] == {"vendors": [fabric.MELLANOX_PCI_VENDOR], "linkTypes": ["infiniband"], "isRdma": True}
     for sku in catalog.SKUS.values():
         assert modes.rdma_mode("sriov").request(sku).count == sku.ib_hcas_per_vm
@@ -142,11 +152,11 @@ def test_policy_is_the_one_the_operator_reconciles_and_lands_on_ib_nodes_only(de
     assert terms == [{"matchExpressions": [{"key": fabric.MELLANOX_NIC_LABEL, "operator": "In", "values": ["true"]}]}]
 
 
-def test_policy_pins_the_driver_and_plugin_images(render):
+def test_policy_pins_the_driver_and_plugin_images(render_kubernetes, dev):
     v = stack_config.DEFAULT_VERSIONS
-    for mode, plugin, version in (("shared", "rdmaSharedDevicePlugin", v["rdmaSharedDevicePlugin"]),
-                                  ("sriov", "sriovDevicePlugin", v["sriovDevicePlugin"])):
-        spec = policy_spec(render(rdmaMode=mode))
+    for stack, plugin, version in ((dev, "rdmaSharedDevicePlugin", v["rdmaSharedDevicePlugin"]),
+                                   (render_kubernetes(rdmaMode="sriov"), "sriovDevicePlugin", v["sriovDevicePlugin"])):
+        spec = policy_spec(stack)
         assert spec["ofedDriver"]["version"] == v["docaDriver"]
         assert spec[plugin]["version"] == version
         for part in (spec["ofedDriver"], spec[plugin]):
@@ -177,8 +187,9 @@ def daemonset_tolerations(rendering: engine.Rendering) -> dict[str, list[dict]]:
 
 
 @pytest.mark.parametrize("size", [H100, HB])
-def test_every_daemonset_owner_tolerates_the_taint_the_pool_carries(render, size):
-    rendering = render(ibPool={"vmSize": size})
+def test_every_daemonset_owner_tolerates_the_taint_the_pool_carries(dev, hb, size):
+    rendering = dev if size == H100 else hb  # whole: the pool's taints; the hb stack is dev on HB176rs_v4
+    assert rendering.outputs["vmSize"] == size
     pool_taints = rendering.one(AGENT_POOL).inputs["nodeTaints"]
     held = not catalog.lookup(size).has_gpus  # CPU-only sizes run the two-node test: no admission hold
     assert pool_taints == [fabric.IB_TAINT, *([] if held else [fabric.UNCERTIFIED_TAINT])]
@@ -249,8 +260,8 @@ def test_gpu_operator_gpudirect_rdma_with_the_network_operators_driver(dev):
 
 
 @pytest.mark.parametrize("size", [HB, "Standard_HB120rs_v3", "Standard_HX176rs"])
-def test_cpu_only_sizes_get_no_gpu_operator(render, size):
-    rendering = render(ibPool={"vmSize": size})
+def test_cpu_only_sizes_get_no_gpu_operator(hb, size):
+    rendering = kubernetes_half(hb, size)
     assert not catalog.lookup(size).has_gpus
     assert not rendering.of_type("aks-infiniband:kubernetes:GpuOperator")
     assert all(r.inputs["chart"] != "gpu-operator" for r in rendering.of_type(RELEASE))
@@ -258,9 +269,10 @@ def test_cpu_only_sizes_get_no_gpu_operator(render, size):
         {"gpu-operator"})
 
 
-def test_gpu_sizes_get_the_gpu_operator(render):
+def test_gpu_sizes_get_the_gpu_operator(hb):
     for size in (A100, H100):
-        assert [r.inputs["chart"] for r in render(ibPool={"vmSize": size}).of_type(RELEASE)].count("gpu-operator") == 1
+        stack = kubernetes_half(hb, size)
+        assert [r.inputs["chart"] for r in stack.of_type(RELEASE)].count("gpu-operator") == 1
 
 
 # --- versions ----------------------------------------------------------------------------------
@@ -285,9 +297,13 @@ def test_every_chart_and_manifest_is_pinned_to_the_configured_version(dev):
     assert dev.of_type(CONFIG_FILE) == []
 
 
-def test_a_version_override_reaches_the_release(render):
+# With test_certifier.py's schedule, which touches neither the release nor the untested versions: one render.
+OVERRIDES = {"versions": {"networkOperator": "26.4.0"}, "allowUntestedVersions": True, "certifier": {"schedule": "off"}}
+
+
+def test_a_version_override_reaches_the_release(render_kubernetes):
     """Outside the compatibility matrix only with the override, and then the outputs say so."""
-    rendering = render(versions={"networkOperator": "26.4.0"}, allowUntestedVersions=True)
+    rendering = render_kubernetes(**OVERRIDES)
     assert rendering.one(RELEASE, "network-operator-release").inputs["version"] == "26.4.0"
     assert rendering.outputs["untestedVersions"] == {"versions.networkOperator": "26.4.0"}
 
@@ -314,8 +330,9 @@ def test_volcano_manifest_url_is_a_release_tag_on_github():
 
 
 @pytest.mark.parametrize("size", [H100, HB])
-def test_nothing_in_the_layer_waits_for_the_node_pool(render, size):
-    rendering = render(ibPool={"vmSize": size})
+def test_nothing_in_the_layer_waits_for_the_node_pool(dev, hb, size):
+    rendering = dev if size == H100 else hb  # whole: the edges to the pool; the hb stack is dev on HB176rs_v4
+    assert rendering.outputs["vmSize"] == size
     pool = rendering.one(AGENT_POOL)
     feature_waits = [r for r in rendering.of_type("command:local:Command") if r.name == "ib-feature-register"]
     assert feature_waits

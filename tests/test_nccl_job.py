@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import dev_config, rendered
+from test_fabric_check import FLAGS, SHARP, SHORT
 
 import stack_config
 from components import mpi_job, nccl_job, nccl_settings
@@ -27,6 +29,20 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
+# The job, its ConfigMaps and its namespace are the Kubernetes half's (tests/test_stack_parts.py): a test
+# of a configuration renders that half (variant()) unless the session renders it whole anyway, with the same
+# dicts as test_fabric_check.py where both read one (one render per session); several keys at once where
+# each test asserts its own key's effect.
+WHOLE = [dev_config(), dev_config(rdmaMode="dra")]  # the dev fixture; test_grace_blackwell.py's timeline
+IMAGE_ARGS = {"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1",
+              "timeoutMinutes": 20, "doctor": "auto", "doctorMinutes": 10}
+
+
+def variant(**overrides: Any):
+    """dev with `overrides` (conftest.dev_config): whole where the session renders it whole, else its
+    Kubernetes half."""
+    config = dev_config(**overrides)
+    return rendered("dev", config, part="all" if config in WHOLE else "kubernetes")
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -53,8 +69,8 @@ def env(stack) -> dict[str, str]:
 
 # --- the job's shape ----------------------------------------------------------------------------
 @pytest.mark.parametrize("vm_size", [A100, H100])
-def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
-    stack = render(ibPool={"vmSize": vm_size})
+def test_workers_ask_for_every_gpu_of_the_sku(vm_size):
+    stack = variant(ibPool={"vmSize": vm_size})
     gpus = catalog.lookup(vm_size).gpus_per_vm
     res = container(stack, "mpiworker")["resources"]
     assert res["limits"][fabric.GPU_RESOURCE] == str(gpus)
@@ -66,8 +82,8 @@ def test_workers_ask_for_every_gpu_of_the_sku(render, vm_size):
 
 @pytest.mark.parametrize("mode", modes.names())
 @pytest.mark.parametrize("vm_size", [A100, H100])
-def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
-    stack = render(rdmaMode=mode, ibPool={"vmSize": vm_size})
+def test_workers_ask_for_the_rdma_resource_of_the_mode(mode, vm_size):
+    stack = variant(rdmaMode=mode, ibPool={"vmSize": vm_size})
     sku, record = catalog.lookup(vm_size), modes.rdma_mode(mode)
     resources = container(stack, "mpiworker")["resources"]
     limits = resources.get("limits") or {}
@@ -80,8 +96,8 @@ def test_workers_ask_for_the_rdma_resource_of_the_mode(render, mode, vm_size):
 
 
 @pytest.mark.parametrize("nodes", [2, 4])
-def test_gang_of_launcher_and_one_worker_per_node(render, nodes):
-    stack = render(ibPool={"nodeCount": nodes})
+def test_gang_of_launcher_and_one_worker_per_node(nodes):
+    stack = variant(ibPool={"nodeCount": nodes})
     spec = job(stack)["spec"]
     assert spec["schedulerName"] == "volcano"
     assert spec["minAvailable"] == nodes + 1
@@ -101,11 +117,14 @@ def test_job_ends_with_the_launcher_and_fails_cleanly(dev):
     assert spec["ttlSecondsAfterFinished"] > 0
 
 
-@pytest.mark.parametrize("minutes, doctor, doctor_minutes, deadline", [
-    (20, "auto", 10, 30), (90, "always", 15, 105), (20, "never", 10, 20)])
-def test_every_pod_has_the_configured_deadline_plus_the_doctors_budget(render, minutes, doctor, doctor_minutes,
-                                                                        deadline):
-    stack = render(fabricTest={"timeoutMinutes": minutes, "doctor": doctor, "doctorMinutes": doctor_minutes})
+@pytest.mark.parametrize("fabric_test, minutes, doctor, doctor_minutes, deadline", [
+    (IMAGE_ARGS, 20, "auto", 10, 30), (FLAGS, 120, "always", 15, 135), (SHORT, 10, "never", 10, 10)],
+    ids=["auto", "always", "never"])
+def test_every_pod_has_the_configured_deadline_plus_the_doctors_budget(fabric_test, minutes, doctor,
+                                                                        doctor_minutes, deadline):
+    assert (fabric_test["timeoutMinutes"], fabric_test["doctor"], fabric_test["doctorMinutes"]) == (
+        minutes, doctor, doctor_minutes)
+    stack = variant(fabricTest=fabric_test)
     for name in ("mpimaster", "mpiworker"):
         assert pod(stack, name)["activeDeadlineSeconds"] == deadline * 60
 
@@ -154,8 +173,8 @@ def test_dev_shm_is_memory(dev):
 
 
 @pytest.mark.parametrize("vm_size, topo", [(A100, "ndv4"), (H100, "ndv5"), ("Standard_ND96isr_H200_v5", "ndv5")])
-def test_topology_of_the_sku_is_mounted_where_nccl_looks(render, vm_size, topo):
-    stack = render(ibPool={"vmSize": vm_size})
+def test_topology_of_the_sku_is_mounted_where_nccl_looks(vm_size, topo):
+    stack = variant(ibPool={"vmSize": vm_size})
     assert catalog.lookup(vm_size).nccl_topology == topo
     cm = as_api(stack.one(CONFIGMAP, "fabric-test-topology").inputs)
     assert cm["data"] == {"topo.xml": render_xml(topo)}
@@ -235,14 +254,15 @@ def test_topology_file_switch_removes_the_file_the_mount_and_the_variable():
     assert "nccl-topology" in volumes(spec_on) and "nccl-topology" not in volumes(spec_off)
 
 
-def test_the_config_switches_reach_the_rendered_job(render, dev):
+def test_the_config_switches_reach_the_rendered_job(dev):
     """fabricTest.sharp: true switches CollNet on and no longer disables the SHARP plugin;
     fabricTest.topologyFile: false drops the file (ConfigMap, mount, variable). Defaults: Azure's AKS test."""
     assert env(dev)["NCCL_NET_PLUGIN"] == "none" and "NCCL_COLLNET_ENABLE" not in env(dev)
     assert env(dev)["NCCL_TOPO_FILE"] == "/opt/nccl-topology/topo.xml"
-    sharp = env(render(fabricTest={"sharp": True}))
+    sharp = env(variant(fabricTest=SHARP))
     assert sharp["NCCL_COLLNET_ENABLE"] == "1" and "NCCL_NET_PLUGIN" not in sharp
-    no_file = render(fabricTest={"topologyFile": False})
+    no_file = variant(fabricTest=SHORT)
+    assert SHORT["topologyFile"] is False
     assert "NCCL_TOPO_FILE" not in env(no_file)
     assert not [r for r in no_file.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
     assert [r for r in dev.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
@@ -254,8 +274,9 @@ def test_the_docs_list_the_nccl_settings_as_generated():
     assert table == nccl_settings.markdown_table(), "stale: run `python -m components.nccl_settings sync`"
 
 
-def test_image_and_benchmark_arguments_come_from_config(render):
-    stack = render(fabricTest={"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1"})
+def test_image_and_benchmark_arguments_come_from_config():
+    stack = variant(fabricTest=IMAGE_ARGS)
+    assert IMAGE_ARGS["image"] == "example.io/nccl:1.2.3" and IMAGE_ARGS["allReduceArgs"] == "-b 1G -e 8G -f 2 -g 1"
     for name in ("mpimaster", "mpiworker"):
         assert container(stack, name)["image"] == "example.io/nccl:1.2.3"
     assert env(stack)["ALL_REDUCE_ARGS"] == "-b 1G -e 8G -f 2 -g 1"
@@ -291,8 +312,8 @@ def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
 
 # --- schemas ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", modes.names())
-def test_job_passes_the_volcano_job_crd(reference, render, mode):
-    stack = render(rdmaMode=mode)
+def test_job_passes_the_volcano_job_crd(reference, mode):
+    stack = variant(rdmaMode=mode)
     errors = crd_errors(job(stack), reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano"))
     assert errors == []
 
@@ -347,8 +368,8 @@ def test_job_waits_for_nothing_else(dev):
     assert not dev.depends_on(dev.one(POLICY), dev.one(POOL))
 
 
-def test_no_nccl_job_for_cpu_only_sizes(render):
-    stack = render(ibPool={"vmSize": "Standard_HB120rs_v3"})
+def test_no_nccl_job_for_cpu_only_sizes():
+    stack = variant(ibPool={"vmSize": "Standard_HB120rs_v3"})
     assert not [r for r in stack.of_type(JOB) if r.name == "fabric-test-job"]
     # the certifier there judges the MPI point-to-point job (tests/test_hb_stack.py), not an all-reduce
     (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"]["spec"][
@@ -448,8 +469,8 @@ def flag(args: list[str], name: str) -> str:
 
 
 @pytest.mark.parametrize("vm_size, nodes", [(A100, 2), (H100, 4)])
-def test_launcher_runs_one_rank_per_gpu(fake_cluster, render, vm_size, nodes):
-    stack = render(ibPool={"vmSize": vm_size, "nodeCount": nodes})
+def test_launcher_runs_one_rank_per_gpu(fake_cluster, vm_size, nodes):
+    stack = variant(ibPool={"vmSize": vm_size, "nodeCount": nodes})
     gpus = catalog.lookup(vm_size).gpus_per_vm
     done = run_launcher(fake_cluster, stack, hosts=nodes)
     assert done.returncode == 0, done.stderr

@@ -77,7 +77,7 @@ def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
     expected = [d for d in sc.load_yaml_all(upstream.decode()) if d]
     group = dev.one(config_groups.CONFIG_GROUP, "volcano-manifest")
     # the checked content with the stack's two ConfigMaps (components/volcano_topology.py), no URL, no path
-    assert group.inputs == {"yaml": volcano.configured(upstream.decode())}
+    assert group.inputs == {"yaml": volcano.configured(upstream.decode(), False)}
     files = synth.synthesize(dev, images=False)
     written = sorted(p for p in files if p.startswith("manifests/volcano-manifest/"))
     assert len(written) == len(expected) == len(config_groups.objects(group))
@@ -119,10 +119,11 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
 
     gb300 = rendered("gb300")
     text = upstream.decode()
+    # configured(text, dra) as components/volcano.py calls it: the same cache entry, not a second rewrite
     assert gb300.one(config_groups.CONFIG_GROUP, "volcano-manifest").inputs == {"yaml": volcano.configured(text, True)}
     assert volcano_dra.FEATURE_GATE in scheduler_args(gb300)
     assert volcano_dra.PREDICATE_ARGUMENT in volcano.configured(text, True)
     assert volcano_dra.FEATURE_GATE not in scheduler_args(dev)
-    assert volcano_dra.PREDICATE_ARGUMENT not in volcano.configured(text)
+    assert volcano_dra.PREDICATE_ARGUMENT not in volcano.configured(text, False)
     dra_h100 = rendered("dev", dev_config(rdmaMode="dra"))
     assert volcano_dra.FEATURE_GATE in scheduler_args(dra_h100)
