@@ -113,7 +113,8 @@ def test_system_pool_is_small_cpu_and_has_no_public_ips(dev):
 
 
 def test_kubernetes_version_and_system_pool_are_configurable(render_azure):
-    aks = render_azure(kubernetesVersion="1.34.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3}).one(CLUSTER)
+    half = render_azure(kubernetesVersion="1.34.5", systemPool={"vmSize": "Standard_D8s_v5", "nodeCount": 3})
+    aks = half.one(CLUSTER)
     assert aks.inputs["kubernetesVersion"] == "1.34.5"
     assert aks.inputs["agentPoolProfiles"][0]["vmSize"] == "Standard_D8s_v5"
     assert aks.inputs["agentPoolProfiles"][0]["count"] == 3

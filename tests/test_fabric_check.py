@@ -131,8 +131,11 @@ def job_name(stack) -> str:
     return stack.one(CERTIFY_JOB, CERTIFY).inputs["metadata"]["name"]
 
 
-def test_the_run_is_deterministic(dev, render):
-    assert run_id(dev) == run_id(render()) and job_name(dev) == job_name(render())
+def test_the_run_is_deterministic(dev, render_kubernetes):
+    """Another run of the program (the Kubernetes half: a render of its own, not the dev render's copy)
+    names the same run and job."""
+    again = render_kubernetes()
+    assert run_id(dev) == run_id(again) and job_name(dev) == job_name(again)
 
 
 def test_the_certifier_job_changes_with_the_test_job_and_only_then(dev, render_kubernetes):
