@@ -38,6 +38,8 @@ CHARTS_CONFIG = ROOT / ".checkov-charts.yaml"
 NEVER_EXCEPTED = {"CKV_K8S_16": "privileged", "CKV_K8S_17": "hostPID", "CKV_K8S_18": "hostIPC",
                   "CKV_K8S_19": "hostNetwork", "CKV_K8S_39": "SYS_ADMIN"}
 VOLCANO_JOB_API = "batch.volcano.sh/"
+# libyaml where it is there: the certifier's code ConfigMap is half a megabyte of YAML.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def checkov_binary() -> str:
@@ -76,9 +78,15 @@ def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_manifests(out: Path, renderings: dict[str, engine.Rendering]) -> None:
     """The manifests of the dev stack (GPU: the NCCL job) and of the hb stack (CPU-only: the MPI
-    point-to-point job with its OSU build initContainer), each file prefixed with its stack."""
+    point-to-point job with its OSU build initContainer), each file prefixed with its stack.
+
+    A file the first stack already wrote with the very same bytes (most of them: the namespaces, RBAC,
+    the certifier's code) is written once: checkov names a resource by kind, namespace and name, not by
+    file, so a second copy adds no finding and no resource, only a second parse (checkov's YAML parser
+    is pure Python, and the certifier's code ConfigMap alone is half a megabyte)."""
     out.mkdir()
     jobs = 0
+    written: dict[str, bytes] = {}  # a file's name without its stack prefix -> its bytes
     for stack, rendering in renderings.items():
         files = synth.synthesize(rendering, images=False)
         # Not Volcano's release manifest (manifests/volcano-manifest/): upstream's objects as published,
@@ -86,16 +94,19 @@ def write_manifests(out: Path, renderings: dict[str, engine.Rendering]) -> None:
         manifests = {name: content for name, content in files.items()
                      if name.startswith("manifests/") and not name.startswith("manifests/volcano-manifest/")}
         assert manifests, f"the offline render of {stack} has no manifests"
+        files_of_stack: dict[str, bytes] = {}
         for name, content in manifests.items():
-            doc = yaml.safe_load(content)
+            doc = yaml.load(content, Loader=LOADER)
             if doc.get("apiVersion", "").startswith(VOLCANO_JOB_API) and doc.get("kind") == "Job":
                 jobs += 1
                 for pod in pods_of_volcano_job(doc):
-                    pod_file = out / f"{stack}.pod.{pod['metadata']['name']}.yaml"
-                    pod_file.write_text(yaml.safe_dump(pod, sort_keys=True))
+                    files_of_stack[f"pod.{pod['metadata']['name']}.yaml"] = yaml.safe_dump(pod, sort_keys=True).encode()
             else:
-                data = content if isinstance(content, bytes) else content.encode()
-                (out / f"{stack}.{Path(name).name}").write_bytes(data)
+                files_of_stack[Path(name).name] = content if isinstance(content, bytes) else content.encode()
+        for name, data in files_of_stack.items():
+            if written.get(name) != data:
+                (out / f"{stack}.{name}").write_bytes(data)
+            written.setdefault(name, data)
     assert jobs >= 2, "a Volcano Job is missing from the renders: its pods would go unscanned"
 
 

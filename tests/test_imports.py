@@ -6,6 +6,7 @@ hidden that way is still two modules that cannot be understood one without the o
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -21,9 +22,15 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's syntax tree, parsed once for all the tests of this file."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
+
+
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -127,7 +134,7 @@ def test_core_imports_nothing_but_the_standard_library_and_itself():
     for name, path in _modules().items():
         if _package(name) != "core":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             roots = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             for root in (r.split(".")[0] for r in roots):

