@@ -76,16 +76,9 @@ def test_two_renders_ask_for_identical_resources(dev):
     assert not changed, f"render not deterministic: {changed}"
 
 
-# Another shape of the stack (SR-IOV, three A100 nodes, protected): the configuration both tests below
-# render again, and the one they read from the session's memoised renders (conftest.rendered).
+# Another shape of the stack (SR-IOV, three A100 nodes, protected): rendered again in
+# test_dev_config_helper_does_not_leak_between_renders and compared with the session's render of it.
 OTHER_SHAPE = {"rdmaMode": "sriov", "ibPool": {"vmSize": "Standard_ND96asr_v4", "nodeCount": 3}, "protect": True}
-
-
-def test_config_overrides_are_idempotent_too(render):
-    """Another shape of the stack is just as stable: a render of it now, in this test, is the render the
-    session made of it (two real renders: conftest.rendered renders each configuration once, and hands
-    out a copy of that render, never this test's)."""
-    assert canonical(engine.render("dev", config=dev_config(**OTHER_SHAPE))) == canonical(render(**OTHER_SHAPE))
 
 
 def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
@@ -133,9 +126,12 @@ def test_same_inputs_from_another_checkout_and_hash_seed(tmp_path, dev):
 
 
 def test_dev_config_helper_does_not_leak_between_renders(dev, render):
-    """The fixtures themselves must not carry state from one render to the next: neither dev_config's
-    overrides nor a memoised rendering that a test changed. (The dev stack as first rendered this
-    session, from its stack file, is what dev_config() without overrides must still render.)"""
+    """Another shape of the stack is just as stable as dev: a render of it now, in this test, is the
+    render the session made of it (two real renders: conftest.rendered renders each configuration once
+    and hands out copies of that render, never this test's). And the fixtures themselves carry no state
+    from one render to the next: neither dev_config's overrides (dev_config() after them still renders
+    the dev stack as the session first rendered it, from its stack file) nor a memoised rendering that
+    a test changed."""
     other = engine.render("dev", config=dev_config(**OTHER_SHAPE))
     assert canonical(engine.render("dev", config=dev_config())) == canonical(dev)
     mine = render(**OTHER_SHAPE)
