@@ -434,7 +434,8 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
     from components.fabric_check import parse_result
 
     for overrides, exit_code in (({}, 0), ({"fabricTest": {"failOnLowBandwidth": True}}, 1)):
-        stack = rendered("dev", dev_config(**overrides)) if overrides else rendered()
+        # with an override, the Kubernetes half, where the Job is declared (tests/test_stack_parts.py)
+        stack = rendered("dev", dev_config(**overrides), part="kubernetes") if overrides else rendered()
         (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"][
             "spec"]["containers"]
         argv = container["command"][4:]

@@ -12,12 +12,12 @@ import jsonschema
 import pytest
 
 from core import kinds
-from tests.fake_kube import FakeKube
+from tests.fake_kube import FakeClock, FakeKube
 from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, PT_BW
 from tests.test_verify_cli import run
 from tests.test_verify_collect import P2P_JOB, P2P_NS, SOCKET_2X1, argv, p2p_argv
 from verify import __main__ as cli
-from verify import result
+from verify import collect, result
 from verify.result import FabricResult, ResultError
 
 SCHEMA = json.loads(result.SCHEMA_PATH.read_text())
@@ -82,6 +82,7 @@ def test_collect_json_validates_for_both_kinds_and_a_failure(reference, monkeypa
         (["Pending", "Running"], azure, {}, argv("--timeout-minutes", "0.005", "--incomplete-as-fail"),
          ("nccl", "FAIL")),
     ]
+    monkeypatch.setattr(collect, "CLOCK", FakeClock())  # the collector's waits on a fake clock: no real sleeps
     for phases, log, where, args, (kind, verdict) in cases:
         with FakeKube(phases, log, **where) as kube:
             monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())

@@ -21,7 +21,7 @@ from typing import Any
 from conftest import dev_config
 
 from components import volcano
-from offline import engine
+from offline import engine, synth
 from offline.mocks import OFFLINE_ID
 from offline.reference import reference_dir
 
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What a fresh interpreter prints: the dev render as canonical JSON.
 DUMP = """
 import json, sys
-from offline import engine
+from offline import engine, synth
 from test_idempotency import canonical
 sys.stdout.write(json.dumps(canonical(engine.render("dev")), sort_keys=True))
 """
@@ -60,20 +60,9 @@ def strings(value: Any):
             yield from strings(v)
 
 
-def test_two_renders_ask_for_identical_resources(dev):
-    again = canonical(engine.render("dev"))
-    first = canonical(dev)
-    assert sorted(again["resources"]) == sorted(first["resources"])
-    for urn, resource in first["resources"].items():
-        assert again["resources"][urn] == resource, f"{urn} differs between two runs"
-    assert again["outputs"] == first["outputs"]
-
-
-def test_config_overrides_are_idempotent_too():
-    """Another shape of the stack (SR-IOV, three A100 nodes, protected) is just as stable (two real
-    renders: the `render` fixture would hand out one memoised result twice)."""
-    cfg = dev_config(rdmaMode="sriov", ibPool={"vmSize": "Standard_ND96asr_v4", "nodeCount": 3}, protect=True)
-    assert canonical(engine.render("dev", config=cfg)) == canonical(engine.render("dev", config=cfg))
+# Another shape of the stack (SR-IOV, three A100 nodes, protected): rendered again in
+# test_two_renders_ask_for_identical_resources and compared with the session's render of it.
+OTHER_SHAPE = {"rdmaMode": "sriov", "ibPool": {"vmSize": "Standard_ND96asr_v4", "nodeCount": 3}, "protect": True}
 
 
 def test_no_timestamps_random_ids_or_checkout_paths_in_inputs(dev):
@@ -120,13 +109,28 @@ def test_same_inputs_from_another_checkout_and_hash_seed(tmp_path, dev):
     assert str(tmp_path) not in json.dumps(elsewhere), "an absolute path of the checkout leaked into the inputs"
 
 
-def test_dev_config_helper_does_not_leak_between_renders(render):
-    """The fixtures themselves must not carry state from one render to the next: neither dev_config's
-    overrides nor a memoised rendering that a test changed."""
-    before = canonical(engine.render("dev", config=dev_config()))
-    sriov = engine.render("dev", config=dev_config(rdmaMode="sriov"))
-    assert canonical(engine.render("dev", config=dev_config())) == before
-    mine = render(rdmaMode="sriov")
+def test_two_renders_ask_for_identical_resources(dev, render):
+    """A second run of the program in this process asks for the same resources and outputs as the first,
+    and so gives the same offline render, byte for byte (`make synth`'s files: manifests, plan, timeline,
+    pictures); another shape of the stack is just as stable: a render of it now is the render the session
+    made of it (two real renders: conftest.rendered renders each configuration once and hands out copies
+    of that render, never this test's). The second dev run comes after that other shape, through the
+    fixtures, so it also shows that they carry no state from one render to the next: neither dev_config's
+    overrides (dev_config() after them still renders the dev stack as the session first rendered it, from
+    its stack file) nor a memoised rendering that a test changed."""
+    other = engine.render("dev", config=dev_config(**OTHER_SHAPE))
+    rerun = engine.render("dev", config=dev_config())
+    again = canonical(rerun)
+    first = canonical(dev)
+    assert sorted(again["resources"]) == sorted(first["resources"])
+    for urn, resource in first["resources"].items():
+        assert again["resources"][urn] == resource, f"{urn} differs between two runs"
+    assert again["outputs"] == first["outputs"]
+    files, files_again = synth.synthesize(dev), synth.synthesize(rerun)
+    assert sorted(files) == sorted(files_again)
+    changed = [p for p in files if files[p] != files_again[p]]
+    assert not changed, f"render not deterministic: {changed}"
+    mine = render(**OTHER_SHAPE)
     mine.resources.clear()
     mine.outputs.clear()
-    assert canonical(render(rdmaMode="sriov")) == canonical(sriov)
+    assert canonical(render(**OTHER_SHAPE)) == canonical(other)

@@ -1,6 +1,7 @@
 """`python -m verify report` as a user runs it: its stdout, stderr and exit code. Through the module's
 own main() in this process (`run`: a fresh interpreter per call cost more than the reports), and as a
-real subprocess where the process is the point (`run_subprocess`: test_report_json_azure, the plots)."""
+real subprocess where the process is the point (`run_subprocess`: test_report_json_azure; the plots: one
+fresh interpreter writes both, fresh_plots)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REFERENCE
 
 from core import catalog
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, PT_BW, raw_rows
@@ -117,26 +119,77 @@ def test_bad_arguments_exit_2(reference):
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
-def plot_twice(tmp_path: Path, *args: str) -> list[bytes]:
-    """`report ... --plot FILE --json` run twice: as a user runs it (a fresh interpreter) and in this
-    process (the same main(); matplotlib is imported once per session, not once per run). Each run
-    says where it wrote its plot; returns the two PNGs."""
+# One fresh interpreter writes the plots that both deterministic-PNG tests compare with their own:
+# `python -m verify ARGS` as `python -m` runs it (runpy: the module as __main__, its exit through
+# SystemExit), once per plot, so matplotlib is imported once for the two. After each run's JSON it
+# prints that run's exit code, as one more JSON object.
+FRESH_PLOTS = """
+import json, runpy, sys
+for args in json.loads(sys.argv[1]):
+    sys.argv = ["verify", *args]
+    try:
+        runpy.run_module("verify", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        print(json.dumps({"exit": exc.code}), flush=True)
+"""
+
+
+def _write_hbv3_log(log: Path) -> Path:
+    """What the p2p launcher prints: osu_bw, then osu_latency, in one log."""
+    log.write_text(HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text())
+    return log
+
+
+def _plot_args(kind: str, directory: Path) -> list[str]:
+    """The `report` arguments of the plot test of `kind` (nccl: Azure's published log; p2p: the HBv3 log)."""
+    if kind == "nccl":
+        return ["report", str(REFERENCE / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4", "--nodes", "2"]
+    return ["report", str(_write_hbv3_log(directory / "p2p-launcher.log")), "--sku", HBV3]
+
+
+@pytest.fixture(scope="module")
+def fresh_plots(tmp_path_factory) -> dict[str, tuple[Path, bytes]]:
+    """kind -> (the plot's path, its PNG) as the fresh interpreter wrote it (FRESH_PLOTS); each run exited
+    0 and said where it wrote its plot. The NCCL plot only where the reference material is here."""
+    pytest.importorskip("matplotlib")
+    directory = tmp_path_factory.mktemp("fresh-plots")
+    kinds = ["p2p"] + (["nccl"] if (REFERENCE / "nccl-tests" / AZURE).is_file() else [])
+    runs = [[*_plot_args(kind, directory), "--plot", str(directory / f"{kind}.png"), "--json"] for kind in kinds]
+    p = subprocess.run([sys.executable, "-c", FRESH_PLOTS, json.dumps(runs)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while at < len(p.stdout.rstrip()):  # each run's one JSON object, then its exit code, nothing else
+        doc, at = decoder.raw_decode(p.stdout, at)
+        docs.append(doc)
+        at += len(p.stdout[at:]) - len(p.stdout[at:].lstrip())
+    assert len(docs) == 2 * len(kinds), p.stdout
+    plots = {}
+    for i, kind in enumerate(kinds):
+        result, exit_code = docs[2 * i], docs[2 * i + 1]
+        assert exit_code == {"exit": 0}, p.stderr
+        path = directory / f"{kind}.png"
+        assert result["plot"] == str(path)
+        plots[kind] = (path, path.read_bytes())
+    return plots
+
+
+def plot_twice(tmp_path: Path, fresh: tuple[Path, bytes], *args: str) -> list[bytes]:
+    """`report ... --plot FILE --json` run twice: as a user runs it (a fresh interpreter: `fresh`, from
+    the fresh_plots fixture) and in this process (the same main(); matplotlib is imported once per
+    session, not once per run). Each run says where it wrote its plot; returns the two PNGs."""
     from verify import __main__ as cli
 
-    first, second = tmp_path / "a.png", tmp_path / "b.png"
-    p = run_subprocess(*args, "--plot", str(first), "--json")
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["plot"] == str(first)
+    second = tmp_path / "b.png"
+    assert second != fresh[0]
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert cli.main([*args, "--plot", str(second), "--json"]) == 0
     assert json.loads(out.getvalue())["plot"] == str(second)
-    return [first.read_bytes(), second.read_bytes()]
+    return [fresh[1], second.read_bytes()]
 
 
-def test_plot_is_a_deterministic_png(reference, tmp_path):
-    pytest.importorskip("matplotlib")
-    pngs = plot_twice(tmp_path, "report", str(reference / "nccl-tests" / AZURE), "--sku", "Standard_ND96asr_v4",
-                      "--nodes", "2")
+def test_plot_is_a_deterministic_png(reference, tmp_path, fresh_plots):
+    pngs = plot_twice(tmp_path, fresh_plots["nccl"], *_plot_args("nccl", tmp_path))
     data = pngs[0]
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000
@@ -154,9 +207,7 @@ CORE_KEYS = {"kind", "verdict", "reasons", "max_size_bytes", "sku", "plot"}
 @pytest.fixture
 def hbv3_log(tmp_path) -> Path:
     """What the p2p launcher prints: osu_bw, then osu_latency, in one log."""
-    log = tmp_path / "p2p-launcher.log"
-    log.write_text(HBV3_BW.read_text() + "\n" + HBV3_LAT.read_text())
-    return log
+    return _write_hbv3_log(tmp_path / "p2p-launcher.log")
 
 
 def test_report_osu_log_json_figures_come_from_the_rows(hbv3_log):
@@ -300,9 +351,8 @@ def test_nccl_json_says_its_kind(reference):
     assert out["kind"] == "nccl" and p2p.detect((reference / "nccl-tests" / AZURE).read_text()) is None
 
 
-def test_p2p_plot_is_a_deterministic_png(hbv3_log, tmp_path):
-    pytest.importorskip("matplotlib")
-    pngs = plot_twice(tmp_path, "report", str(hbv3_log), "--sku", HBV3)
+def test_p2p_plot_is_a_deterministic_png(tmp_path, fresh_plots):
+    pngs = plot_twice(tmp_path, fresh_plots["p2p"], *_plot_args("p2p", tmp_path))
     assert pngs[0][:8] == b"\x89PNG\r\n\x1a\n" and len(pngs[0]) > 10_000
     assert b"Software" not in pngs[0] and pngs[0] == pngs[1]
 

@@ -19,6 +19,7 @@ from tests.fake_kube import (
     PODS_PATH,
     ROOT,
     TOKEN,
+    FakeClock,
     FakeKube,
     az_calls,
     fake_az,
@@ -27,6 +28,13 @@ from tests.schema_checks import pinned_name
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect
+
+
+@pytest.fixture(autouse=True)
+def _scenario_clock(monkeypatch) -> None:
+    """The collector's sleeps between polls on a fake clock (the fake API's phases move on per poll, not
+    by time): the waits and timeouts below are the collector's own, and no test sleeps through them."""
+    monkeypatch.setattr(collect, "CLOCK", FakeClock())
 
 
 def argv(*extra: str) -> list[str]:

@@ -145,8 +145,9 @@ def test_a_tiny_busbw_is_printed_with_its_digits_in_the_headline(tmp_path, capsy
 
 # --- the stack: fabricTest.failOn reaches the collect step ------------------------------------------
 def _certify_command(**fabric_test) -> list[str]:
-    """The day-0 certifier Job's command line, as the dev stack renders it with these fabricTest keys."""
-    stack = rendered("dev", dev_config(fabricTest=fabric_test))
+    """The day-0 certifier Job's command line, as the dev stack renders it with these fabricTest keys (with
+    keys, the Kubernetes half, where the Job is declared: tests/test_stack_parts.py holds it to the whole)."""
+    stack = rendered("dev", dev_config(fabricTest=fabric_test), part="kubernetes") if fabric_test else rendered()
     (container,) = stack.one(*CERTIFY).inputs["spec"]["template"]["spec"]["containers"]
     return container["command"]
 

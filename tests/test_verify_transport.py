@@ -193,12 +193,13 @@ def test_64_nodes_every_hosts_transport_survives_the_launchers_filter():
     raw = launcher_log(hosts, 8, busbw_gbps=H100_64_HEALTHY_GBPS, dropped_lines_per_rank=60)
     condensed = condense(raw)
     assert len(condensed) < len(raw) / 4
-    t = nccl.parse(condensed).transport
+    parsed = nccl.parse(condensed)  # read once: the transport first, then the verdict on it
+    t = parsed.transport
     assert t.hosts == tuple(hosts) and t.nodes == 64
     assert all(len(t.hcas_by_host[h]) == 8 for h in hosts)
     assert set(t.channels_by_host) == set(hosts)
     assert t.gdr is True and t.summary() == "NET/IB GDRDMA, 8 HCAs per node"
-    j = judge(nccl.parse(condensed), sku=H100, nodes=64)
+    j = judge(parsed, sku=H100, nodes=64)
     assert j.verdict is Verdict.PASS, j.reasons
 
 
