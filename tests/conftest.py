@@ -195,3 +195,9 @@ def dev_charts(dev: engine.Rendering, helm: Path) -> dict[str, charts.RenderedRe
         pytest.skip(f"chart archives not found at {archives} (the reference material's charts/: `make reference`, "
                     "or AKS_IB_CHARTS)")
     return {r.release.name: r for r in charts.render_all(dev, helm=helm, archives=archives)}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the SDKs' type tables, every test module) lives to the end: frozen out of
+    the collector's way, so its passes walk only what the tests make."""
+    gc.freeze()
