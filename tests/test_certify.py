@@ -237,15 +237,24 @@ def test_label_mode_writes_conditions_and_labels_but_no_taint(tmp_path, capsys):
     assert api.condition(name(3), fabric.FABRIC_CONDITION)["status"] == "False"
 
 
-@pytest.mark.parametrize("mode_args", [["--dry-run"], ["--mode", "off"]])
-def test_dry_run_and_off_change_nothing_and_print_the_decisions(tmp_path, capsys, mode_args):
+@pytest.mark.parametrize("mode_args", [["--dry-run"], ["--mode", "off"], ["--mode", "off", "--dry-run"]])
+def test_dry_run_and_off_change_no_node_and_print_the_decisions(tmp_path, capsys, mode_args):
+    """Neither touches a node or the history. Mode off still writes its report, the result ConfigMap the
+    stack's fabricVerdict reads (else the verdict of a stack with `certifier.mode: off` stayed PENDING);
+    a dry run writes nothing at all."""
     with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
         code, out = certify_run(api, tmp_path, capsys, *mode_args)
-    assert api.writes == []
+        kept = api.configmap(NS, "fabric-certifier-result")["data"]
+    written = [path for _, path, _ in api.writes]
+    planned_taints = any(w.startswith("would set taints of node " + name(3)) for w in out["writes"])
+    if "--dry-run" in mode_args:
+        assert written == [] and kept == {}
+    else:
+        assert written == [f"/api/v1/namespaces/{NS}/configmaps/fabric-certifier-result"]
+        assert FabricResult.from_json(json.loads(kept["result.json"])).verdict == out["result"]["verdict"]
+    assert planned_taints == ("--mode" not in mode_args), "a dry run says what it would write; off plans no node write"
     actions = {d["node"]: d["action"] for d in out["certification"]["decisions"]}
     assert actions == {name(0): "certify", name(1): "certify", name(2): "certify", name(3): "quarantine"}
-    if "--dry-run" in mode_args:
-        assert any(w.startswith("would set taints of node " + name(3)) for w in out["writes"])
 
 
 def test_fail_on_low_bandwidth_exits_1_after_applying(tmp_path, capsys):
@@ -483,7 +492,7 @@ def test_the_rack_run_is_judged_by_the_rack_figure_writes_its_result_and_changes
         assert code == 0 and out["result"]["verdict"] == "FAIL" == out["certification"]["verdict"]
         assert out["result"]["threshold_gbps"] < rack_line and out["result"]["threshold_gbps"] > 500.0
         # the verdict's figure on the same log is the IB-only one: it passes
-        code, ib, _ = rack_run(api, tmp_path, capsys, "--mode", "off")
+        code, ib, _ = rack_run(api, tmp_path, capsys, "--mode", "off", "--dry-run")  # (its result not kept)
         assert ib["result"]["verdict"] == "PASS" and ib["result"]["threshold_gbps"] < 500.0
     assert node_writes(api) == [] and api.events() == [], "the rack run judges NVLink: no node is touched"
     assert all(api.taints(name(i)) == [POOL, UNCERT] for i in range(2))

@@ -124,8 +124,10 @@ def run(args: argparse.Namespace) -> int:
         member = certify.membership(node_facts)
         if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
             certify_kube._say(member.reason)
-        # mode off writes nothing, but the rack run writes its result ConfigMap (what the stack reports)
-        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or (args.mode == "off" and not args.rack))
+        # Mode off touches no node and keeps no history; its result ConfigMap is still written (unless
+        # --dry-run): it is the report, what the stack's fabricVerdict and rack outputs read.
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run or args.mode == "off")
+        reporter = certify_kube.Writer(api, home, dry_run=args.dry_run)
         if args.recurring:
             from verify import certify_recurring
 
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             writer.configmap(args.history_configmap,
                              certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
         if args.result_configmap:
-            writer.configmap(args.result_configmap, {
+            reporter.configmap(args.result_configmap, {
                 RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
                 CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
         if args.pushgateway and not writer.dry_run and not args.rack:
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     except (ApiError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    return _report(args, out, writer.writes, run_id)
+    return _report(args, out, writer.writes + reporter.writes, run_id)
 
 
 def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tuple[FabricResult, dict[str, str]]:
