@@ -30,19 +30,15 @@ CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
 # The job, its ConfigMaps and its namespace are the Kubernetes half's (tests/test_stack_parts.py): a test
-# of a configuration renders that half (variant()) unless the session renders it whole anyway, with the same
-# dicts as test_fabric_check.py where both read one (one render per session); several keys at once where
-# each test asserts its own key's effect.
-WHOLE = [dev_config(), dev_config(rdmaMode="dra")]  # the dev fixture; test_grace_blackwell.py's timeline
+# of a configuration renders that half (variant()), with the same dicts as test_fabric_check.py where both
+# read one (one render per session); several keys at once where each test asserts its own key's effect.
 IMAGE_ARGS = {"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1",
               "timeoutMinutes": 20, "doctor": "auto", "doctorMinutes": 10}
 
 
 def variant(**overrides: Any):
-    """dev with `overrides` (conftest.dev_config): whole where the session renders it whole, else its
-    Kubernetes half."""
-    config = dev_config(**overrides)
-    return rendered("dev", config, part="all" if config in WHOLE else "kubernetes")
+    """The Kubernetes half of dev with `overrides` (conftest.dev_config): the job is declared there."""
+    return rendered("dev", dev_config(**overrides), part="kubernetes")
 
 
 # --- helpers ------------------------------------------------------------------------------------
