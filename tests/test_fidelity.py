@@ -55,9 +55,9 @@ STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared",
 
 
 # Shapes that an example stack has (the same size and mode; only its location and tags differ) are that
-# stack, rendered whole for other tests too; h100-dra is rendered whole by test_grace_blackwell.py. Every
-# other shape is the Kubernetes half of dev in that size and mode, which declares every Kubernetes object
-# the whole stack declares, input by input (tests/test_stack_parts.py).
+# stack, rendered whole for other tests too. Every other shape is the Kubernetes half of dev in that size
+# and mode, which declares every Kubernetes object the whole stack declares, input by input
+# (tests/test_stack_parts.py).
 EXAMPLES = {("h100", "shared"): "dev", ("hb", "shared"): "hb", ("gb200", "sriov"): "gb200", ("gb300", "dra"): "gb300"}
 
 
@@ -68,7 +68,7 @@ def shape(size: str, mode: str) -> engine.Rendering:
         assert config[f"{engine.PROJECT}:rdmaMode"] == mode
         return rendered(EXAMPLES[(size, mode)])
     config = dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size]})
-    return rendered("dev", config, part="all" if (size, mode) == ("h100", "dra") else "kubernetes")
+    return rendered("dev", config, part="kubernetes")
 
 
 @pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
