@@ -241,9 +241,11 @@ def test_a_doctor_log_with_slow_cross_torset_pairs_reports_the_path_and_names_on
     assert out["tiers"]["torset-0|torset-1"]["slow"] == 4
     assert out["tiers"]["within-torset"]["slow"] == (0 if bad_node is None else 3)
     assert "within-torset:" in doctor_report.text(found)
-    # the same log read without the torsets names no torset
-    flat = doctor_report.assess(log, sku=H100, threshold_gbps=None)
-    assert flat.as_result().to_json()["tiers"] == {} and not any("torset" in n for n in flat.diagnosis.notes)
+    # the same log read without the torsets names no torset (once: the log with the bad node, whose
+    # notes name the most; a 12-node doctor log costs ~0.3 s a reading)
+    if bad_node is not None:
+        flat = doctor_report.assess(log, sku=H100, threshold_gbps=None)
+        assert flat.as_result().to_json()["tiers"] == {} and not any("torset" in n for n in flat.diagnosis.notes)
 
 
 def test_a_doctor_log_every_pair_below_the_line_one_node_ten_times_slower_names_it():
