@@ -177,12 +177,6 @@ def test_pool_has_a_create_timeout_long_enough_for_gpu_pools(dev):
     assert int(dev.one(POOL).custom_timeouts["create"].rstrip("m")) >= 60
 
 
-@pytest.mark.parametrize("protect", [False, True])
-def test_protect_covers_resource_group_cluster_and_pool(render_azure, protect):
-    stack = render_azure(protect=protect)
-    assert {stack.one(t).protect for t in (RG, CLUSTER, POOL)} == {protect}
-
-
 def test_outputs(dev):
     assert dev.outputs["resourceGroupName"] == "aks-infiniband-dev"
     assert dev.outputs["clusterName"] == "aks-ib-dev"
