@@ -56,6 +56,10 @@ def optional(check: Check) -> Check:
 
 
 # --- reading ------------------------------------------------------------------------------------
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+\.[0-9]+")
+
+
 def unknown_key(path: str, name: str, known: list[str], takes: str) -> str:
     """The problem line for an unknown key: what it takes, and the closest known key when there is one."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or \
@@ -78,7 +82,7 @@ def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
         if isinstance(raw, int):
             return raw
         # ASCII digits only: int() would also take "٢" or "２"
-        if isinstance(raw, str) and re.fullmatch(r"-?[0-9]+", raw.strip()):
+        if isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
             return int(raw)
         if isinstance(raw, float) and raw.is_integer():
             return int(raw)
@@ -143,9 +147,10 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     if value is None:
         return None
     if key.fields:
-        known = sorted(f.name for f in key.fields)
-        for unknown in sorted(set(value) - set(known)):
-            problems.append(unknown_key(f"{path}.{unknown}", unknown, known, f"{key.name} takes"))
+        if value:  # (an empty object has no unknown fields)
+            known = sorted(f.name for f in key.fields)
+            for unknown in sorted(set(value) - set(known)):
+                problems.append(unknown_key(f"{path}.{unknown}", unknown, known, f"{key.name} takes"))
         return {f.name: read(f, value.get(f.name), f"{path}.{f.name}", problems) for f in key.fields}
     if key.check is not None:
         allowed = key.check(value)
@@ -158,7 +163,7 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
 def number_hint(key: Key, value: Any) -> str:
     """For a string key whose value reads like a decimal number: the CLI hands a program every top-level
     value as a string, so an unquoted 1.30 arrives as '1.3'. Say so, and to quote it."""
-    if key.type == "string" and isinstance(value, str) and re.fullmatch(r"[0-9]+\.[0-9]+", value):
+    if key.type == "string" and isinstance(value, str) and _DECIMAL.fullmatch(value):
         return (f" (if the stack file has it unquoted, YAML read a number: {value}0 becomes {value}; "
                 f"quote it, e.g. '{value}0')")
     return ""

@@ -5,6 +5,7 @@ program and stops it with one message."""
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,8 +124,9 @@ class StackConfig:
         return self.ib_pool.sku
 
 
-def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
-    """The rules that span several keys (each key's own check has passed or been reported)."""
+def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None) -> list[str]:
+    """The rules that span several keys (each key's own check has passed or been reported); `sku` is
+    ibPool.vmSize's catalog entry (None when it is unset or its check failed)."""
     problems: list[str] = []
     ib, ft = values["ibPool"], values["fabricTest"] or {}
     if ib and ib["nodeCount"] == 1 and ft.get("enabled"):
@@ -136,9 +138,8 @@ def _cross_key_problems(values: dict[str, Any], prefix: str) -> list[str]:
     if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")
-    if not (ib and ib["vmSize"]):
+    if sku is None:
         return problems
-    sku = catalog.lookup(ib["vmSize"])
     if ib["nodeCount"]:
         problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix)
     if ft.get("allReduceArgs"):
@@ -227,7 +228,8 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+def _matrix_problems(values: dict[str, Any], prefix: str,
+                     sku: catalog.Sku | None) -> tuple[list[str], tuple[tuple[str, str], ...]]:
     """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
     or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
     values that passed their own check are compared; a Volcano tag needs a sha256 either way."""
@@ -240,10 +242,8 @@ def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tu
                         f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
     if not values["kubernetesVersion"]:
         return problems, ()
-    ib = values["ibPool"]
     # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
-    why = ib and ib["vmSize"] and dra.kubernetes_problem(values["kubernetesVersion"], catalog.lookup(ib["vmSize"]),
-                                                         values["rdmaMode"] or "")
+    why = sku is not None and dra.kubernetes_problem(values["kubernetesVersion"], sku, values["rdmaMode"] or "")
     if why:
         problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
         return problems, ()  # one line for the key
@@ -254,6 +254,13 @@ def _matrix_problems(values: dict[str, Any], prefix: str) -> tuple[list[str], tu
         problems.append(f"{prefix}{key}: got {value!r}; expected {allowed} (or set {prefix}{pins.UNTESTED_KEY}: "
                         f"true to run a combination nobody has tested)")
     return problems, ()
+
+
+@functools.lru_cache(maxsize=64)
+def _near_project(namespace: str) -> bool:
+    """Whether a namespace is a near miss of the project's (difflib's ratio >= 0.8), e.g. aks-infinibnd.
+    A pure function of one string, kept per namespace: every parse asks it of azure-native."""
+    return bool(difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.8))
 
 
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
@@ -268,8 +275,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     # A misspelt namespace would make a key silently belong to nobody: catch the near misses.
     for key in sorted(raw):
         namespace, _, name = key.partition(":")
-        if name and namespace not in (PROJECT, "azure") and difflib.get_close_matches(namespace, [PROJECT], n=1,
-                                                                                     cutoff=0.8):
+        if name and namespace not in (PROJECT, "azure") and _near_project(namespace):
             problems.append(f"{key}: unknown namespace {namespace!r}; did you mean {prefix}{name}?")
     values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
@@ -282,17 +288,18 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             values[name] = derived
 
     location = raw.get(LOCATION_KEY)
+    ib = values["ibPool"]
+    sku = catalog.lookup(ib["vmSize"]) if ib and ib["vmSize"] else None  # vmSize's own check found it
     problems += _location_problems(raw)
-    problems += _cross_key_problems(values, prefix)
+    problems += _cross_key_problems(values, prefix, sku)
     problems += enterprise.problems(values, prefix, problems)
-    matrix_problems, untested = _matrix_problems(values, prefix)
+    matrix_problems, untested = _matrix_problems(values, prefix, sku)
     problems += matrix_problems
     if problems:
         raise ConfigError(problems)
 
-    v, ib, sp, ft = values["versions"], values["ibPool"], values["systemPool"], values["fabricTest"]
+    v, sp, ft = values["versions"], values["systemPool"], values["fabricTest"]
     ce = values["certifier"]
-    sku = catalog.lookup(ib["vmSize"])
     return StackConfig(
         stack=stack,
         location=location,

@@ -9,8 +9,9 @@ before its first resource). A refused value must give exactly one problem line, 
 
 Every accepted value must then build the stack: the real program runs under the mock engine. To keep
 this fast, accepted values are deduplicated by the configuration they parse to, and values of
-different keys share a render (the i-th accepted value of every key in render i, checked with parse
-first); a failing shared render is retried one value at a time to name the culprit.
+different keys share a render (the i-th accepted value of every key in render i, or in the first later
+one it goes with, checked with parse first); a failing shared render is retried one value at a time
+to name the culprit. Values of a key that the program receives alike (see _kind) are rendered once.
 """
 
 from __future__ import annotations
@@ -182,13 +183,25 @@ def _kind(value: Any) -> Any:
     """Accepted values of one key that the program is expected to treat alike share a kind; one of
     each kind is rendered. Strings by their shape (padding, ASCII, case, length), integers by being
     the smallest or largest accepted, maps by emptiness, size and characters. The program passes
-    these values on unchanged, so one of a kind stands for the others."""
+    these values on unchanged, so one of a kind stands for the others. `value` is the value as the
+    program receives it (see _received)."""
     if isinstance(value, str):
         return ("str", value == value.strip(), value.isascii(), value != value.lower(), len(value) > 64)
     if isinstance(value, dict):
         text = json.dumps(value)
         return ("map", len(value) == 0, len(value) > 10, text.isascii(), len(text) > 300)
     return (type(value).__name__, repr(value)) if not isinstance(value, int) or isinstance(value, bool) else "int"
+
+
+def _received(path: str, value: Any) -> Any:
+    """`value` of `path` as the program receives it: the CLI hands every top-level value over as a
+    string (engine.as_cli_config), so a YAML number given for a top-level string key (resourceGroupName:
+    26.7) reaches the program as the text "26.7", a string like any other; a field keeps its type in
+    its object's JSON, and the other keys' values are read back to their type."""
+    key = None if "." in path or path == LOCATION else stack_config.SCHEMA_BY_NAME[path]
+    if path == LOCATION or (key is not None and key.type == "string"):
+        return engine.as_cli_config({"x:y": value})["x:y"]
+    return value
 
 
 def _parse(cfg: dict[str, Any], stack: str) -> stack_config.StackConfig:
@@ -255,8 +268,8 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
     distinct: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
     for path, by_config in accepted.items():
         values = list(by_config.values())
-        ints = sorted((v for v in values if _kind(v[0]) == "int"), key=lambda v: int(v[0]))
-        kinds = {_kind(v): (v, c) for v, c in reversed(values) if _kind(v) != "int"}
+        ints = sorted((v for v in values if _kind(_received(path, v[0])) == "int"), key=lambda v: int(v[0]))
+        kinds = {_kind(_received(path, v)): (v, c) for v, c in reversed(values) if _kind(_received(path, v)) != "int"}
         distinct[path] = [*kinds.values(), *({id(x): x for x in ints[:1] + ints[-1:]}.values())]
     assert not wrong, "\n".join(wrong)
     assert refused > 500, "the walk refused suspiciously few values"
@@ -267,32 +280,42 @@ def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
             engine.render(stack, config=cfg, monitor=monitor)
         assert monitor.registrations == [], f"{path}: resources were declared before the refusal"
 
-    # Render i holds the i-th distinct accepted value of every key.
+    # Render i holds the i-th distinct accepted value of every key; a value that does not go with one
+    # already merged there (a private API server beside authorized ranges) goes to the first later render
+    # that takes it, and is rendered alone only when none does.
     rounds = max(len(v) for v in distinct.values())
+    merged = [copy.deepcopy(base) for _ in range(rounds)]
+    kept: list[list[tuple[str, tuple[Any, dict[str, Any]]]]] = [[] for _ in range(rounds)]
+    alone: list[tuple[str, dict[str, Any], list[tuple[str, tuple[Any, dict[str, Any]]]]]] = []
+    for path, values in sorted(distinct.items()):
+        for i, (value, cfg) in enumerate(values):
+            for r in range(i, rounds):
+                if any(p == path for p, _ in kept[r]):
+                    continue  # one value per key and render
+                trial = with_value(merged[r], path, value)
+                try:
+                    _parse(trial, stack)
+                except stack_config.ConfigError:  # fine alone but not with a value already merged
+                    continue
+                merged[r] = trial
+                kept[r].append((path, (value, cfg)))
+                break
+            else:
+                alone.append((f"{path} = {value!r}", cfg, [(path, (value, cfg))]))
+    groups = [(f"render {r}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept[r])}", merged[r], kept[r])
+              for r in range(rounds)] + alone
     renders = 0
-    for i in range(rounds):
-        chosen = [(path, values[i]) for path, values in sorted(distinct.items()) if i < len(values)]
-        merged, kept, alone = copy.deepcopy(base), [], []
-        for path, (value, cfg) in chosen:
-            trial = with_value(merged, path, value)
-            try:
-                _parse(trial, stack)
-            except stack_config.ConfigError:  # fine alone but not with a value already merged: rendered alone
-                alone.append((f"{path} = {value!r}", cfg))
-                continue
-            merged = trial
-            kept.append((path, (value, cfg)))
-        groups = [(f"render {i}: {', '.join(f'{p}={json.dumps(v)[:40]}' for p, (v, _) in kept)}", merged), *alone]
-        for what, cfg in groups:
-            renders += 1
-            try:
-                rendering = _render(stack, cfg)
-            except Exception as err:  # noqa: BLE001
-                culprits = [f"{p} = {v!r}: {type(e).__name__}: {e}" for p, (v, c) in chosen
-                            for e in [_render_error(stack, c)] if e is not None]
-                pytest.fail(f"{what} was accepted but did not build: {type(err).__name__}: {err}\n"
-                            + "\n".join(culprits))
-            assert rendering.outputs.get("clusterName") and rendering.outputs.get("fabricVerdict"), what
+    for what, cfg, holds in groups:
+        renders += 1
+        try:
+            rendering = _render(stack, cfg)
+        except Exception as err:  # noqa: BLE001
+            culprits = [f"{p} = {v!r}: {type(e).__name__}: {e}" for p, (v, c) in holds
+                        for e in [_render_error(stack, c)] if e is not None]
+            pytest.fail(f"{what} was accepted but did not build: {type(err).__name__}: {err}\n"
+                        + "\n".join(culprits))
+        assert rendering.outputs.get("clusterName") and rendering.outputs.get("fabricVerdict"), what
+    assert sum(len(k) for k in kept) + len(alone) == sum(len(v) for v in distinct.values())  # each value once
     assert renders <= rounds + 12, f"{renders} renders: the batching no longer keeps this test fast"
 
 
