@@ -129,7 +129,8 @@ condense_nccl_log() {
     }
   '
 }
-log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
+# (the time by bash's own strftime, in UTC as `date -u`: no process per line)
+log() { local now; TZ=UTC0 printf -v now '%(%H:%M:%S)T' -1; echo "[nccl-launcher $now] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 if [ "${1:-}" = "--condense-nccl-log" ]; then
   require "${filter_patterns[@]}"
@@ -259,7 +260,11 @@ step() {
 }
 # Killed by `timeout` (status 124) where the limit was what was left of the budget: the step was cut
 # short, which says nothing about the node.
-timed_out() { [ "$(cat "$1.status" 2>/dev/null)" = 124 ]; }
+timed_out() {
+  local status=
+  { read -r status <"$1.status" || true; } 2>/dev/null  # a line, from step or allreduce_on; none: not (yet) ended
+  [ "$status" = 124 ]
+}
 # A step's section: its marker (`node host=a check=hca`, ...) and its output; or, when the budget cut
 # it short, `doctor-skip step=<section> <its attributes> reason=time-budget`, so that no result is read
 # from it (what it printed follows as evidence); or, for a step still running when the launcher is
@@ -411,15 +416,16 @@ pair_rounds() {
 # $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where
 # the image has no numactl, `taskset -c` on that node's CPUs (/sys/devices/system/node/node$n/cpulist);
 # unbound when the node is unknown (-1) or the pod's cpuset refuses the binding. The worker prints the
-# binding it used.
+# binding it used, and its name: bash's HOSTNAME (gethostname(), what hostname prints) where its shell
+# sets one; the node by the shell's own `read`.
 # shellcheck disable=SC2016  # expanded on the worker
-numa_bind='n=$(cat "/sys/class/infiniband/$dev/device/numa_node" 2>/dev/null || echo -1); bind=;
+numa_bind='n=-1; { read -r n <"/sys/class/infiniband/$dev/device/numa_node"; } 2>/dev/null; bind=;
   if [ "${n:--1}" -ge 0 ] 2>/dev/null; then
     if command -v numactl >/dev/null 2>&1 && numactl -N "$n" -m "$n" true 2>/dev/null; then bind="numactl -N $n -m $n";
     elif cpus=$(cat "/sys/devices/system/node/node$n/cpulist" 2>/dev/null) && taskset -c "$cpus" true 2>/dev/null; then
       bind="taskset -c $cpus"; fi
   fi
-  echo "# launcher: ib_write_bw over $dev on $(hostname): NUMA node $n, binding: ${bind:-none}"'
+  echo "# launcher: ib_write_bw over $dev on ${HOSTNAME:-$(hostname)}: NUMA node $n, binding: ${bind:-none}"'
 hca_bandwidth() {
   local a=$1 b=$2 dev port=18515 server cap status k=0 gpu
   local memory="${PERFTEST_MEMORY:-host}" args
@@ -448,7 +454,7 @@ hca_bandwidth() {
     server=$!
     sleep "${PERFTEST_START_SECONDS:-2}"
     step "$work/bw.client" timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" "$run ${hosts[b]}"
-    status=$(cat "$work/bw.client.status")
+    read -r status <"$work/bw.client.status"
     if [ "$status" -ne 0 ]; then
       echo "# launcher: ib_write_bw client exited with status $status (124: timed out)" >>"$work/bw.client"
     fi

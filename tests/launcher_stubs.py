@@ -7,7 +7,7 @@ worker's where they are the same).
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
   STUB_DIR/hosts/HOST (so the launcher's own sysfs listing code runs for real).
 - `mpirun` records its argv (mpirun.args: the all-nodes run's, the last one; mpirun.calls: every
-  call, a line each, its arguments separated by NUL: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
+  call, a line each, its arguments separated by the ASCII unit separator 0x1f: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
   INFO lines when NCCL_DEBUG is INFO (the job's, unless an `-x NCCL_DEBUG=...` overrides it): each
   host's network (IB with 8 HCAs; Socket for hosts in STUB_SOCKET_HOSTS), four inter-node channels
   per ring edge (without GDRDMA for hosts in STUB_NO_GDR_HOSTS) and intra-node P2P noise, in the
@@ -38,7 +38,8 @@ BASH = shutil.which("bash") or "/bin/bash"
 # bash for the arguments and the files, one awk for the output: no interpreter of its own to start
 # (a Python stub's start-up was ~10 ms of CPU a call, a dozen calls a doctor run; this one's ~2 ms).
 _MPIRUN = r'''stub=$STUB_DIR
-{ printf %s "$1"; if [ $# -gt 1 ]; then printf '\0%s' "${@:2}"; fi; echo; } >>"$stub/mpirun.calls"
+# the whole line in one write: the doctor's mpiruns run at the same time (a write per argument interleaved them)
+printf -v call '%s\x1f' "$@"; printf '%s\n' "${call%?}" >>"$stub/mpirun.calls"
 np= hostfile= hostlist= tag=0 debug=${NCCL_DEBUG:-} bench= lo= hi= prev= seen=" "
 for a; do
   # a flag's value is the argument after its first occurrence; -b and -e: their first after the benchmark
@@ -217,7 +218,7 @@ echo "timeout: not found on PATH" >&2; exit 127
 
 def calls(root: Path) -> list[list[str]]:
     """Every mpirun call's arguments, in order."""
-    return [line.split("\0") for line in (root / "mpirun.calls").read_text().splitlines()]
+    return [line.split("\x1f") for line in (root / "mpirun.calls").read_text().splitlines()]
 
 
 def install(root: Path, *, fake_timeout: bool = False) -> Path:
