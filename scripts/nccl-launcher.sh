@@ -238,12 +238,11 @@ largest_busbw() {
 }
 below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 # Seconds a command may take: what is left of the budget, at most $1 when given, at least 1
-# (`timeout 0` would mean no limit at all).
+# (`timeout 0` would mean no limit at all); in $limit (set, not printed: no subshell per step).
 bound() {
-  local s=$((deadline - SECONDS))
-  if [ -n "${1:-}" ] && [ "$1" -lt "$s" ]; then s=$1; fi
-  if [ "$s" -lt 1 ]; then s=1; fi
-  echo "$s"
+  limit=$((deadline - SECONDS))
+  if [ -n "${1:-}" ] && [ "$1" -lt "$limit" ]; then limit=$1; fi
+  if [ "$limit" -lt 1 ]; then limit=1; fi
 }
 # A step runs only with time left in the budget; it is bounded by what is left.
 have_time() {
@@ -336,13 +335,15 @@ run_if() {
 allreduce_on() {
   local kind=$1 out=$2 args=$3
   shift 3
-  local spec=() h status=0
+  local spec=() h status=0 host_list
   for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
+  printf -v host_list '%s,' "${spec[@]}"  # "host:slots,...," (its last comma dropped below)
   local -a a how=("${map_bind[@]}") env=("${forward[@]}")
   if [ "$kind" = node ]; then how=("${node_map_bind[@]}") env=("${node_forward[@]}"); fi
   read -r -a a <<<"$args"
-  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${how[@]}" \
-    --host "$(IFS=,; echo "${spec[*]}")" "${env[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
+  bound
+  timeout "$limit" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${how[@]}" \
+    --host "${host_list%,}" "${env[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
     status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     echo "# launcher: mpirun on $* exited with status $status (124: the doctor's time budget ran out)" >>"$out"
@@ -364,9 +365,11 @@ node_checks() {
   for i in "${!hosts[@]}"; do
     settle "$at_once"  # three steps a node
     h=${hosts[i]}
-    step "$work/node.$i.hca" timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" &
+    bound
+    step "$work/node.$i.hca" timeout "$limit" ssh -o BatchMode=yes "$h" "$hca_listing" &
     started $! "$work/node.$i.hca" "node host=$h check=hca"
-    step "$work/node.$i.gpus" timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L &
+    bound
+    step "$work/node.$i.gpus" timeout "$limit" ssh -o BatchMode=yes "$h" nvidia-smi -L &
     started $! "$work/node.$i.gpus" "node host=$h check=gpus"
     allreduce_on node "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
     started $! "$work/node.$i.allreduce" "node host=$h check=allreduce"
@@ -446,7 +449,8 @@ hca_bandwidth() {
   fi
   for dev in $devs; do
     have_time "hca-bw-$dev" || return 0
-    cap=$(bound "${PERFTEST_SECONDS:-60}")
+    bound "${PERFTEST_SECONDS:-60}"
+    cap=$limit
     gpu=""
     if [ "$memory" = cuda ]; then gpu="--use_cuda=$k"; fi
     local run="dev=$dev; $numa_bind; CUDA_DEVICE_ORDER=PCI_BUS_ID exec timeout $cap \$bind ib_write_bw -d $dev -p $port $args $gpu"
