@@ -237,10 +237,11 @@ def install(root: Path, *, fake_timeout: bool = False) -> Path:
     return root
 
 
-# The sysfs trees built so far, by (root, what the tree holds): a worker whose tree is the same as an
-# earlier one's in the same root gets a symbolic link to it (real /sys/class/infiniband entries are links
-# too), not a copy: a tree is 8 devices x 4 files, a tenth of a second's CPU on this disk for 4 nodes.
-_TREES: dict[tuple[Path, tuple], str] = {}
+# The sysfs trees built so far in this process, by what the tree holds: a worker whose tree is the same as
+# one built before, for this root or another test's, gets a symbolic link to it (real /sys/class/infiniband
+# entries are links too), not a copy: a tree is 8 devices x 4 files and their directories, ~25 ms of CPU on
+# this disk. Nothing writes to a tree; one whose directory is gone (not within a session) is built again.
+_TREES: dict[tuple, Path] = {}
 
 
 def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4X NDR)",
@@ -257,9 +258,9 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
     if ethernet_an0:
         ports["mlx5_an0"] = ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
     base.mkdir(parents=True, exist_ok=True)
-    key = (root, tuple(ports.items()), numa_node)
-    if key in _TREES and (root / "hosts" / _TREES[key] / "sys").is_dir():
-        (base / "sys").symlink_to(Path("..") / _TREES[key] / "sys", target_is_directory=True)
+    key = (tuple(ports.items()), numa_node)
+    if key in _TREES and _TREES[key].is_dir():
+        (base / "sys").symlink_to(_TREES[key], target_is_directory=True)
     else:
         for dev, (state, phys, rate_text, layer) in ports.items():
             d = base / "sys" / "class" / "infiniband" / dev / "ports" / "1"
@@ -269,7 +270,7 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
             if numa_node is not None:
                 (d.parent.parent / "device").mkdir(exist_ok=True)
                 (d.parent.parent / "device" / "numa_node").write_text(f"{numa_node}\n")
-        _TREES[key] = host
+        _TREES[key] = (base / "sys").absolute()
     if gpus is not None:
         (base / "gpus").write_text(str(gpus))
     if slow_hca:
