@@ -419,8 +419,9 @@ pair_rounds() {
 # $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where
 # the image has no numactl, `taskset -c` on that node's CPUs (/sys/devices/system/node/node$n/cpulist);
 # unbound when the node is unknown (-1) or the pod's cpuset refuses the binding. The worker prints the
-# binding it used, and its name: bash's HOSTNAME (gethostname(), what hostname prints) where its shell
-# sets one; the node by the shell's own `read`.
+# binding it used, and its name as `hostname` prints it (the kernel's, /proc/sys/kernel/hostname; not
+# $HOSTNAME, which a shell may take from its environment). The node and the name by the shell's own
+# `read`: no process per HCA (the cpulist by cat: dash's read gets nothing from that file).
 # shellcheck disable=SC2016  # expanded on the worker
 numa_bind='n=-1; { read -r n <"/sys/class/infiniband/$dev/device/numa_node"; } 2>/dev/null; bind=;
   if [ "${n:--1}" -ge 0 ] 2>/dev/null; then
@@ -428,7 +429,8 @@ numa_bind='n=-1; { read -r n <"/sys/class/infiniband/$dev/device/numa_node"; } 2
     elif cpus=$(cat "/sys/devices/system/node/node$n/cpulist" 2>/dev/null) && taskset -c "$cpus" true 2>/dev/null; then
       bind="taskset -c $cpus"; fi
   fi
-  echo "# launcher: ib_write_bw over $dev on ${HOSTNAME:-$(hostname)}: NUMA node $n, binding: ${bind:-none}"'
+  { read -r name </proc/sys/kernel/hostname; } 2>/dev/null || name=$(hostname)
+  echo "# launcher: ib_write_bw over $dev on $name: NUMA node $n, binding: ${bind:-none}"'
 hca_bandwidth() {
   local a=$1 b=$2 dev port=18515 server cap status k=0 gpu
   local memory="${PERFTEST_MEMORY:-host}" args
