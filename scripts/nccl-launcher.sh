@@ -129,7 +129,8 @@ condense_nccl_log() {
     }
   '
 }
-log() { echo "[nccl-launcher $(date -u +%H:%M:%S)] $*" >&2; }
+# (the time by bash's own strftime, in UTC as `date -u`: no process per line)
+log() { local now; TZ=UTC0 printf -v now '%(%H:%M:%S)T' -1; echo "[nccl-launcher $now] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 if [ "${1:-}" = "--condense-nccl-log" ]; then
   require "${filter_patterns[@]}"
@@ -237,12 +238,11 @@ largest_busbw() {
 }
 below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 # Seconds a command may take: what is left of the budget, at most $1 when given, at least 1
-# (`timeout 0` would mean no limit at all).
+# (`timeout 0` would mean no limit at all); in $limit (set, not printed: no subshell per step).
 bound() {
-  local s=$((deadline - SECONDS))
-  if [ -n "${1:-}" ] && [ "$1" -lt "$s" ]; then s=$1; fi
-  if [ "$s" -lt 1 ]; then s=1; fi
-  echo "$s"
+  limit=$((deadline - SECONDS))
+  if [ -n "${1:-}" ] && [ "$1" -lt "$limit" ]; then limit=$1; fi
+  if [ "$limit" -lt 1 ]; then limit=1; fi
 }
 # A step runs only with time left in the budget; it is bounded by what is left.
 have_time() {
@@ -259,7 +259,11 @@ step() {
 }
 # Killed by `timeout` (status 124) where the limit was what was left of the budget: the step was cut
 # short, which says nothing about the node.
-timed_out() { [ "$(cat "$1.status" 2>/dev/null)" = 124 ]; }
+timed_out() {
+  local status=
+  { read -r status <"$1.status" || true; } 2>/dev/null  # a line, from step or allreduce_on; none: not (yet) ended
+  [ "$status" = 124 ]
+}
 # A step's section: its marker (`node host=a check=hca`, ...) and its output; or, when the budget cut
 # it short, `doctor-skip step=<section> <its attributes> reason=time-budget`, so that no result is read
 # from it (what it printed follows as evidence); or, for a step still running when the launcher is
@@ -331,13 +335,15 @@ run_if() {
 allreduce_on() {
   local kind=$1 out=$2 args=$3
   shift 3
-  local spec=() h status=0
+  local spec=() h status=0 host_list
   for h in "$@"; do spec+=("$h:$GPUS_PER_NODE"); done
+  printf -v host_list '%s,' "${spec[@]}"  # "host:slots,...," (its last comma dropped below)
   local -a a how=("${map_bind[@]}") env=("${forward[@]}")
   if [ "$kind" = node ]; then how=("${node_map_bind[@]}") env=("${node_forward[@]}"); fi
   read -r -a a <<<"$args"
-  timeout "$(bound)" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${how[@]}" \
-    --host "$(IFS=,; echo "${spec[*]}")" "${env[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
+  bound
+  timeout "$limit" "${mpi[@]}" -np $(($# * GPUS_PER_NODE)) "${how[@]}" \
+    --host "${host_list%,}" "${env[@]}" "$bench" "${a[@]}" 2>&1 | nccl_log_filter once >"$out" ||
     status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     echo "# launcher: mpirun on $* exited with status $status (124: the doctor's time budget ran out)" >>"$out"
@@ -359,9 +365,11 @@ node_checks() {
   for i in "${!hosts[@]}"; do
     settle "$at_once"  # three steps a node
     h=${hosts[i]}
-    step "$work/node.$i.hca" timeout "$(bound)" ssh -o BatchMode=yes "$h" "$hca_listing" &
+    bound
+    step "$work/node.$i.hca" timeout "$limit" ssh -o BatchMode=yes "$h" "$hca_listing" &
     started $! "$work/node.$i.hca" "node host=$h check=hca"
-    step "$work/node.$i.gpus" timeout "$(bound)" ssh -o BatchMode=yes "$h" nvidia-smi -L &
+    bound
+    step "$work/node.$i.gpus" timeout "$limit" ssh -o BatchMode=yes "$h" nvidia-smi -L &
     started $! "$work/node.$i.gpus" "node host=$h check=gpus"
     allreduce_on node "$work/node.$i.allreduce" "$DOCTOR_NODE_ARGS" "$h" &
     started $! "$work/node.$i.allreduce" "node host=$h check=allreduce"
@@ -411,15 +419,18 @@ pair_rounds() {
 # $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where
 # the image has no numactl, `taskset -c` on that node's CPUs (/sys/devices/system/node/node$n/cpulist);
 # unbound when the node is unknown (-1) or the pod's cpuset refuses the binding. The worker prints the
-# binding it used.
+# binding it used, and its name as `hostname` prints it (the kernel's, /proc/sys/kernel/hostname; not
+# $HOSTNAME, which a shell may take from its environment). The node and the name by the shell's own
+# `read`: no process per HCA (the cpulist by cat: dash's read gets nothing from that file).
 # shellcheck disable=SC2016  # expanded on the worker
-numa_bind='n=$(cat "/sys/class/infiniband/$dev/device/numa_node" 2>/dev/null || echo -1); bind=;
+numa_bind='n=-1; { read -r n <"/sys/class/infiniband/$dev/device/numa_node"; } 2>/dev/null; bind=;
   if [ "${n:--1}" -ge 0 ] 2>/dev/null; then
     if command -v numactl >/dev/null 2>&1 && numactl -N "$n" -m "$n" true 2>/dev/null; then bind="numactl -N $n -m $n";
     elif cpus=$(cat "/sys/devices/system/node/node$n/cpulist" 2>/dev/null) && taskset -c "$cpus" true 2>/dev/null; then
       bind="taskset -c $cpus"; fi
   fi
-  echo "# launcher: ib_write_bw over $dev on $(hostname): NUMA node $n, binding: ${bind:-none}"'
+  { read -r name </proc/sys/kernel/hostname; } 2>/dev/null || name=$(hostname)
+  echo "# launcher: ib_write_bw over $dev on $name: NUMA node $n, binding: ${bind:-none}"'
 hca_bandwidth() {
   local a=$1 b=$2 dev port=18515 server cap status k=0 gpu
   local memory="${PERFTEST_MEMORY:-host}" args
@@ -440,7 +451,8 @@ hca_bandwidth() {
   fi
   for dev in $devs; do
     have_time "hca-bw-$dev" || return 0
-    cap=$(bound "${PERFTEST_SECONDS:-60}")
+    bound "${PERFTEST_SECONDS:-60}"
+    cap=$limit
     gpu=""
     if [ "$memory" = cuda ]; then gpu="--use_cuda=$k"; fi
     local run="dev=$dev; $numa_bind; CUDA_DEVICE_ORDER=PCI_BUS_ID exec timeout $cap \$bind ib_write_bw -d $dev -p $port $args $gpu"
@@ -448,7 +460,7 @@ hca_bandwidth() {
     server=$!
     sleep "${PERFTEST_START_SECONDS:-2}"
     step "$work/bw.client" timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" "$run ${hosts[b]}"
-    status=$(cat "$work/bw.client.status")
+    read -r status <"$work/bw.client.status"
     if [ "$status" -ne 0 ]; then
       echo "# launcher: ib_write_bw client exited with status $status (124: timed out)" >>"$work/bw.client"
     fi

@@ -7,7 +7,7 @@ worker's where they are the same).
   command runs locally under bash with STUB_HOST=HOST, /sys/class/infiniband pointing into
   STUB_DIR/hosts/HOST (so the launcher's own sysfs listing code runs for real).
 - `mpirun` records its argv (mpirun.args: the all-nodes run's, the last one; mpirun.calls: every
-  call, a line each, its arguments separated by NUL: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
+  call, a line each, its arguments separated by the ASCII unit separator 0x1f: `calls(root)` reads them), prints MPIRUN_OUTPUT's file when set, then, as the ranks would, NCCL's
   INFO lines when NCCL_DEBUG is INFO (the job's, unless an `-x NCCL_DEBUG=...` overrides it): each
   host's network (IB with 8 HCAs; Socket for hosts in STUB_SOCKET_HOSTS), four inter-node channels
   per ring edge (without GDRDMA for hosts in STUB_NO_GDR_HOSTS) and intra-node P2P noise, in the
@@ -38,7 +38,8 @@ BASH = shutil.which("bash") or "/bin/bash"
 # bash for the arguments and the files, one awk for the output: no interpreter of its own to start
 # (a Python stub's start-up was ~10 ms of CPU a call, a dozen calls a doctor run; this one's ~2 ms).
 _MPIRUN = r'''stub=$STUB_DIR
-{ printf %s "$1"; if [ $# -gt 1 ]; then printf '\0%s' "${@:2}"; fi; echo; } >>"$stub/mpirun.calls"
+# the whole line in one write: the doctor's mpiruns run at the same time (a write per argument interleaved them)
+printf -v call '%s\x1f' "$@"; printf '%s\n' "${call%?}" >>"$stub/mpirun.calls"
 np= hostfile= hostlist= tag=0 debug=${NCCL_DEBUG:-} bench= lo= hi= prev= seen=" "
 for a; do
   # a flag's value is the argument after its first occurrence; -b and -e: their first after the benchmark
@@ -217,7 +218,7 @@ echo "timeout: not found on PATH" >&2; exit 127
 
 def calls(root: Path) -> list[list[str]]:
     """Every mpirun call's arguments, in order."""
-    return [line.split("\0") for line in (root / "mpirun.calls").read_text().splitlines()]
+    return [line.split("\x1f") for line in (root / "mpirun.calls").read_text().splitlines()]
 
 
 def install(root: Path, *, fake_timeout: bool = False) -> Path:
@@ -236,10 +237,11 @@ def install(root: Path, *, fake_timeout: bool = False) -> Path:
     return root
 
 
-# The sysfs trees built so far, by (root, what the tree holds): a worker whose tree is the same as an
-# earlier one's in the same root gets a symbolic link to it (real /sys/class/infiniband entries are links
-# too), not a copy: a tree is 8 devices x 4 files, a tenth of a second's CPU on this disk for 4 nodes.
-_TREES: dict[tuple[Path, tuple], str] = {}
+# The sysfs trees built so far in this process, by what the tree holds: a worker whose tree is the same as
+# one built before, for this root or another test's, gets a symbolic link to it (real /sys/class/infiniband
+# entries are links too), not a copy: a tree is 8 devices x 4 files and their directories, ~25 ms of CPU on
+# this disk. Nothing writes to a tree; one whose directory is gone (not within a session) is built again.
+_TREES: dict[tuple, Path] = {}
 
 
 def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4X NDR)",
@@ -256,9 +258,9 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
     if ethernet_an0:
         ports["mlx5_an0"] = ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
     base.mkdir(parents=True, exist_ok=True)
-    key = (root, tuple(ports.items()), numa_node)
-    if key in _TREES and (root / "hosts" / _TREES[key] / "sys").is_dir():
-        (base / "sys").symlink_to(Path("..") / _TREES[key] / "sys", target_is_directory=True)
+    key = (tuple(ports.items()), numa_node)
+    if key in _TREES and _TREES[key].is_dir():
+        (base / "sys").symlink_to(_TREES[key], target_is_directory=True)
     else:
         for dev, (state, phys, rate_text, layer) in ports.items():
             d = base / "sys" / "class" / "infiniband" / dev / "ports" / "1"
@@ -268,7 +270,7 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
             if numa_node is not None:
                 (d.parent.parent / "device").mkdir(exist_ok=True)
                 (d.parent.parent / "device" / "numa_node").write_text(f"{numa_node}\n")
-        _TREES[key] = host
+        _TREES[key] = (base / "sys").absolute()
     if gpus is not None:
         (base / "gpus").write_text(str(gpus))
     if slow_hca:
