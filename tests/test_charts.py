@@ -14,13 +14,13 @@ import stat
 from pathlib import Path
 
 import pytest
-import schema_checks as sc
 import yaml
 
 import stack_config
 from components import gpu_operator
 from core import fabric
 from offline import charts
+from tests import schema_checks as sc
 
 RELEASES = {"node-feature-discovery", "network-operator", "gpu-operator"}
 CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
