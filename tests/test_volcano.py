@@ -110,8 +110,13 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
     from tests import schema_checks as sc
 
     def scheduler_args(stack) -> list[str]:
+        """The scheduler container's args. Of the group's documents (the YAML components/volcano.py dumps,
+        block style, split at its `---` lines) only those with the lines `kind: Deployment` and `name:` the
+        scheduler are parsed, then held to both: the other 42 documents of Volcano's 1 MB need no parse here."""
         group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
-        (deploy,) = [d for d in sc.load_yaml_all(group.inputs["yaml"]) if d and d["kind"] == "Deployment"
+        named = [text for text in group.inputs["yaml"].split("\n---\n")
+                 if "kind: Deployment\n" in text and f"name: {volcano_dra.SCHEDULER}\n" in text]
+        (deploy,) = [d for d in map(sc.load_yaml, named) if d and d["kind"] == "Deployment"
                      and d["metadata"]["name"] == volcano_dra.SCHEDULER]
         containers = deploy["spec"]["template"]["spec"]["containers"]
         (container,) = [c for c in containers if c["name"] == volcano_dra.SCHEDULER]
