@@ -14,22 +14,24 @@ import stat
 from pathlib import Path
 
 import pytest
-import schema_checks as sc
 import yaml
 
 import stack_config
 from components import gpu_operator
 from core import fabric
 from offline import charts
+from tests import schema_checks as sc
 
 RELEASES = {"node-feature-discovery", "network-operator", "gpu-operator"}
 CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 
 
-def rerender(dev, dev_charts, release: str, values: dict, kube: str | None = None) -> charts.RenderedRelease:
-    """One release rendered again with other values (for the checks that must be able to fail)."""
+def rerender(dev, dev_charts, helm: Path, release: str, values: dict,
+             kube: str | None = None) -> charts.RenderedRelease:
+    """One release rendered again with other values (for the checks that must be able to fail), by the
+    session's pinned Helm (the `helm` fixture: found and its version checked once)."""
     rel = dataclasses.replace(dev_charts[release].release, values=values)
-    return charts.render(rel, helm=charts.find_helm(), charts_dir=charts.charts_dir(),
+    return charts.render(rel, helm=helm, charts_dir=charts.charts_dir(),
                          kube=kube or charts.kube_version(dev), apis=charts.api_versions(dev))
 
 
@@ -81,10 +83,10 @@ def test_the_crd_check_catches_a_broken_cluster_policy(dev_charts):
     assert "'environment' was unexpected" in problems and "$.spec.driver.rdma.enabled" in problems
 
 
-def test_the_cluster_version_reaches_helm(dev, dev_charts):
+def test_the_cluster_version_reaches_helm(dev, dev_charts, helm):
     """The network-operator chart requires Kubernetes >= 1.21: rendering for 1.20 must fail."""
     with pytest.raises(RuntimeError, match="kubeVersion|incompatible"):
-        rerender(dev, dev_charts, "network-operator", dev_charts["network-operator"].release.values, kube="1.20")
+        rerender(dev, dev_charts, helm, "network-operator", dev_charts["network-operator"].release.values, kube="1.20")
 
 
 # --- the properties the stack relies on ----------------------------------------------------------
@@ -141,21 +143,21 @@ def test_neither_operator_renders_its_nfd_subchart(dev_charts):
     assert any(c["spec"]["group"] == "nfd.k8s-sigs.io" for c in dev_charts["node-feature-discovery"].crds)
 
 
-def test_a_string_false_would_deploy_a_second_nfd(dev, dev_charts):
+def test_a_string_false_would_deploy_a_second_nfd(dev, dev_charts, helm):
     """Why the render matters: Helm only warns about a non-boolean subchart condition and keeps the
     subchart, so `nfd.enabled: "false"` deploys the gpu-operator's own NFD next to ours."""
     values = copy.deepcopy(dev_charts["gpu-operator"].release.values)
     values["nfd"]["enabled"] = "false"
-    rendered = rerender(dev, dev_charts, "gpu-operator", values)
+    rendered = rerender(dev, dev_charts, helm, "gpu-operator", values)
     assert "# Source: gpu-operator/charts/node-feature-discovery/" in rendered.text
     assert any(c["spec"]["group"] == "nfd.k8s-sigs.io" for c in rendered.crds)
 
 
-def test_the_network_operator_renders_no_node_feature_rule(dev, dev_charts):
+def test_the_network_operator_renders_no_node_feature_rule(dev, dev_charts, helm):
     assert dev_charts["network-operator"].of_kind("NodeFeatureRule") == []
     values = copy.deepcopy(dev_charts["network-operator"].release.values)
     values["nfd"]["deployNodeFeatureRules"] = True  # the chart's default: rules for Ethernet NICs too
-    assert rerender(dev, dev_charts, "network-operator", values).of_kind("NodeFeatureRule")
+    assert rerender(dev, dev_charts, helm, "network-operator", values).of_kind("NodeFeatureRule")
 
 
 # --- the files and the Helm binary ---------------------------------------------------------------

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import schema_checks as sc
 import yaml
 from conftest import dev_config, rendered
 
@@ -31,6 +30,7 @@ import stack_config
 from components import volcano as volcano_component
 from core import pins
 from offline import engine, objects
+from tests import schema_checks as sc
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_FEATURE_RULE = "kubernetes:nfd.k8s-sigs.io/v1alpha1:NodeFeatureRule"

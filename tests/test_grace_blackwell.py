@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import schema_checks as sc
 from conftest import dev_config, rendered
 
 import stack_config
@@ -20,6 +19,7 @@ from components.fabric_claims import groups
 from components.nccl_topology import layout
 from core import catalog, dra, fabric, pins
 from offline import engine
+from tests import schema_checks as sc
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 CERTIFY_JOB = "kubernetes:batch/v1:Job"

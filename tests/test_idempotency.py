@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import dev_config
-
 from components import volcano
 from offline import engine, synth
 from offline.mocks import OFFLINE_ID
@@ -27,8 +25,13 @@ from offline.reference import reference_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# What a fresh interpreter prints: the dev render as canonical JSON.
+# What a fresh interpreter prints: the dev render as canonical JSON. It lives only for that render, so
+# without the cyclic collector, which would walk the provider SDKs' type tables again and again while they
+# are imported (the test process collects less often for the same reason: tests/conftest.py); nothing the
+# render gives depends on when garbage is collected.
 DUMP = """
+import gc
+gc.disable()
 import json, sys
 from offline import engine, synth
 from test_idempotency import canonical
@@ -89,8 +92,12 @@ def _render_in_fresh_interpreter(checkout: Path, hash_seed: str) -> dict[str, An
 
 
 def _copy_checkout(dest: Path) -> Path:
-    """The program and its files at `dest` (not the installed tools: the render needs none)."""
-    skip = shutil.ignore_patterns(".git", ".venv*", "build", "__pycache__", ".pytest_cache", ".ruff_cache", "*.pyc")
+    """The program and its files at `dest` (not the installed tools: the render needs none), with the
+    bytecode this checkout's __pycache__ holds, if any: a module's .pyc is used only while its source has
+    the size and modification time it was compiled from (copytree keeps both), and the import system
+    points the code it loads at the copy's own files (its __file__, co_filename), so the copy's render
+    sees only the copy's paths; without them each of the copy's modules is compiled from source again."""
+    skip = shutil.ignore_patterns(".git", ".venv*", "build", ".pytest_cache", ".ruff_cache")
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         tools = {"bin", "node_modules"} if Path(directory) == ROOT / "tools" else set()
@@ -118,6 +125,8 @@ def test_two_renders_ask_for_identical_resources(dev, render):
     fixtures, so it also shows that they carry no state from one render to the next: neither dev_config's
     overrides (dev_config() after them still renders the dev stack as the session first rendered it, from
     its stack file) nor a memoised rendering that a test changed."""
+    from conftest import dev_config  # here, not at the top: the fresh interpreter imports this module (DUMP)
+
     other = engine.render("dev", config=dev_config(**OTHER_SHAPE))
     rerun = engine.render("dev", config=dev_config())
     again = canonical(rerun)

@@ -212,7 +212,7 @@ def test_the_toleration_check_is_not_vacuous():
 
 def test_volcano_owns_no_daemonset(reference):
     """Volcano's pods run on the system pool; nothing of it needs the IB pool toleration."""
-    import schema_checks as sc
+    from tests import schema_checks as sc
 
     text = checked_manifest(stack_config.DEFAULT_VERSIONS["volcano"], cache=reference / "examples")
     docs = [d for d in sc.load_yaml_all(text) if d]

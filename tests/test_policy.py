@@ -44,7 +44,9 @@ class FakeArgs:
 DIGEST_RULE = "images-pinned-by-digest"
 
 def as_args(resource: engine.Resource, inputs: dict[str, Any] | None = None) -> FakeArgs:
-    raw = copy.deepcopy(resource.inputs if inputs is None else inputs)
+    """The arguments of one rule call. No copy of the inputs first: the deserializer builds its own dicts
+    and lists all the way down (it shares only the immutable scalars), so no rule can reach the render's."""
+    raw = resource.inputs if inputs is None else inputs
     props = unknown_checking_proxy(deserialize_properties(raw))
     return FakeArgs(resource_type=resource.type, name=resource.name, urn=resource.urn, props=props)
 

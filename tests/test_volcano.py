@@ -72,7 +72,7 @@ def test_the_program_stops_on_a_tampered_copy_before_any_resource(upstream, tmp_
 def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
     """`make synth` writes each object of the manifest under manifests/volcano-manifest/, so the plan
     shows them and a bump of the pin shows as a diff of those files."""
-    import schema_checks as sc
+    from tests import schema_checks as sc
 
     expected = [d for d in sc.load_yaml_all(upstream.decode()) if d]
     group = dev.one(config_groups.CONFIG_GROUP, "volcano-manifest")
@@ -104,14 +104,19 @@ def test_without_a_cache_and_without_network_the_message_says_what_to_do(tmp_pat
 def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, upstream):
     """GB sizes and rdmaMode dra claim devices: Volcano's scheduler must allocate them (components/volcano_dra.py),
     composed with the topology configuration; a device-plugin stack keeps the scheduler as it was."""
-    import schema_checks as sc
     from conftest import rendered
 
     from components import volcano_dra
+    from tests import schema_checks as sc
 
     def scheduler_args(stack) -> list[str]:
+        """The scheduler container's args. Of the group's documents (the YAML components/volcano.py dumps,
+        block style, split at its `---` lines) only those with the lines `kind: Deployment` and `name:` the
+        scheduler are parsed, then held to both: the other 42 documents of Volcano's 1 MB need no parse here."""
         group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
-        (deploy,) = [d for d in sc.load_yaml_all(group.inputs["yaml"]) if d and d["kind"] == "Deployment"
+        named = [text for text in group.inputs["yaml"].split("\n---\n")
+                 if "kind: Deployment\n" in text and f"name: {volcano_dra.SCHEDULER}\n" in text]
+        (deploy,) = [d for d in map(sc.load_yaml, named) if d and d["kind"] == "Deployment"
                      and d["metadata"]["name"] == volcano_dra.SCHEDULER]
         containers = deploy["spec"]["template"]["spec"]["containers"]
         (container,) = [c for c in containers if c["name"] == volcano_dra.SCHEDULER]
