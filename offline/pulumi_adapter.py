@@ -14,6 +14,7 @@ and fails loudly, naming what to re-check, on a Pulumi version other than `PULUM
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -84,18 +85,32 @@ def cli_config(config: Mapping[str, str]) -> Iterator[None]:
 class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
     """Runs each submitted call at once, on the calling thread. The SDK hands every monitor call to
     the event loop's default executor, as a gRPC call to the engine needs; the mock monitor answers
-    in-process without blocking, and the thread hand-offs were about a third of a render's time."""
+    in-process without blocking, and the thread hand-offs were about a third of a render's time.
+
+    A call sees its own event loop, as it would on a pool thread: the mock monitor waits on coroutines
+    of its own (`_sync_await`), which on the program's running loop would run other registrations
+    inside this one, nesting deeper with each (a RecursionError at a few hundred resources)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self._loop = asyncio.new_event_loop()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
+        running = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(None)
+        asyncio.set_event_loop(self._loop)
         try:
             future.set_result(fn(*args, **kwargs))
         except BaseException as e:  # noqa: BLE001 (handed to the awaiting coroutine, as a thread would)
             future.set_exception(e)
+        finally:
+            asyncio.set_event_loop(running)
+            asyncio.events._set_running_loop(running)
         return future
 
 
-_INLINE = _InlineExecutor(max_workers=1)
+_INLINE = _InlineExecutor()
 
 
 def _no_stack_trace() -> Any:

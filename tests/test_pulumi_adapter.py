@@ -85,6 +85,22 @@ def test_the_jobs_plain_specs_match_the_sdks_own_translation(size, monkeypatch):
     assert ours == build(args, "launcher", configmaps, "hash")
 
 
+def test_a_program_of_many_independent_resources_runs_without_nesting_them():
+    """The mock monitor's own waits must not run other registrations inside it (on the program's loop
+    they did, one level deeper for each: a RecursionError from about 120 resources)."""
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            return f"{args.name}-id", dict(args.inputs)
+
+        def call(self, args):
+            return {}
+
+    monitor = engine.RecordingMonitor(Mocks())
+    sdk.start(Mocks(), project="canary", stack="t", monitor=monitor)
+    sdk.run(lambda: [pulumi.CustomResource("test:index:Thing", f"thing-{i}", {"i": i}) for i in range(300)])
+    assert sorted(r.inputs["i"] for r in monitor.registrations) == list(range(300))
+
+
 def test_the_deployed_program_uses_no_pulumi_internals():
     """Nothing outside offline/ and tests/ imports pulumi._anything or the adapter."""
     offenders = []
