@@ -35,16 +35,19 @@ def test_the_secret_marker_of_the_wire_format():
     assert sdk.deserialize(struct)["name"] == "plain"
 
 
+class EchoMocks(pulumi.runtime.Mocks):
+    """Every resource's outputs are its inputs; no calls."""
+
+    def new_resource(self, args):
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args):
+        return {}
+
+
 def test_a_program_runs_to_completion_and_its_outputs_resolve():
-    class Mocks(pulumi.runtime.Mocks):
-        def new_resource(self, args):
-            return f"{args.name}-id", dict(args.inputs)
-
-        def call(self, args):
-            return {}
-
-    monitor = engine.RecordingMonitor(Mocks())
-    root = sdk.start(Mocks(), project="canary", stack="t", monitor=monitor)
+    monitor = engine.RecordingMonitor(EchoMocks())
+    root = sdk.start(EchoMocks(), project="canary", stack="t", monitor=monitor)
 
     def program():
         res = pulumi.CustomResource("test:index:Thing", "thing", {"size": 3})
@@ -88,15 +91,8 @@ def test_the_jobs_plain_specs_match_the_sdks_own_translation(size, monkeypatch):
 def test_a_program_of_many_independent_resources_runs_without_nesting_them():
     """The mock monitor's own waits must not run other registrations inside it (on the program's loop
     they did, one level deeper for each: a RecursionError from about 120 resources)."""
-    class Mocks(pulumi.runtime.Mocks):
-        def new_resource(self, args):
-            return f"{args.name}-id", dict(args.inputs)
-
-        def call(self, args):
-            return {}
-
-    monitor = engine.RecordingMonitor(Mocks())
-    sdk.start(Mocks(), project="canary", stack="t", monitor=monitor)
+    monitor = engine.RecordingMonitor(EchoMocks())
+    sdk.start(EchoMocks(), project="canary", stack="t", monitor=monitor)
     sdk.run(lambda: [pulumi.CustomResource("test:index:Thing", f"thing-{i}", {"i": i}) for i in range(300)])
     assert sorted(r.inputs["i"] for r in monitor.registrations) == list(range(300))
 
