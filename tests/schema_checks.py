@@ -198,8 +198,15 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 def json_schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
     """Every violation of `schema` by `instance`, one line each with its JSON path."""
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return sorted(f"{e.json_path}: {e.message}" for e in cls(schema).iter_errors(instance))
+    return _violations(_validator(schema), instance)
+
+
+def _validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
+def _violations(validator: jsonschema.protocols.Validator, instance: Any) -> list[str]:
+    return sorted(f"{e.json_path}: {e.message}" for e in validator.iter_errors(instance))
 
 
 def custom_resource_errors(obj: Mapping[str, Any], crds: Mapping[tuple[str, str], Crd]) -> list[str]:
@@ -221,7 +228,7 @@ def custom_resource_errors(obj: Mapping[str, Any], crds: Mapping[tuple[str, str]
         problems.append(f"metadata.namespace: {crd.kind} is cluster-scoped; got namespace {meta['namespace']!r}")
     if crd.scope == "Namespaced" and not meta.get("namespace"):
         problems.append(f"metadata.namespace: {crd.kind} is namespaced; none set (it would land in `default`)")
-    problems.extend(sorted(f"{e.json_path}: {e.message}" for e in _crd_validator(crd).iter_errors(obj)))
+    problems.extend(_violations(_crd_validator(crd), obj))
     return problems
 
 
@@ -234,8 +241,7 @@ def _crd_validator(crd: Crd) -> jsonschema.protocols.Validator:
     if id(crd) not in _CRD_VALIDATORS:
         schema = openapi_to_jsonschema(crd.schema)
         schema.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        _CRD_VALIDATORS[id(crd)] = (crd, cls(schema))
+        _CRD_VALIDATORS[id(crd)] = (crd, _validator(schema))
     return _CRD_VALIDATORS[id(crd)][1]
 
 
