@@ -134,14 +134,11 @@ BEGIN {
     say(0, sprintf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:00:%02x] NVIDIA H100 80GB HBM3", r, 1000 + r, H[int(r / per)], r % per, r % per))
   say(0, "#")
   say(0, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
-  # the sizes max(lo, hi // 4), max(lo, hi // 2) and hi, each once, in increasing order
+  # the sizes max(lo, hi // 4), max(lo, hi // 2) and hi, each once (in increasing order, as -b <= -e)
   q[1] = int(hi / 4); q[2] = int(hi / 2); q[3] = hi; k = 0
   for (i = 1; i <= 3; i++) {
     s = i < 3 && lo > q[i] ? lo : q[i]
-    for (j = 0; j < k && z[j] != s; j++) ;
-    if (j < k) continue
-    for (j = k++; j > 0 && z[j - 1] > s; j--) z[j] = z[j - 1]
-    z[j] = s
+    if (k == 0 || z[k - 1] != s) z[k++] = s
   }
   for (i = 0; i < k; i++) {
     s = z[i]; b = busbw * (s < hi ? 0.97 : 1.0)
