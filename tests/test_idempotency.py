@@ -33,7 +33,7 @@ DUMP = """
 import gc
 gc.disable()
 import json, sys
-from offline import engine, synth
+from offline import engine
 from test_idempotency import canonical
 sys.stdout.write(json.dumps(canonical(engine.render("dev")), sort_keys=True))
 """
