@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from offline import engine, synth
+from tests.schema_checks import load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".checkov.yaml"
@@ -38,8 +39,6 @@ CHARTS_CONFIG = ROOT / ".checkov-charts.yaml"
 NEVER_EXCEPTED = {"CKV_K8S_16": "privileged", "CKV_K8S_17": "hostPID", "CKV_K8S_18": "hostIPC",
                   "CKV_K8S_19": "hostNetwork", "CKV_K8S_39": "SYS_ADMIN"}
 VOLCANO_JOB_API = "batch.volcano.sh/"
-# libyaml where it is there: the certifier's code ConfigMap is half a megabyte of YAML.
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def checkov_binary() -> str:
@@ -96,7 +95,7 @@ def write_manifests(out: Path, renderings: dict[str, engine.Rendering]) -> None:
         assert manifests, f"the offline render of {stack} has no manifests"
         files_of_stack: dict[str, bytes] = {}
         for name, content in manifests.items():
-            doc = yaml.load(content, Loader=LOADER)
+            doc = load_yaml(content)  # libyaml: the certifier's code ConfigMap is half a megabyte
             if doc.get("apiVersion", "").startswith(VOLCANO_JOB_API) and doc.get("kind") == "Job":
                 jobs += 1
                 for pod in pods_of_volcano_job(doc):

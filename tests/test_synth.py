@@ -17,13 +17,12 @@ from offline import __main__ as cli
 from offline import config_groups, docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
+from tests.schema_checks import load_yaml
 from verify import verdict
 
 GOLDEN = Path(__file__).parent / "golden" / "dev"
 ROOT = GOLDEN.parent.parent.parent
 MOCK_TOKEN = "offline-render-not-a-credential"
-# libyaml where PyYAML has it (the same safe loading, about eight times faster on the CRDs' manifests)
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 assert MOCK_TOKEN in FAKE_KUBECONFIG
 
 
@@ -67,7 +66,7 @@ def test_a_secret_copied_into_a_plain_input_stops_the_render() -> None:
 def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, bytes], dev: Rendering) -> None:
     kube_objects = [r for r in dev.resources if objects.k8s_api_kind(r) is not None]
     grouped = [o for r in dev.resources for o in config_groups.objects(r)]  # Volcano's checked manifest
-    manifests = {p: yaml.load(d, Loader=LOADER) for p, d in files.items() if p.startswith("manifests/")}
+    manifests = {p: load_yaml(d) for p, d in files.items() if p.startswith("manifests/")}
     assert len(manifests) == len(kube_objects) + len(grouped) > len(grouped) > 0
     for path, obj in manifests.items():
         assert list(obj)[:3] == ["apiVersion", "kind", "metadata"], path

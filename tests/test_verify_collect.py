@@ -8,7 +8,6 @@ import json
 import os
 
 import pytest
-import yaml
 
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
@@ -24,7 +23,7 @@ from tests.fake_kube import (
     az_calls,
     fake_az,
 )
-from tests.schema_checks import pinned_name
+from tests.schema_checks import load_yaml, pinned_name
 from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect
@@ -204,7 +203,7 @@ def test_reads_kubeconfig_from_the_environment_only(azure_log, monkeypatch, caps
 
 def test_terminal_phases_match_the_volcano_crd(reference):
     text = (reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")).read_text()
-    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    crd = load_yaml(text)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
     phases = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"]["properties"]
                  ["phase"]["enum"])

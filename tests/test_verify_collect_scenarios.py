@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from core import fabric
 from tests.fake_kube import (
@@ -43,7 +42,7 @@ from tests.fake_kube import (
     run_scenario,
     system_node,
 )
-from tests.schema_checks import pinned_name
+from tests.schema_checks import load_yaml, pinned_name
 from verify import collect, kube
 
 # --- scripted scenarios: a stuck fabric test, diagnosed, by the scenario's clock ----------------------
@@ -445,7 +444,7 @@ def test_the_not_ready_allowance_waits_while_enough_nodes_may_still_come_up(stac
 # --- the facts the diagnosis reads, against the upstream schemas and rules ------------------------------
 def _crd(reference: Path, name: str) -> dict:
     text = (reference / "crds" / name).read_text()
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return load_yaml(text)
 
 
 def _status(crd: dict, version: str) -> dict:
