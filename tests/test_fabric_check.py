@@ -7,12 +7,12 @@ import json
 
 import pytest
 from conftest import dev_config
+from test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 
 import stack_config
 from components import certifier as certifier_mod
 from components import fabric_check
 from components.fabric_check import PENDING, parse_result
-from tests.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 CERTIFY_JOB = "kubernetes:batch/v1:Job"
@@ -265,7 +265,7 @@ def test_parse_what_the_verify_cli_prints(reference):
 
 def test_parse_what_the_verify_cli_prints_for_a_p2p_log():
     """The contract with `verify/` for the CPU-only kind: its --json output on a published HBv3 run."""
-    from tests.test_osu_perftest import HBV3_BW, raw_rows
+    from test_osu_perftest import HBV3_BW, raw_rows
 
     done = verify_cli("report", str(HBV3_BW), "--sku", "Standard_HB120rs_v3", "--json")
     assert done.returncode == 0, done.stderr

@@ -10,12 +10,12 @@ import json
 
 import jsonschema
 import pytest
+from test_osu_perftest import HBV3_BW, HBV3_LAT, PT_BW
+from test_verify_cli import run
+from test_verify_collect import P2P_JOB, P2P_NS, SOCKET_2X1, argv, p2p_argv
 
 from core import kinds
 from tests.fake_kube import FakeClock, FakeKube
-from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, PT_BW
-from tests.test_verify_cli import run
-from tests.test_verify_collect import P2P_JOB, P2P_NS, SOCKET_2X1, argv, p2p_argv
 from verify import __main__ as cli
 from verify import collect, result
 from verify.result import FabricResult, ResultError

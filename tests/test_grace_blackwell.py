@@ -334,8 +334,9 @@ def test_the_doca_build_stays_on_the_dra_paths_critical_path():
 
 # --- the rack result is judged by its own figure (verify collect --rack), against a fake API server ---
 def _collect(log: str, monkeypatch, capsys, *extra: str) -> tuple[int, dict[str, Any], str]:
-    from tests.test_verify_collect import JOB as VJOB
-    from tests.test_verify_collect import NS, FakeKube
+    from test_verify_collect import JOB as VJOB
+    from test_verify_collect import NS, FakeKube
+
     from verify import __main__ as cli
 
     with FakeKube(["Completed"], log) as kube:
@@ -359,8 +360,9 @@ def test_the_rack_run_is_judged_by_the_rack_figure_and_the_ib_run_by_the_ib_one(
 
 
 def test_rack_is_refused_for_a_size_without_multi_node_nvlink(monkeypatch, capsys):
-    from tests.test_verify_collect import JOB as VJOB
-    from tests.test_verify_collect import NS
+    from test_verify_collect import JOB as VJOB
+    from test_verify_collect import NS
+
     from verify import __main__ as cli
 
     code = cli.main(["collect", "--namespace", NS, "--job", VJOB, "--sku", "Standard_ND96isr_H100_v5",

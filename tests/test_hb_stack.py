@@ -199,9 +199,10 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render_kubernet
     library only, from the shipped files alone), given a kubeconfig instead of its ServiceAccount,
     against the fake API serving a real two-VM HBv3 log; the ConfigMap it writes read by the stack's own
     parse_result. The figure is the one the fixture's last row gives."""
+    from test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
+
     from components import certifier as certifier_mod
     from tests.fake_kube_store import FakeApi
-    from tests.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
     from verify import certify
 
     hbv3 = "Standard_HB120rs_v3"

@@ -278,7 +278,7 @@ def test_the_binaries_land_where_the_worker_mounts_them_and_the_launcher_looks(h
 
 
 def test_the_init_container_is_unprivileged_modest_and_bounded(render_kubernetes):
-    from tests.test_hb_stack import GATE  # test_hb_stack's variant, one render for both: its timeoutMinutes is 45
+    from test_hb_stack import GATE  # test_hb_stack's variant, one render for both: its timeoutMinutes is 45
 
     assert GATE["timeoutMinutes"] == 45
     spec = _pod(render_kubernetes(ibPool={"vmSize": HB}, fabricTest=GATE), "mpiworker")["spec"]

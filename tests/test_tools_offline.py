@@ -12,8 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from tests.test_workflows import actionlint_missing
+from test_workflows import actionlint_missing
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None or shutil.which("npm") is None,

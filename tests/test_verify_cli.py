@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REFERENCE
+from test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, PT_BW, raw_rows
 
 from core import catalog
-from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, PT_BW, raw_rows
 from verify import p2p
 
 ROOT = Path(__file__).resolve().parent.parent

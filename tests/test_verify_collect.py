@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
@@ -24,7 +25,6 @@ from tests.fake_kube import (
     fake_az,
 )
 from tests.schema_checks import load_yaml, pinned_name
-from tests.test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 from verify import __main__ as cli
 from verify import collect
 

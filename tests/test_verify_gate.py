@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from conftest import dev_config, rendered
+from test_verify_collect import argv
 
 from tests.nccl_logs import launcher_log, worker_hosts
-from tests.test_verify_collect import argv
 from verify import __main__ as cli
 from verify import gate
 from verify.figures import figure
