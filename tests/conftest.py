@@ -144,11 +144,16 @@ def render() -> Callable[..., engine.Rendering]:
     return lambda **overrides: rendered("dev", dev_config(**overrides))
 
 
+def dev_kubernetes_half(**overrides: Any) -> engine.Rendering:
+    """The Kubernetes half of the dev stack with config overrides (dev_config), for a test of what that
+    half declares (operators, Volcano, the fabric test, the certifier)."""
+    return rendered("dev", dev_config(**overrides), part="kubernetes")
+
+
 @pytest.fixture
 def render_kubernetes() -> Callable[..., engine.Rendering]:
-    """render_kubernetes(**overrides): the Kubernetes half of the dev stack with config overrides, for a
-    test of what that half declares (operators, Volcano, the fabric test, the certifier)."""
-    return lambda **overrides: rendered("dev", dev_config(**overrides), part="kubernetes")
+    """render_kubernetes(**overrides): dev_kubernetes_half as a fixture."""
+    return dev_kubernetes_half
 
 
 @pytest.fixture

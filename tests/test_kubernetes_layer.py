@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_nccl_job import variant
+from conftest import dev_kubernetes_half
 
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
@@ -32,10 +32,9 @@ A100, H100, HB = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_HB
 
 def kubernetes_half(hb, size: str, mode: str = "shared") -> engine.Rendering:
     """The Kubernetes objects of dev in `size` and `mode`: the hb stack (dev on HB176rs_v4 but for its tags,
-    rendered whole for other tests) for HB shared, else test_nccl_job.variant's: whole where the session
-    renders it whole, else the Kubernetes half, which declares what the whole declares
-    (tests/test_stack_parts.py)."""
-    return hb if (size, mode) == (HB, "shared") else variant(rdmaMode=mode, ibPool={"vmSize": size})
+    rendered whole for other tests) for HB shared, else dev's Kubernetes half (conftest.dev_kubernetes_half),
+    which declares what the whole declares (tests/test_stack_parts.py)."""
+    return hb if (size, mode) == (HB, "shared") else dev_kubernetes_half(rdmaMode=mode, ibPool={"vmSize": size})
 
 
 def layer_resources(rendering: engine.Rendering) -> list[engine.Resource]:

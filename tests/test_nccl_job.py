@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import dev_config, rendered
+from conftest import dev_kubernetes_half, rendered
 from test_fabric_check import FLAGS, SHARP, SHORT
 
 import stack_config
@@ -30,15 +30,10 @@ CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
 # The job, its ConfigMaps and its namespace are the Kubernetes half's (tests/test_stack_parts.py): a test
-# of a configuration renders that half (variant()), with the same dicts as test_fabric_check.py where both
+# of a configuration renders that half (dev_kubernetes_half()), with the same dicts as test_fabric_check.py where both
 # read one (one render per session); several keys at once where each test asserts its own key's effect.
 IMAGE_ARGS = {"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1",
               "timeoutMinutes": 20, "doctor": "auto", "doctorMinutes": 10}
-
-
-def variant(**overrides: Any):
-    """The Kubernetes half of dev with `overrides` (conftest.dev_config): the job is declared there."""
-    return rendered("dev", dev_config(**overrides), part="kubernetes")
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -66,7 +61,7 @@ def env(stack) -> dict[str, str]:
 # --- the job's shape ----------------------------------------------------------------------------
 @pytest.mark.parametrize("vm_size", [A100, H100])
 def test_workers_ask_for_every_gpu_of_the_sku(vm_size):
-    stack = variant(ibPool={"vmSize": vm_size})
+    stack = dev_kubernetes_half(ibPool={"vmSize": vm_size})
     gpus = catalog.lookup(vm_size).gpus_per_vm
     res = container(stack, "mpiworker")["resources"]
     assert res["limits"][fabric.GPU_RESOURCE] == str(gpus)
@@ -79,7 +74,7 @@ def test_workers_ask_for_every_gpu_of_the_sku(vm_size):
 @pytest.mark.parametrize("mode", modes.names())
 @pytest.mark.parametrize("vm_size", [A100, H100])
 def test_workers_ask_for_the_rdma_resource_of_the_mode(mode, vm_size):
-    stack = variant(rdmaMode=mode, ibPool={"vmSize": vm_size})
+    stack = dev_kubernetes_half(rdmaMode=mode, ibPool={"vmSize": vm_size})
     sku, record = catalog.lookup(vm_size), modes.rdma_mode(mode)
     resources = container(stack, "mpiworker")["resources"]
     limits = resources.get("limits") or {}
@@ -93,7 +88,7 @@ def test_workers_ask_for_the_rdma_resource_of_the_mode(mode, vm_size):
 
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_gang_of_launcher_and_one_worker_per_node(nodes):
-    stack = variant(ibPool={"nodeCount": nodes})
+    stack = dev_kubernetes_half(ibPool={"nodeCount": nodes})
     spec = job(stack)["spec"]
     assert spec["schedulerName"] == "volcano"
     assert spec["minAvailable"] == nodes + 1
@@ -120,7 +115,7 @@ def test_every_pod_has_the_configured_deadline_plus_the_doctors_budget(fabric_te
                                                                         doctor_minutes, deadline):
     assert (fabric_test["timeoutMinutes"], fabric_test["doctor"], fabric_test["doctorMinutes"]) == (
         minutes, doctor, doctor_minutes)
-    stack = variant(fabricTest=fabric_test)
+    stack = dev_kubernetes_half(fabricTest=fabric_test)
     for name in ("mpimaster", "mpiworker"):
         assert pod(stack, name)["activeDeadlineSeconds"] == deadline * 60
 
@@ -170,7 +165,7 @@ def test_dev_shm_is_memory(dev):
 
 @pytest.mark.parametrize("vm_size, topo", [(A100, "ndv4"), (H100, "ndv5"), ("Standard_ND96isr_H200_v5", "ndv5")])
 def test_topology_of_the_sku_is_mounted_where_nccl_looks(vm_size, topo):
-    stack = variant(ibPool={"vmSize": vm_size})
+    stack = dev_kubernetes_half(ibPool={"vmSize": vm_size})
     assert catalog.lookup(vm_size).nccl_topology == topo
     cm = as_api(stack.one(CONFIGMAP, "fabric-test-topology").inputs)
     assert cm["data"] == {"topo.xml": render_xml(topo)}
@@ -255,9 +250,9 @@ def test_the_config_switches_reach_the_rendered_job(dev):
     fabricTest.topologyFile: false drops the file (ConfigMap, mount, variable). Defaults: Azure's AKS test."""
     assert env(dev)["NCCL_NET_PLUGIN"] == "none" and "NCCL_COLLNET_ENABLE" not in env(dev)
     assert env(dev)["NCCL_TOPO_FILE"] == "/opt/nccl-topology/topo.xml"
-    sharp = env(variant(fabricTest=SHARP))
+    sharp = env(dev_kubernetes_half(fabricTest=SHARP))
     assert sharp["NCCL_COLLNET_ENABLE"] == "1" and "NCCL_NET_PLUGIN" not in sharp
-    no_file = variant(fabricTest=SHORT)
+    no_file = dev_kubernetes_half(fabricTest=SHORT)
     assert SHORT["topologyFile"] is False
     assert "NCCL_TOPO_FILE" not in env(no_file)
     assert not [r for r in no_file.of_type(CONFIGMAP) if r.name == "fabric-test-topology"]
@@ -271,7 +266,7 @@ def test_the_docs_list_the_nccl_settings_as_generated():
 
 
 def test_image_and_benchmark_arguments_come_from_config():
-    stack = variant(fabricTest=IMAGE_ARGS)
+    stack = dev_kubernetes_half(fabricTest=IMAGE_ARGS)
     assert IMAGE_ARGS["image"] == "example.io/nccl:1.2.3" and IMAGE_ARGS["allReduceArgs"] == "-b 1G -e 8G -f 2 -g 1"
     for name in ("mpimaster", "mpiworker"):
         assert container(stack, name)["image"] == "example.io/nccl:1.2.3"
@@ -309,7 +304,7 @@ def test_a_change_to_the_launcher_or_topology_changes_the_pod_templates(dev):
 # --- schemas ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", modes.names())
 def test_job_passes_the_volcano_job_crd(reference, mode):
-    stack = variant(rdmaMode=mode)
+    stack = dev_kubernetes_half(rdmaMode=mode)
     errors = crd_errors(job(stack), reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano"))
     assert errors == []
 
@@ -324,7 +319,6 @@ def test_crd_check_catches_a_misplaced_field(reference):
 
 
 def job_from_dev() -> dict[str, Any]:
-    from conftest import rendered
 
     return job(rendered("dev"))
 
@@ -365,7 +359,7 @@ def test_job_waits_for_nothing_else(dev):
 
 
 def test_no_nccl_job_for_cpu_only_sizes():
-    stack = variant(ibPool={"vmSize": "Standard_HB120rs_v3"})
+    stack = dev_kubernetes_half(ibPool={"vmSize": "Standard_HB120rs_v3"})
     assert not [r for r in stack.of_type(JOB) if r.name == "fabric-test-job"]
     # the certifier there judges the MPI point-to-point job (tests/test_hb_stack.py), not an all-reduce
     (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"]["spec"][
@@ -466,7 +460,7 @@ def flag(args: list[str], name: str) -> str:
 
 @pytest.mark.parametrize("vm_size, nodes", [(A100, 2), (H100, 4)])
 def test_launcher_runs_one_rank_per_gpu(fake_cluster, vm_size, nodes):
-    stack = variant(ibPool={"vmSize": vm_size, "nodeCount": nodes})
+    stack = dev_kubernetes_half(ibPool={"vmSize": vm_size, "nodeCount": nodes})
     gpus = catalog.lookup(vm_size).gpus_per_vm
     done = run_launcher(fake_cluster, stack, hosts=nodes)
     assert done.returncode == 0, done.stderr
