@@ -438,13 +438,13 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
     """The dev stack's own day-0 command line (the Job's container), given a kubeconfig: a Volcano job that
     failed is a FAIL result in the result ConfigMap the stack reads (fabricVerdict / fabricVerdictReasons),
     exit 0; with failOnLowBandwidth exit 1, which fails the Job and `pulumi up`."""
-    from conftest import dev_config, rendered
+    from conftest import dev_kubernetes_half, rendered
 
     from components.fabric_check import parse_result
 
     for overrides, exit_code in (({}, 0), ({"fabricTest": {"failOnLowBandwidth": True}}, 1)):
         # with an override, the Kubernetes half, where the Job is declared (tests/test_stack_parts.py)
-        stack = rendered("dev", dev_config(**overrides), part="kubernetes") if overrides else rendered()
+        stack = dev_kubernetes_half(**overrides) if overrides else rendered()
         (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"][
             "spec"]["containers"]
         argv = container["command"][4:]

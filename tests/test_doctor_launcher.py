@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import dev_config, rendered
+from conftest import dev_kubernetes_half
 
 from components import mpi_job
 from core import catalog
@@ -40,7 +40,7 @@ JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 def launcher_env(nodes: int) -> dict[str, str]:
     """The launcher container's environment, from the Kubernetes half of the stack (which declares the
     job exactly as the whole stack does: tests/test_stack_parts.py); two nodes is the dev stack."""
-    stack = rendered("dev", dev_config(ibPool={"vmSize": H100, "nodeCount": nodes}), part="kubernetes")
+    stack = dev_kubernetes_half(ibPool={"vmSize": H100, "nodeCount": nodes})
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
     return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
@@ -504,6 +504,6 @@ def test_the_golden_render_names_the_script_by_its_hash_and_the_stack_deploys_it
     digest = hashlib.sha256(LAUNCHER.read_bytes()).hexdigest()
     assert f"scripts/nccl-launcher.sh ({LAUNCHER.stat().st_size} bytes, sha256 {digest})" in text
     assert "condense_nccl_log" not in text and len(text.splitlines()) < 12
-    stack = rendered("dev", dev_config(), part="kubernetes")  # the ConfigMap: the Kubernetes half's, as env2's
+    stack = dev_kubernetes_half()  # the ConfigMap: the Kubernetes half's, as env2's
     (cm,) = [r for r in stack.resources if r.type == "kubernetes:core/v1:ConfigMap" and "launcher" in r.name]
     assert cm.inputs["data"]["launcher.sh"] == LAUNCHER.read_text()

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import dev_config, rendered
+from conftest import dev_kubernetes_half, rendered
 from test_verify_collect import argv
 
 from tests.nccl_logs import launcher_log, worker_hosts
@@ -147,7 +147,7 @@ def test_a_tiny_busbw_is_printed_with_its_digits_in_the_headline(tmp_path, capsy
 def _certify_command(**fabric_test) -> list[str]:
     """The day-0 certifier Job's command line, as the dev stack renders it with these fabricTest keys (with
     keys, the Kubernetes half, where the Job is declared: tests/test_stack_parts.py holds it to the whole)."""
-    stack = rendered("dev", dev_config(fabricTest=fabric_test), part="kubernetes") if fabric_test else rendered()
+    stack = dev_kubernetes_half(fabricTest=fabric_test) if fabric_test else rendered()
     (container,) = stack.one(*CERTIFY).inputs["spec"]["template"]["spec"]["containers"]
     return container["command"]
 
