@@ -6,7 +6,8 @@ offline render also needs to: run a whole program file to completion and wait fo
 registration (what `pulumi up` does around a program), read the root stack's outputs, see each
 registration request (the mock monitor), and tell secrets apart in the wire format. Two more make
 a render cheap without changing what it registers: monitor calls run inline rather than on a thread
-pool, and no stack trace is taken for source positions the mock monitor drops.
+pool, no stack trace is taken for source positions the mock monitor drops, and no alias is collapsed
+to a URN that nothing reads.
 
 `tests/test_pulumi_adapter.py` is the canary: it exercises each of these against the installed SDK
 and fails loudly, naming what to re-check, on a Pulumi version other than `PULUMI_VERSION`.
@@ -26,11 +27,13 @@ from typing import Any
 import pulumi
 from google.protobuf import json_format
 from pulumi import _types
+from pulumi import resource as _sdk_resource
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import resource as _resource
 from pulumi.runtime import rpc as _rpc
 from pulumi.runtime import settings as _settings
 from pulumi.runtime.config import set_all_config as _set_all_config
+from pulumi.runtime.proto import resource_pb2 as _resource_pb2
 from pulumi.runtime.proto import source_pb2 as _source_pb2
 from pulumi.runtime.stack import run_pulumi_func as _run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
@@ -120,12 +123,25 @@ def _no_stack_trace() -> Any:
     return _source_pb2.StackTrace()
 
 
+_COLLAPSE_ALIAS_TO_URN = _sdk_resource.collapse_alias_to_urn
+
+
+def _alias_kept_as_given(alias: Any, name: str, type_: str, parent: Any) -> Any:
+    """Each resource collapses its aliases to URNs when it is constructed (chained Outputs; an
+    azure-native type has over a hundred aliases, a tenth of a render). Only the SDK's path for an
+    engine without alias specs (`all_aliases`) reads them; with alias specs each is sent as given."""
+    return alias
+
+
 def start(mocks: pulumi.runtime.Mocks, *, project: str, stack: str, monitor: Any) -> Any:
     """Set up a fresh root stack under `mocks` (as a new `pulumi up` would); returns the root."""
     _ensure_event_loop().set_default_executor(_INLINE)
     _resource._get_stack_trace = _no_stack_trace
     _settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    # The monitor's features decide the SDK's path for every registration of this run.
+    alias_specs = _settings.monitor_supports_feature(_resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS)
+    _sdk_resource.collapse_alias_to_urn = _alias_kept_as_given if alias_specs else _COLLAPSE_ALIAS_TO_URN
     return _settings.ROOT.get()
 
 

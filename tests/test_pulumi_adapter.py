@@ -11,6 +11,7 @@ from pathlib import Path
 import pulumi
 import pytest
 from google.protobuf import struct_pb2
+from pulumi.runtime.proto import resource_pb2
 
 from components import mpi_job, nccl_job, p2p_job
 from core import catalog
@@ -95,6 +96,55 @@ def test_a_program_of_many_independent_resources_runs_without_nesting_them():
     sdk.start(EchoMocks(), project="canary", stack="t", monitor=monitor)
     sdk.run(lambda: [pulumi.CustomResource("test:index:Thing", f"thing-{i}", {"i": i}) for i in range(300)])
     assert sorted(r.inputs["i"] for r in monitor.registrations) == list(range(300))
+
+
+class NoAliasSpecsMonitor(engine.RecordingMonitor):
+    """An engine without alias specs: the SDK then sends each alias as a URN it collapsed itself."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.alias_urns: dict[str, list[str]] = {}
+
+    def GetDeploymentInfo(self, request):  # noqa: N802 (gRPC method name)
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        self.alias_urns[request.name] = sorted(request.aliasURNs)
+        return super().RegisterResource(request)
+
+
+def renamed_group_and_child() -> None:
+    group = pulumi.ComponentResource("test:index:Group", "group", None,
+                                     pulumi.ResourceOptions(aliases=[pulumi.Alias(name="old-group")]))
+    pulumi.CustomResource("test:index:Thing", "thing", {}, pulumi.ResourceOptions(
+        parent=group, aliases=[pulumi.Alias(type_="test:index:OldThing")]))
+    group.register_outputs({})
+
+
+def test_aliases_reach_an_engine_that_takes_alias_specs_as_given():
+    """The adapter skips the SDK's collapse of each alias to a URN at construction: with alias specs
+    (the mock monitor's, as the engine's) nothing reads those URNs, and each alias is sent as given."""
+    monitor = engine.RecordingMonitor(EchoMocks())
+    sdk.start(EchoMocks(), project="canary", stack="t", monitor=monitor)
+    sdk.run(renamed_group_and_child)
+    assert {r.name: r.aliases for r in monitor.registrations} == {
+        "group": [{"name": "old-group"}], "thing": [{"type": "test:index:OldThing"}]}
+
+
+def test_an_engine_without_alias_specs_still_gets_every_alias_as_a_urn():
+    """Without alias specs the SDK's own collapse stays: the child answers to its old type and to its
+    place under the parent's old name."""
+    monitor = NoAliasSpecsMonitor(EchoMocks())
+    sdk.start(EchoMocks(), project="canary", stack="t", monitor=monitor)
+    sdk.run(renamed_group_and_child)
+    del monitor.alias_urns["canary-t"]  # the root stack
+    assert monitor.alias_urns == {  # as the SDK collapses them, the root stack's type in one included
+        "group": ["urn:pulumi:t::canary::test:index:Group::old-group"],
+        "thing": ["urn:pulumi:t::canary::pulumi:pulumi:Stack$test:index:Group$test:index:OldThing::thing",
+                  "urn:pulumi:t::canary::test:index:Group$test:index:OldThing::thing",
+                  "urn:pulumi:t::canary::test:index:Group$test:index:Thing::thing"]}
 
 
 def test_the_deployed_program_uses_no_pulumi_internals():
