@@ -5,6 +5,7 @@ every Volcano object and a checksum mismatch stops the program before any resour
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -86,6 +87,37 @@ def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
     assert "`manifests/volcano-manifest/ (" in files["plan.md"].decode()
 
 
+@pytest.mark.parametrize("dra", [False, True])
+def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra):
+    """The applied text is the release's, document for document: each one the configuration leaves alone
+    (the 1 MB of CRDs among them) is the release's own text, and each one it changes holds exactly the
+    configured object (components/volcano_topology.py, and with DRA components/volcano_dra.py)."""
+    from components import volcano_dra, volcano_topology
+    from tests import schema_checks as sc
+
+    text = upstream.decode()
+    objects = [d for d in sc.load_yaml_all(text) if d]
+    expected = volcano_topology.configure(objects)
+    expected = iter(volcano_dra.configure(expected) if dra else expected)
+    release_objects = iter(objects)
+    marker = re.compile(r"^---[ \t]*\n", re.MULTILINE)
+    released, applied = marker.split(text), marker.split(volcano.configured(text, dra))
+    assert len(applied) == len(released) > len(objects) / 2
+    rewritten = 0
+    for piece, applied_piece in zip(released, applied, strict=True):
+        if all(not line.strip() or line.lstrip().startswith("#") for line in piece.splitlines()):
+            assert applied_piece == piece  # no object: a comment or nothing
+            continue
+        before, after = next(release_objects), next(expected)
+        if after == before:
+            assert applied_piece == piece
+        else:
+            assert sc.load_yaml(applied_piece) == after
+            rewritten += 1
+    assert next(expected, None) is None and next(release_objects, None) is None
+    assert rewritten == (3 if dra else 2)  # the two ConfigMaps; with DRA the scheduler's Deployment too
+
+
 def test_no_resource_reads_a_manifest_from_a_url_at_deploy_time(dev):
     for r in dev.resources:
         if r.type.startswith("kubernetes:yaml"):
@@ -110,8 +142,8 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
     from tests import schema_checks as sc
 
     def scheduler_args(stack) -> list[str]:
-        """The scheduler container's args. Of the group's documents (the YAML components/volcano.py dumps,
-        block style, split at its `---` lines) only those with the lines `kind: Deployment` and `name:` the
+        """The scheduler container's args. Of the group's documents (the text components/volcano.py applies,
+        split at its `---` lines) only those with the lines `kind: Deployment` and `name:` the
         scheduler are parsed, then held to both: the other 42 documents of Volcano's 1 MB need no parse here."""
         group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
         named = [text for text in group.inputs["yaml"].split("\n---\n")
