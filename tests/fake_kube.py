@@ -82,11 +82,12 @@ class FakeKube(LoopbackServer):
     def __init__(self, phases: list[str] | None = None, log: str = "", *, pods: bool = True,
                  job_exists: bool = True, namespace: str = NS, job: str = JOB, spec: dict | None = None,
                  scenario: Callable[[float], Cluster] | None = None, clock: FakeClock | None = None,
-                 forbidden: tuple[str, ...] = ()):
+                 forbidden: tuple[str, ...] = (), unavailable: tuple[int, ...] = ()):
         self.phases, self.log, self.pods, self.job_exists = list(phases or ["Completed"]), log, pods, job_exists
         self.phase = self.phases[0]
         self.namespace, self.job, self.spec = namespace, job, spec or {}
         self.scenario, self.clock, self.forbidden = scenario, clock, forbidden  # forbidden: paths answered 403
+        self.unavailable, self.job_reads = unavailable, 0  # unavailable: the job reads (1, 2, ...) answered 503
         self.job_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{job}"
         self.pods_path = f"/api/v1/namespaces/{namespace}/pods"
         self.requests: list[tuple[str, dict, str | None]] = []
@@ -135,6 +136,9 @@ class FakeKube(LoopbackServer):
         if path in self.forbidden:
             return 403, {"kind": "Status", "code": 403, "reason": "Forbidden"}
         if path == self.job_path:
+            self.job_reads += 1
+            if self.job_reads in self.unavailable:
+                return 503, {"kind": "Status", "code": 503, "reason": "ServiceUnavailable"}
             if not self.job_exists:
                 return not_found
             if not self.scenario:

@@ -212,24 +212,13 @@ def test_terminal_phases_match_the_volcano_crd(reference):
 
 
 def test_a_transient_api_error_during_the_wait_is_retried(azure_log, monkeypatch, capsys):
-    with FakeKube(["Running", "Completed"], azure_log) as kube:
+    with FakeKube(["Running", "Completed"], azure_log, unavailable=(2,)) as kube:  # the second read: 503
         monkeypatch.setenv("KUBECONFIG_CONTENT", kube.kubeconfig())
-        from kubernetes import client as k
-
-        original = k.CustomObjectsApi.get_namespaced_custom_object
-        calls = {"n": 0}
-
-        def flaky(self, *args, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == 2:
-                raise k.exceptions.ApiException(status=503, reason="Service Unavailable")
-            return original(self, *args, **kwargs)
-
-        monkeypatch.setattr(k.CustomObjectsApi, "get_namespaced_custom_object", flaky)
         assert cli.main(argv()) == 0
     captured = capsys.readouterr()
     assert "503 Service Unavailable (attempt 1 of 5; retrying)" in captured.err
     assert json.loads(captured.out)["verdict"] == "PASS"
+    assert kube.job_reads == 3  # read, 503, read again
 
 
 # --- --kind p2p: the CPU-only job's launcher log (osu_bw then osu_latency) ---------------------------

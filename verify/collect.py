@@ -268,9 +268,7 @@ class LauncherStream:
     `limitBytes`, and drops what was already shown by timestamp."""
 
     def __init__(self, client, namespace: str, job: str, task: str, clock: Clock):
-        from kubernetes import client as k
-
-        self.core, self.namespace, self.job, self.task, self.clock = k.CoreV1Api(client), namespace, job, task, clock
+        self.client, self.namespace, self.job, self.task, self.clock = client, namespace, job, task, clock
         self.pod: str | None = None
         self.last_ns: int | None = None  # the timestamp of the last line shown (epoch nanoseconds)
         self.at_last: set[str] = set()  # the lines shown with exactly that timestamp
@@ -286,11 +284,11 @@ class LauncherStream:
                 self.pod, self.last_ns, self.at_last = pod, None, set()
             window = {}
             if self.last_ns is not None:
-                window["since_seconds"] = max(1, math.ceil(self.clock.now() - self.last_ns / 1e9)
-                                              + STREAM_OVERLAP_SECONDS)
-            text = kube.read_text(self.core.read_namespaced_pod_log, pod, self.namespace, container=container,
-                                  timestamps=True, limit_bytes=STREAM_LIMIT_BYTES,
-                                  request_timeout=REQUEST_TIMEOUT_SECONDS, **window)
+                window["sinceSeconds"] = max(1, math.ceil(self.clock.now() - self.last_ns / 1e9)
+                                             + STREAM_OVERLAP_SECONDS)
+            text = kube.get_text(self.client, kube.POD_LOG, {"namespace": self.namespace, "name": pod},
+                                 container=container, limitBytes=STREAM_LIMIT_BYTES, **window, timestamps=True,
+                                 request_timeout=REQUEST_TIMEOUT_SECONDS)
         except Exception as exc:
             if not self.warned:
                 self.warned = True
@@ -319,9 +317,9 @@ class LauncherStream:
 
     def _launcher(self) -> tuple[str | None, str | None]:
         """The newest launcher pod that is running, and its first container (None: none runs yet)."""
-        found = kube.read_json(self.core.list_namespaced_pod, self.namespace,
-                               label_selector=f"{JOB_NAME_LABEL}={self.job},{TASK_SPEC_LABEL}={self.task}",
-                               request_timeout=REQUEST_TIMEOUT_SECONDS)
+        found = kube.get_json(self.client, kube.PODS, {"namespace": self.namespace},
+                              labelSelector=f"{JOB_NAME_LABEL}={self.job},{TASK_SPEC_LABEL}={self.task}",
+                              request_timeout=REQUEST_TIMEOUT_SECONDS)
         running = [p for p in kube.items(found) if kube.get(p, "status", "phase") in ("Running", "Succeeded",
                                                                                       "Failed")]
         if not running:
@@ -345,10 +343,9 @@ def wait_for_job(
 ) -> Waited:
     """Poll the Volcano Job until its phase is final; return it. Progress on stderr. Raises
     Incomplete when success is impossible (verify/diagnose.py) or at the timeout."""
-    from kubernetes import client as k
-
     clock = clock or CLOCK
-    custom = k.CustomObjectsApi(client)
+    job_path = {"group": VOLCANO_GROUP, "version": VOLCANO_VERSION, "namespace": namespace, "plural": VOLCANO_PLURAL,
+                "name": job}
     diagnoser = Diagnoser(namespace, job, setup_allowance_seconds=setup_allowance_seconds)
     stream = LauncherStream(client, namespace, job, task, clock)
     progress = _Progress(clock, heartbeat_seconds)
@@ -359,10 +356,7 @@ def wait_for_job(
     looked_in, looked_at = None, -math.inf  # the phase and time of the last look at the cluster
     while True:
         try:
-            obj: Any = custom.get_namespaced_custom_object(
-                VOLCANO_GROUP, VOLCANO_VERSION, namespace, VOLCANO_PLURAL, job,
-                _request_timeout=REQUEST_TIMEOUT_SECONDS,
-            )
+            obj: Any = kube.get_json(client, kube.NAMESPACED_OBJECT, job_path, request_timeout=REQUEST_TIMEOUT_SECONDS)
         except Exception as exc:
             if kube.status_of(exc) == 404:
                 raise CollectError(
@@ -432,13 +426,10 @@ def failed_job_diagnosis(client, namespace: str, job: dict, now: float) -> tuple
 
 def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) -> tuple[str, str]:
     """(pod name, log text) of the job's launcher pod (the newest, if the job restarted)."""
-    from kubernetes import client as k
-
-    core = k.CoreV1Api(client)
     selector = f"{JOB_NAME_LABEL}={job},{TASK_SPEC_LABEL}={task}"
     try:
-        found = kube.read_json(core.list_namespaced_pod, namespace, label_selector=selector,
-                               request_timeout=REQUEST_TIMEOUT_SECONDS)
+        found = kube.get_json(client, kube.PODS, {"namespace": namespace}, labelSelector=selector,
+                              request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
         raise _api_error(f"listing pods {selector} in {namespace}", exc) from None
     pods = kube.items(found)
@@ -448,8 +439,8 @@ def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) ->
     containers = kube.get(pod, "spec", "containers") or []
     container = containers[0].get("name") if containers else None
     try:
-        text = kube.read_text(core.read_namespaced_pod_log, kube.name(pod), namespace, container=container,
-                              request_timeout=REQUEST_TIMEOUT_SECONDS)
+        text = kube.get_text(client, kube.POD_LOG, {"namespace": namespace, "name": kube.name(pod)},
+                             container=container, request_timeout=REQUEST_TIMEOUT_SECONDS)
     except Exception as exc:
         raise _api_error(f"reading the log of pod {namespace}/{kube.name(pod)}", exc) from None
     return kube.name(pod), text

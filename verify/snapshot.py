@@ -108,14 +108,12 @@ class Snapshot:
 def read_snapshot(client, namespace: str, job: dict, *, request_timeout: float) -> Snapshot:
     """Read everything the diagnosis needs, GETs and LISTs only. A read that fails (no RBAC, a CRD
     that is not installed) becomes a finding; it never ends the wait."""
-    from kubernetes import client as k
-
-    core, custom = k.CoreV1Api(client), k.CustomObjectsApi(client)
     snap, job_name, tasks = Snapshot(namespace=namespace, job=job), name(job), tasks_of(job)
 
-    def read(where: str, call, *args, not_found: str | None = None, **kwargs) -> Any:
+    def read(where: str, path: str, path_params: dict | None = None, *, not_found: str | None = None,
+             **query) -> Any:
         try:
-            return kube.read_json(call, *args, request_timeout=request_timeout, **kwargs)
+            return kube.get_json(client, path, path_params, request_timeout=request_timeout, **query)
         except Exception as exc:
             if kube.status_of(exc) == 404 and not_found:
                 snap.unreadable.append(Finding("not found", where, not_found))
@@ -123,18 +121,18 @@ def read_snapshot(client, namespace: str, job: dict, *, request_timeout: float) 
                 snap.unreadable.append(Finding("cannot read", where, kube.error_text(exc)))
             return None
 
-    found = read(f"pods of job {namespace}/{job_name}", core.list_namespaced_pod, namespace,
-                 label_selector=f"{kube.JOB_NAME_LABEL}={job_name}")
+    found = read(f"pods of job {namespace}/{job_name}", kube.PODS, {"namespace": namespace},
+                 labelSelector=f"{kube.JOB_NAME_LABEL}={job_name}")
     snap.pods = items(found) if found is not None else None
-    found = read(f"events in namespace {namespace}", core.list_namespaced_event, namespace)
+    found = read(f"events in namespace {namespace}", kube.EVENTS, {"namespace": namespace})
     snap.events = items(found) if found is not None else None
 
     uid = get(job, "metadata", "uid")
     for candidate in ([f"{job_name}-{uid}"] if uid else []) + [job_name]:  # kube.py: Volcano's naming
         try:
-            snap.pod_group = kube.read_json(custom.get_namespaced_custom_object, kube.PODGROUP_GROUP,
-                                            kube.PODGROUP_VERSION, namespace, kube.PODGROUP_PLURAL, candidate,
-                                            request_timeout=request_timeout)
+            snap.pod_group = kube.get_json(client, kube.NAMESPACED_OBJECT, {
+                "group": kube.PODGROUP_GROUP, "version": kube.PODGROUP_VERSION, "namespace": namespace,
+                "plural": kube.PODGROUP_PLURAL, "name": candidate}, request_timeout=request_timeout)
             snap.pod_group_name = candidate
             break
         except Exception as exc:
@@ -143,25 +141,25 @@ def read_snapshot(client, namespace: str, job: dict, *, request_timeout: float) 
                                                kube.error_text(exc)))
                 break
 
-    found = read(f"nodes with label {pool_selector()}", core.list_node, label_selector=pool_selector())
+    found = read(f"nodes with label {pool_selector()}", kube.NODES, labelSelector=pool_selector())
     snap.nodes = items(found) if found is not None else None
 
     operator_namespaces = []
     if wants_rdma(tasks):
-        found = read("nicclusterpolicies", custom.list_cluster_custom_object, kube.NIC_POLICY_GROUP,
-                     kube.NIC_POLICY_VERSION, kube.NIC_POLICY_PLURAL,
+        found = read("nicclusterpolicies", kube.CLUSTER_OBJECTS, {"group": kube.NIC_POLICY_GROUP,
+                     "version": kube.NIC_POLICY_VERSION, "plural": kube.NIC_POLICY_PLURAL},
                      not_found="the NicClusterPolicy CRD is not installed: is the Network Operator?")
         snap.nic_policies = items(found) if found is not None else None
         operator_namespaces.append(fabric.NETWORK_OPERATOR_NAMESPACE)
     if wants_gpu(tasks):
-        found = read("clusterpolicies", custom.list_cluster_custom_object, kube.CLUSTER_POLICY_GROUP,
-                     kube.CLUSTER_POLICY_VERSION, kube.CLUSTER_POLICY_PLURAL,
+        found = read("clusterpolicies", kube.CLUSTER_OBJECTS, {"group": kube.CLUSTER_POLICY_GROUP,
+                     "version": kube.CLUSTER_POLICY_VERSION, "plural": kube.CLUSTER_POLICY_PLURAL},
                      not_found="the ClusterPolicy CRD is not installed: is the GPU Operator?")
         snap.cluster_policies = items(found) if found is not None else None
         named = [get(p, "status", "namespace") for p in snap.cluster_policies or []]
         operator_namespaces.append(next((n for n in named if n), fabric.GPU_OPERATOR_NAMESPACE))
     for operator_namespace in operator_namespaces:
-        found = read(f"pods in namespace {operator_namespace}", core.list_namespaced_pod, operator_namespace)
+        found = read(f"pods in namespace {operator_namespace}", kube.PODS, {"namespace": operator_namespace})
         if found is not None:
             snap.operator_pods[operator_namespace] = items(found)
     return snap
