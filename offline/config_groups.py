@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,10 +50,21 @@ def written(resource: Resource) -> list[tuple[dict[str, Any], str]]:
     return out + [_written(obj) for obj in resource.inputs.get("objs") or []]
 
 
-# Volcano's manifest (1.2 MB) is the same text in every render of a process: parsed and written once.
+# A line that is YAML's document marker and nothing else: where one document of a stream ends.
+_DOCUMENT_MARKER = re.compile(r"^---[ \t]*\n", re.MULTILINE)
+
+
 @functools.lru_cache(maxsize=8)
 def _written_text(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
-    return tuple(_written(obj) for obj in _objects({"yaml": text}))
+    return tuple(w for document in _DOCUMENT_MARKER.split(text) for w in _written_document(document))
+
+
+# Volcano's manifest (1.2 MB) is in every render of a process, in two variants (with DRA and without)
+# that share all but three documents, its CRDs (most of its bytes) among them: each document is parsed
+# and written once.
+@functools.lru_cache(maxsize=256)
+def _written_document(document: str) -> tuple[tuple[dict[str, Any], str], ...]:
+    return tuple(_written(obj) for obj in _objects({"yaml": document}))
 
 
 def _written(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:

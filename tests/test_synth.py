@@ -79,6 +79,23 @@ def test_every_kubernetes_object_has_an_appliable_manifest(files: dict[str, byte
             assert obj["spec"] == objects.normalize(r.inputs["spec"])
 
 
+def test_a_config_groups_text_is_written_as_its_whole_stream_reads() -> None:
+    """offline/config_groups.py writes a group's text document by document (Volcano's two variants share
+    most of theirs): the same objects, in the same order, as the whole stream read at once, a List's items,
+    an empty document and a block scalar holding an indented `---` included."""
+    text = ("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n# only a comment\n---\n"
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n"
+            "- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n---   \n"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\ndata:\n  conf: |\n    ---\n    x: 1\n")
+    group = _res(config_groups.CONFIG_GROUP, "group", {"yaml": text})
+    stream = [objects.normalize(o) for o in config_groups.objects(group)]
+    assert [o["metadata"]["name"] for o in stream] == ["a", "b", "c", "d"]
+    assert stream[-1]["data"]["conf"] == "---\nx: 1\n"
+    written = config_groups.written(group)
+    assert [load_yaml(y) for _, y in written] == stream
+    assert [head for head, _ in written] == [{k: o[k] for k in ("apiVersion", "kind", "metadata")} for o in stream]
+
+
 def test_helm_values_files_hold_each_release_values(files: dict[str, bytes], dev: Rendering) -> None:
     releases = [r for r in dev.resources if r.type in objects.HELM_TYPES]
     assert releases
