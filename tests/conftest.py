@@ -18,6 +18,12 @@ import pytest
 from offline import charts, engine
 from offline import reference as reference_material
 
+# pytest imports this file as `conftest` (tests/ on the path). Under another name (tests.conftest) it would
+# be a second copy with session state of its own: no render store, and the schema check below wrapped
+# twice around every result.
+if __name__ != "conftest":
+    raise ImportError(f"tests/conftest.py imported as {__name__!r}: import it as `conftest`, the name pytest gives it")
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = reference_material.reference_dir()
 

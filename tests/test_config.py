@@ -8,11 +8,11 @@ import jsonschema
 import pulumi
 import pytest
 import yaml
+from conftest import dev_config
 
 import stack_config
 from core import pins
 from offline import engine
-from tests.conftest import dev_config
 
 ROOT = Path(__file__).resolve().parent.parent
 P = stack_config.PROJECT

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from conftest import dev_config
 
 import stack_config
 from components.gpu_operator import GpuOperatorArgs
@@ -15,7 +16,6 @@ from components.volcano import VolcanoArgs
 from core import pins
 from offline import engine, synth
 from offline.engine import ROOT
-from tests.conftest import dev_config
 
 CASES = {
     pins.VOLCANO_TAG: (["v1.14.0", "v1.9.0", "v10.0.12", "v1.16.0@sha256:" + "a" * 64],
