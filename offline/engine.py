@@ -125,11 +125,33 @@ def _alias(alias: Any) -> dict[str, str]:
     return {"urn": alias.urn}
 
 
+class _InputsKept(pulumi.runtime.Mocks):
+    """The mocks the monitor answers with, keeping the inputs it deserialized for the registration it
+    answers: the record takes them instead of deserializing the request a second time."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        self.mocks, self.inputs = mocks, {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.inputs = args.inputs
+        return self.mocks.new_resource(args)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
+        return self.mocks.call(args)
+
+    def register_transform(self, transform: Any) -> None:
+        self.mocks.register_transform(transform)
+
+    def register_invoke_transform(self, transform: Any) -> None:
+        self.mocks.register_invoke_transform(transform)
+
+
 class RecordingMonitor(sdk.MockMonitor):
     """The SDK's mock monitor, also keeping each registration request's options and edges."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks):
-        super().__init__(mocks)
+        self._kept = _InputsKept(mocks)
+        super().__init__(self._kept)
         self.registrations: list[Resource] = []
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
@@ -147,8 +169,8 @@ class RecordingMonitor(sdk.MockMonitor):
                     urn=response.urn,
                     parent=request.parent,
                     custom=request.custom,
-                    inputs=sdk.deserialize(request.object),
-                    secret_inputs=sdk.secret_keys(request.object),
+                    inputs=self._kept.inputs,
+                    secret_inputs=sdk.secret_keys(self._kept.inputs),
                     dependencies=sorted(deps),
                     provider=request.provider,
                     protect=request.protect,

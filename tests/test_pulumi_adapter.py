@@ -30,9 +30,12 @@ def test_the_adapter_was_checked_against_the_installed_pulumi():
 
 
 def test_the_secret_marker_of_the_wire_format():
+    """A secret anywhere inside a top-level property marks that property: the SDK's deserialisation
+    carries the marker up, level by level (the offline engine reads secret inputs from it)."""
+    secret = {sdk.SIG_KEY: sdk.SECRET_SIG, "value": "x"}
     struct = struct_pb2.Struct()
-    struct.update({"kubeconfig": {sdk.SIG_KEY: sdk.SECRET_SIG, "value": "x"}, "name": "plain"})
-    assert sdk.secret_keys(struct) == ["kubeconfig"]
+    struct.update({"kubeconfig": secret, "name": "plain", "spec": {"users": [{"token": secret}], "n": 1}})
+    assert sdk.secret_keys(sdk.deserialize(struct)) == ["kubeconfig", "spec"]
     assert sdk.deserialize(struct)["name"] == "plain"
 
 
