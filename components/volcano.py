@@ -103,9 +103,10 @@ class VolcanoArgs:
         pins.VOLCANO_TAG.require("version", self.version)  # the config's check, so it cannot pass there and fail here
 
 
-# A document marker line (YAML's `---` at the start of a line, with nothing after it but blanks) and the
-# top-level kind of a CRD: the manifest's 11 CRDs are 97 % of its 1 MB, and nothing here changes them.
-_DOCUMENT_MARKER = re.compile(r"^(---[ \t]*\n)", re.MULTILINE)
+# A document marker line (YAML's `---` at the start of a line, with nothing after it but blanks; split
+# keeps the markers, at odd indexes) and the top-level kind of a CRD: the manifest's 11 CRDs are 97 % of
+# its 1 MB, and nothing here changes them.
+DOCUMENT_MARKER = re.compile(r"^(---[ \t]*\n)", re.MULTILINE)
 _CRD = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
 
 
@@ -118,7 +119,7 @@ def configured(manifest: str, dra: bool = False) -> str:
     release's own text, and the CRDs are not even parsed (reading and writing all of it took seconds)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    pieces = _DOCUMENT_MARKER.split(manifest)  # documents at even indexes, the marker lines between them
+    pieces = DOCUMENT_MARKER.split(manifest)  # documents at even indexes, the marker lines between them
     parsed = {i: yaml.load(pieces[i], Loader=loader)  # noqa: S506 (a safe loader)
               for i in range(0, len(pieces), 2) if not _CRD.search(pieces[i])}
     parsed = {i: obj for i, obj in parsed.items() if obj}

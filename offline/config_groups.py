@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
+from components.volcano import DOCUMENT_MARKER
 from offline.engine import Resource
 from offline.objects import normalize, to_yaml
 
@@ -50,13 +50,10 @@ def written(resource: Resource) -> list[tuple[dict[str, Any], str]]:
     return out + [_written(obj) for obj in resource.inputs.get("objs") or []]
 
 
-# A line that is YAML's document marker and nothing else: where one document of a stream ends.
-_DOCUMENT_MARKER = re.compile(r"^---[ \t]*\n", re.MULTILINE)
-
-
 @functools.lru_cache(maxsize=8)
 def _written_text(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
-    return tuple(w for document in _DOCUMENT_MARKER.split(text) for w in _written_document(document))
+    documents = DOCUMENT_MARKER.split(text)[::2]  # YAML's document marker lines between them
+    return tuple(w for document in documents for w in _written_document(document))
 
 
 # Volcano's manifest (1.2 MB) is in every render of a process, in two variants (with DRA and without)
