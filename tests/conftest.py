@@ -3,20 +3,28 @@ uses to run the real program; this file gives it to tests as fixtures."""
 
 from __future__ import annotations
 
+import atexit
 import copy
 import gc
 import hashlib
 import json
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from offline import charts, engine
 from offline import reference as reference_material
+
+if TYPE_CHECKING:
+    from offline import charts, engine
+
+# The program's modules (offline.engine: Pulumi and the stack's components) are imported where a fixture or
+# helper needs them, not here: under xdist the controller loads this file too, runs no test, and starts
+# its workers only afterwards (their import would delay every worker's start by ~0.4 s).
 
 # pytest imports this file as `conftest` (tests/ on the path). Under another name (tests.conftest) it would
 # be a second copy with session state of its own: no render store, and the schema check below wrapped
@@ -51,12 +59,11 @@ def _results_held_to_the_schema() -> None:
     result.FabricResult.to_json = validated  # type: ignore[method-assign]
 
 
-_results_held_to_the_schema()
-
-
 def dev_config(**overrides: Any) -> dict[str, Any]:
     """The dev stack's config with top-level keys replaced and object keys merged, e.g.
     dev_config(rdmaMode="sriov", ibPool={"vmSize": "Standard_ND96asr_v4"})."""
+    from offline import engine
+
     cfg = copy.deepcopy(engine.stack_file_config("dev"))
     for key, value in overrides.items():
         full = key if ":" in key else f"{engine.PROJECT}:{key}"
@@ -96,6 +103,8 @@ def _render_store(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def with_part(config: dict[str, Any], part: str) -> dict[str, Any]:
     """`config` with the keys that render only one half of its stack ("azure", "kubernetes"; "all": as is)."""
+    from offline import engine
+
     return {**config, **{f"{engine.PROJECT}:{k}": v for k, v in PARTS[part].items()}}
 
 
@@ -104,6 +113,8 @@ def rendered(stack: str = "dev", config: dict[str, Any] | None = None, part: str
     renders it, every call returns its own copy, so what one test changes in it no other test sees.
     `part` renders one half only (PARTS). A test whose point is that the program runs again
     (idempotency, logs, patched mocks) must call engine.render itself."""
+    from offline import engine
+
     config = with_part(engine.stack_file_config(stack) if config is None else config, part)
     key = json.dumps([stack, config], sort_keys=True)
     if key not in _RENDERED:
@@ -113,6 +124,8 @@ def rendered(stack: str = "dev", config: dict[str, Any] | None = None, part: str
 
 def _stored(stack: str, config: dict[str, Any], key: str) -> bytes:
     """The pickled rendering from the session's store, rendered and stored first if no worker has yet."""
+    from offline import engine
+
     path = _STORE / f"{hashlib.sha256(key.encode()).hexdigest()}.pickle" if _STORE else None
     if path and path.exists():
         return path.read_bytes()
@@ -189,6 +202,8 @@ def azure_log(reference: Path) -> str:
 @pytest.fixture(scope="session")
 def helm() -> Path:
     """The pinned Helm (`make helm`); skips, saying why, where it is missing (CI must have it)."""
+    from offline import charts
+
     try:
         return charts.find_helm()
     except charts.Unavailable as e:
@@ -201,6 +216,8 @@ def helm() -> Path:
 def dev_charts(dev: engine.Rendering, helm: Path) -> dict[str, charts.RenderedRelease]:
     """The dev stack's Helm releases rendered once per session by the pinned Helm (`helm template` of
     the chart archives; see offline/charts.py), by release name. Skips where the archives are absent."""
+    from offline import charts
+
     archives = charts.charts_dir()
     if not archives.is_dir():
         pytest.skip(f"chart archives not found at {archives} (the reference material's charts/: `make reference`, "
@@ -209,6 +226,25 @@ def dev_charts(dev: engine.Rendering, helm: Path) -> dict[str, charts.RenderedRe
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection made (the SDKs' type tables, every test module) lives to the end: frozen out of
-    the collector's way, so its passes walk only what the tests make."""
+    """Where tests run (an xdist worker, or the one process): the schema check goes in before the first
+    test; what collection made (the SDKs' type tables, every test module) lives to the end, so it is
+    frozen out of the collector's way and its passes walk only what the tests make."""
+    _results_held_to_the_schema()
     gc.freeze()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker skips the interpreter's teardown when it exits. Its results reached the controller
+    at the end of its session, and the teardown of all it imported and made took ~0.8 s while the
+    controller waited for it after the last test. Registered now, the exit runs after the exit handlers
+    registered later (weakref finalizers, matplotlib's, multiprocessing's); it skips the few registered
+    before (logging's flush)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        atexit.register(_exit_without_teardown)
+
+
+def _exit_without_teardown() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
