@@ -237,8 +237,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker skips the interpreter's teardown when it exits. Its results reached the controller
     at the end of its session, and the teardown of all it imported and made took ~0.8 s while the
     controller waited for it after the last test. Registered now, the exit runs after the exit handlers
-    registered later (weakref finalizers, matplotlib's, multiprocessing's); it skips the few registered
-    before (logging's flush)."""
+    registered later (weakref finalizers, matplotlib's, multiprocessing's); it skips the two registered
+    before: logging's shutdown, and execnet's cleanup of the gateways a worker never opens."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         atexit.register(_exit_without_teardown)
 
