@@ -247,4 +247,3 @@ def _exit_without_teardown() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-

@@ -319,7 +319,6 @@ def test_crd_check_catches_a_misplaced_field(reference):
 
 
 def job_from_dev() -> dict[str, Any]:
-
     return job(rendered("dev"))
 
 
