@@ -452,10 +452,17 @@ def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path
     with out.open("w") as o, err.open("w") as e:
         launcher = subprocess.Popen(["bash", str(LAUNCHER)], env=run_env, stdout=o, stderr=e, start_new_session=True)
     try:
-        # the stub says when the stuck pair is running; the round's other pair has ended when its
-        # status file is in the launcher's work directory (root/tmp: launcher_stubs.env_for)
+        # the stub says when the stuck pair is running, and its lines so far have passed the launcher's
+        # filter into the pair's output when they are in that file; the round's other pair has ended when
+        # its status file is there too (the launcher's work directory, root/tmp: launcher_stubs.env_for)
+        def ready() -> bool:
+            work = root / "tmp"
+            printed = [f.read_text() for f in work.glob("*/pair.1.0-3")]
+            return ((root / "hanging").exists() and any("Using network IB" in text for text in printed)
+                    and bool(list(work.glob("*/pair.1.1-2.status"))))
+
         deadline = time.monotonic() + 60
-        while not ((root / "hanging").exists() and list((root / "tmp").glob("*/pair.1.1-2.status"))):
+        while not ready():
             assert launcher.poll() is None and time.monotonic() < deadline, "the round did not reach its stuck pair"
             time.sleep(0.02)
         launcher.send_signal(signal.SIGTERM)
