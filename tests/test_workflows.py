@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -164,3 +165,18 @@ def test_destroy_is_manual_and_needs_the_stack_name_twice() -> None:
         done = subprocess.run(["bash", "-c", script], env={"STACK": stack, "CONFIRM": confirm, "PATH": "/usr/bin:/bin"},
                               capture_output=True, text=True)
         assert done.returncode == code, (stack, confirm, done.stdout)
+
+
+def test_a_job_that_runs_make_after_setup_python_makes_its_venvs_with_that_python() -> None:
+    """The Makefile makes its venvs from /usr/bin/python3 where it can (the runner has one): a job that sets up
+    a Python and then runs make hands that one over as PYTHON, or its pinned python-version would not count."""
+    checked = 0
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for name, job in (yaml.safe_load(path.read_text()).get("jobs") or {}).items():
+            steps = job.get("steps") or []
+            sets_up = any(str(s.get("uses", "")).startswith("actions/setup-python") for s in steps)
+            runs_make = any(re.search(r"(^|\s)make(\s|$)", str(s.get("run", ""))) for s in steps)
+            if sets_up and runs_make:
+                checked += 1
+                assert (job.get("env") or {}).get("PYTHON") == "python", f"{path.name} {name}: no env PYTHON: python"
+    assert checked, "no job runs make after setup-python: this check checks nothing"
