@@ -1,8 +1,9 @@
 # The two first commands: `make synth` (render the stack offline) and `make test`. `make` alone lists the targets.
 # The interpreter the virtualenvs are made from: the system's /usr/bin/python3 where it is 3.11 or newer and
-# can make a venv, else python3 from PATH. Debian's is linked statically and built with profile-guided
-# optimisation; pyenv's default build is a shared libpython without it, and the suite needs about a tenth
-# more CPU there (docs/ci-and-previews.md). `make PYTHON=...` picks another; an existing venv keeps its own.
+# can make a venv, else python3 from PATH. Debian's is linked statically and built with link-time and
+# profile-guided optimisation; pyenv's default build is a shared libpython without either, and the suite
+# needs a tenth to a fifth more CPU there (docs/ci-and-previews.md). `make PYTHON=...` picks another; an
+# existing venv keeps its own.
 SYSTEM_PYTHON := /usr/bin/python3
 PYTHON ?= $(if $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, sys, venv; sys.exit(sys.version_info < (3, 11))' \
 	2>/dev/null && echo yes),$(SYSTEM_PYTHON),python3)
