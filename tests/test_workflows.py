@@ -172,7 +172,7 @@ def test_a_job_that_runs_make_after_setup_python_makes_its_venvs_with_that_pytho
     a Python and then runs make hands that one over as PYTHON, or its pinned python-version would not count."""
     checked = 0
     for path in sorted(WORKFLOWS.glob("*.yml")):
-        for name, job in (yaml.safe_load(path.read_text()).get("jobs") or {}).items():
+        for name, job in (_load(path.name).get("jobs") or {}).items():
             steps = job.get("steps") or []
             sets_up = any(str(s.get("uses", "")).startswith("actions/setup-python") for s in steps)
             runs_make = any(re.search(r"(^|\s)make(\s|$)", str(s.get("run", ""))) for s in steps)
