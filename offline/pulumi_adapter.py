@@ -119,8 +119,9 @@ _COLLAPSE_ALIAS_TO_URN = _sdk_resource.collapse_alias_to_urn
 
 def _alias_kept_as_given(alias: Any, name: str, type_: str, parent: Any) -> Any:
     """Each resource collapses its aliases to URNs when it is constructed (chained Outputs; an
-    azure-native type has over a hundred aliases: about a third of a render, measured). Only the SDK's path for an
-    engine without alias specs (`all_aliases`) reads them; with alias specs each is sent as given."""
+    azure-native type has over a hundred aliases: about a third of a render, measured). Only the SDK's
+    path for an engine without alias specs (`all_aliases`) reads them; with alias specs each is sent as
+    given."""
     return alias
 
 
