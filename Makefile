@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test synth policy golden pictures lint sync-config clean
+.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -85,6 +85,11 @@ reference: venv helm ## download the upstream reference material the fidelity te
 TEST_WORKERS ?= auto
 test: venv tools scan-venv helm ## the whole test suite, offline, on every core
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The suite's figure in docs/ci-and-previews.md: this machine's speed moves too much for one run to say it.
+RUNS ?= 10
+time-test: venv tools scan-venv helm ## time `make test` over RUNS runs (default 10): median, quartiles, CPU
+	$(BIN)/python tools/time_runs.py --runs $(RUNS) --budget 30 -- $(MAKE) --no-print-directory test
 
 # With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
 synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]
