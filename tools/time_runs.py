@@ -1,9 +1,9 @@
 """Time a command over several runs: the figure docs/ci-and-previews.md gives for `make test` (`make time-test`).
 
 One run's time says little on a shared machine whose speed moves by a third within the hour, so this runs
-the command N times and prints each run's wall and CPU time (the command and all it waited for, from
-wait4), then the median and quartiles. With --against DIR it runs the same command in DIR in turn (A B A
-B ...) and also prints the median of the pairs' ratios: the way to compare two trees here.
+the command N times and prints each run's start, wall and CPU time (the command and all it waited for,
+from wait4), then the median and quartiles. With --against DIR it runs the same command in DIR in turn
+(A B A B ...) and also prints the median of the pairs' ratios: the way to compare two trees here.
 
 A run that fails is not timed: its output is kept in a file the summary names, and the exit status is 1.
 
@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     for i in range(args.runs):
         for side, cwd in sides:
+            started = time.strftime("%H:%M:%S")
             run = run_once(args.command, cwd, side, args.keep)
             runs.append(run)
             outcome = "passed" if run.status == 0 else f"FAILED (exit {run.status}, output in {run.output})"
-            print(f"{time.strftime('%H:%M:%S')} {side} run {i + 1}/{args.runs}: {run.wall_s:.2f} s wall, "
+            print(f"{started} {side} run {i + 1}/{args.runs}: {run.wall_s:.2f} s wall, "
                   f"{run.cpu_s:.2f} s CPU, {outcome}", flush=True)
     for side, _ in sides:
         print(summary(runs, side, args.budget))
