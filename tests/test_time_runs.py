@@ -3,9 +3,13 @@ command and everything the command waited for, keeps a failed run's output, and 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,9 +91,28 @@ def test_against_runs_the_two_trees_in_turn_and_gives_the_pairs_ratio(tmp_path, 
     assert ratio > 2, out
 
 
+def test_ctrl_c_stops_with_the_summary_of_the_runs_that_ended(tmp_path):
+    """Ctrl-C reaches the whole foreground process group: the tool and the run it waits for."""
+    (tmp_path / "run.sh").write_text('n=$(( $(cat count 2>/dev/null || echo 0) + 1 )); echo "$n" >count\n'
+                                     'if [ "$n" -gt 1 ]; then sleep 30; fi\n')
+    tool = subprocess.Popen([sys.executable, str(Path(time_runs.__file__)), "--runs", "3", "--keep", str(tmp_path),
+                             "--", "sh", "run.sh"], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    first = tool.stdout.readline()
+    assert " A run 1/3: " in first and first.endswith("passed\n"), first
+    while (tmp_path / "count").read_text().strip() != "2":  # the second run has started
+        time.sleep(0.01)
+    os.killpg(tool.pid, signal.SIGINT)
+    rest = tool.stdout.read()
+    assert tool.wait(timeout=10) == 130
+    assert rest.startswith("interrupted: the summary of the 1 runs that ended\nA: 1 timed runs: wall median "), rest
+    assert not list(tmp_path.glob("run-A-*.log")), "the interrupted run's output is not kept"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--runs", "0"], "--runs is 0; expected 1 or more"),
     (["--against", "/nonexistent/tree"], "--against is /nonexistent/tree; expected a directory"),
+    (["--keep", "/nonexistent/dir"], "--keep is /nonexistent/dir; expected an existing directory"),
 ])
 def test_bad_arguments_are_one_line_naming_the_option(args, message, capsys):
     with pytest.raises(SystemExit) as stop:

@@ -6,6 +6,7 @@ from wait4), then the median and quartiles. With --against DIR it runs the same 
 (A B A B ...) and also prints the median of the pairs' ratios: the way to compare two trees here.
 
 A run that fails is not timed: its output is kept in a file the summary names, and the exit status is 1.
+Ctrl-C stops it with the summary of the runs that ended (exit status 130).
 
     python tools/time_runs.py --runs 10 --budget 30 -- make test
 """
@@ -38,7 +39,12 @@ def run_once(command: list[str], cwd: Path, side: str, keep: Path) -> Run:
     start = time.perf_counter()
     with os.fdopen(fd, "w") as log:
         child = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603 (the user's command)
-        _, wait_status, usage = os.wait4(child.pid, 0)
+        try:
+            _, wait_status, usage = os.wait4(child.pid, 0)
+        except KeyboardInterrupt:  # Ctrl-C reached the command too: let it end, then stop without its half a run
+            child.wait()
+            os.unlink(name)
+            raise
     wall = time.perf_counter() - start
     child.returncode = status = os.waitstatus_to_exitcode(wait_status)  # reaped here: Popen must not wait again
     if status == 0:
@@ -90,22 +96,31 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--runs is {args.runs}; expected 1 or more")
     if args.against is not None and not args.against.is_dir():
         parser.error(f"--against is {args.against}; expected a directory (another checkout)")
+    if not args.keep.is_dir():
+        parser.error(f"--keep is {args.keep}; expected an existing directory")
     sides = [("A", Path.cwd())] + ([("B", args.against)] if args.against else [])
     runs: list[Run] = []
-    for i in range(args.runs):
-        for side, cwd in sides:
-            started = time.strftime("%H:%M:%S")
-            run = run_once(args.command, cwd, side, args.keep)
-            runs.append(run)
-            outcome = "passed" if run.status == 0 else f"FAILED (exit {run.status}, output in {run.output})"
-            print(f"{started} {side} run {i + 1}/{args.runs}: {run.wall_s:.2f} s wall, "
-                  f"{run.cpu_s:.2f} s CPU, {outcome}", flush=True)
+    interrupted = False
+    try:
+        for i in range(args.runs):
+            for side, cwd in sides:
+                started = time.strftime("%H:%M:%S")
+                run = run_once(args.command, cwd, side, args.keep)
+                runs.append(run)
+                outcome = "passed" if run.status == 0 else f"FAILED (exit {run.status}, output in {run.output})"
+                print(f"{started} {side} run {i + 1}/{args.runs}: {run.wall_s:.2f} s wall, "
+                      f"{run.cpu_s:.2f} s CPU, {outcome}", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"interrupted: the summary of the {len(runs)} runs that ended")
     for side, _ in sides:
         print(summary(runs, side, args.budget))
     if args.against:
         ratios = pair_ratios(runs)
         if ratios:
             print(f"B/A wall, median of {len(ratios)} pairs: {statistics.median(ratios):.2f}")
+    if interrupted:
+        return 130
     return 1 if any(r.status != 0 for r in runs) else 0
 
 
