@@ -100,7 +100,9 @@ def test_ctrl_c_stops_with_the_summary_of_the_runs_that_ended(tmp_path):
                             start_new_session=True)
     first = tool.stdout.readline()
     assert " A run 1/3: " in first and first.endswith("passed\n"), first
+    deadline = time.monotonic() + 10
     while (tmp_path / "count").read_text().strip() != "2":  # the second run has started
+        assert time.monotonic() < deadline, "the second run did not start"
         time.sleep(0.01)
     os.killpg(tool.pid, signal.SIGINT)
     rest = tool.stdout.read()
