@@ -91,13 +91,19 @@ def test_against_runs_the_two_trees_in_turn_and_gives_the_pairs_ratio(tmp_path, 
     assert ratio > 2, out
 
 
+def _ctrl_c_as_a_terminal_delivers_it() -> None:
+    """SIGINT back to its default in the tool's process group: a suite started in the background (`make
+    test &` from a script) ignores it, and an ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_with_the_summary_of_the_runs_that_ended(tmp_path):
     """Ctrl-C reaches the whole foreground process group: the tool and the run it waits for."""
     (tmp_path / "run.sh").write_text('n=$(( $(cat count 2>/dev/null || echo 0) + 1 )); echo "$n" >count\n'
                                      'if [ "$n" -gt 1 ]; then sleep 30; fi\n')
     tool = subprocess.Popen([sys.executable, str(Path(time_runs.__file__)), "--runs", "3", "--keep", str(tmp_path),
                              "--", "sh", "run.sh"], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_ctrl_c_as_a_terminal_delivers_it)
     first = tool.stdout.readline()
     assert " A run 1/3: " in first and first.endswith("passed\n"), first
     deadline = time.monotonic() + 10
