@@ -87,6 +87,7 @@ test: venv tools scan-venv helm ## the whole test suite, offline, on every core
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The suite's figure in docs/ci-and-previews.md: this machine's speed moves too much for one run to say it.
+# The prerequisites are made first, so that no timed run installs them.
 RUNS ?= 10
 time-test: venv tools scan-venv helm ## time `make test` over RUNS runs (default 10): median, quartiles, CPU
 	$(BIN)/python tools/time_runs.py --runs $(RUNS) --budget 30 -- $(MAKE) --no-print-directory test
