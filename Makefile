@@ -13,7 +13,8 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean
+.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean \
+	e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -85,6 +86,23 @@ reference: venv helm ## download the upstream reference material the fidelity te
 TEST_WORKERS ?= auto
 test: venv tools scan-venv helm ## the whole test suite, offline, on every core
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The real-control-plane tier (docs/real-control-plane.md): the pinned upstream programs built from the Go
+# module proxy into a cache outside the work tree, keyed by their pins (e2e/tools/build.sh; it prints the
+# folder); a control plane on loopback in its own network namespace; the tests that run on it. Needs root
+# (ip netns) and Go. E2E_BUILD_BUDGET (seconds, 0: none) bounds a cold build: what it leaves out is named.
+E2E_BUILD_BUDGET ?= 0
+e2e-tools: ## build the pinned kube-apiserver, etcd, kwok ... into the tools cache (cold: ~12 min), print it
+	bash e2e/tools/build.sh --budget $(E2E_BUILD_BUDGET)
+
+cluster-up: venv ## start a real control plane and the stack's nodes (make cluster-up [STACK=name])
+	$(BIN)/python -m e2e.cluster up --stack $(STACK) --budget $(E2E_BUILD_BUDGET)
+
+cluster-down: venv ## stop what cluster-up started (by process id) and remove its network namespace
+	$(BIN)/python -m e2e.cluster down
+
+e2e: venv helm ## the real-control-plane tier (starts and stops its own control planes)
+	$(BIN)/python -m e2e.run --budget $(E2E_BUILD_BUDGET)
 
 # The suite's figure in docs/ci-and-previews.md: this machine's speed moves too much for one run to say it.
 # The prerequisites are made first, so that no timed run installs them.

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the pinned upstream programs of the real-control-plane tier from the Go module proxy, once, into
+# a cache outside the work tree keyed by the pins (each wrapper module's go.mod and go.sum, this script,
+# the Go version), and prints the folder that holds them. A second run with the same pins builds nothing.
+#   e2e/tools/build.sh [--budget SECONDS]
+# With --budget, a module whose build would start after the budget is spent is left out and named.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+budget=0
+[ "${1:-}" = --budget ] && budget="$2"
+cache="${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aks-infiniband-e2e}"
+key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
+out="$cache/bin-$key"
+start=$SECONDS
+mkdir -p "$out"
+# Kubernetes' version variables, so /version tells the truth (Helm reads it for charts' kubeVersion).
+k8s_version="$(cd "$here/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+[[ "$k8s_version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "e2e-tools: no k8s.io/kubernetes version in kube/go.mod" >&2; exit 1; }
+minor="$(echo "$k8s_version" | cut -d. -f2)"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+build() {  # build MODULE STAMP PACKAGE...: one `go build` for the module's main packages
+  local module="$1" stamp="$out/.built-$1"; shift
+  [ -f "$stamp" ] && return 0
+  if [ "$budget" -gt 0 ] && [ $((SECONDS - start)) -ge "$budget" ]; then
+    echo "e2e-tools: $module not built: the build budget of ${budget}s is spent" >&2; return 0
+  fi
+  local t=$SECONDS
+  echo "e2e-tools: building $module ($*) into $out ..." >&2
+  (cd "$here/$module" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/" "$@")
+  echo "e2e-tools: $module built in $((SECONDS - t))s" >&2
+  touch "$stamp"
+}
+build etcd go.etcd.io/etcd/server/v3
+[ -f "$out/server" ] && mv -f "$out/server" "$out/etcd"  # go names the binary after the path: server
+build kwok sigs.k8s.io/kwok/cmd/kwok
+# kwok's CRDs (Logs, ClusterLogs: pod logs served from files) and its "fast" stages (nodes Ready, pods
+# Running, a Job's pods Succeeded), as kwokctl loads them, from the same module.
+if [ ! -d "$out/kwok-assets" ]; then
+  src="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  mkdir -p "$out/kwok-assets.tmp/crds" "$out/kwok-assets.tmp/stages"
+  cp "$src"/kustomize/crd/bases/*.yaml "$out/kwok-assets.tmp/crds/"
+  cp "$src"/kustomize/stage/node/fast/node-*.yaml "$src"/kustomize/stage/pod/fast/pod-*.yaml "$out/kwok-assets.tmp/stages/"
+  chmod -R u+w "$out/kwok-assets.tmp" && mv "$out/kwok-assets.tmp" "$out/kwok-assets"
+fi
+build kube k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+echo "$out"
