@@ -75,9 +75,7 @@ def policy(pool: Pool) -> list[dict[str, Any]]:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                     "operations": ["UPDATE"], "resources": ["nodes"]}]},
-            "matchConditions": [{"name": "in-pool", "expression":
-                                 f"has(oldObject.metadata.labels) && {_str(AGENTPOOL_LABEL)} in oldObject.metadata.labels"
-                                 f" && oldObject.metadata.labels[{_str(AGENTPOOL_LABEL)}] == {_str(pool.name)}"}],
+            "matchConditions": [{"name": "in-pool", "expression": _has_label("oldObject", AGENTPOOL_LABEL, pool.name)}],
             "validations": rules}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": {"name": name},

@@ -162,7 +162,8 @@ def pki(state: Path) -> Path:
 def kubeconfig(path: Path, pki_dir: Path, client: str) -> Path:
     """A kubeconfig (JSON is YAML) for one client certificate."""
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
-           "clusters": [{"name": "e2e", "cluster": {"server": SERVER, "certificate-authority": str(pki_dir / "ca.crt")}}],
+           "clusters": [{"name": "e2e", "cluster": {"server": SERVER,
+                                                    "certificate-authority": str(pki_dir / "ca.crt")}}],
            "users": [{"name": client, "user": {"client-certificate": str(pki_dir / f"{client}.crt"),
                                                "client-key": str(pki_dir / f"{client}.key")}}],
            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": client}}]}
@@ -321,7 +322,7 @@ def check_aks_rules(plane: Plane, facts) -> None:
     seconds to be enforced after it is created)."""
     from e2e import aks_rules
     for node, taint in aks_rules.probes(facts):
-        def denied() -> bool:
+        def denied(node: str = node, taint=taint) -> bool:
             done = plane.kubectl("taint", "node", node, f"{aks_rules.taint_text(taint)}-", "--dry-run=server",
                                  check=False)
             return done.returncode != 0 and aks_rules.POLICY_PREFIX in done.stderr
@@ -347,8 +348,26 @@ def _ready(plane: Plane, names: Sequence[str]) -> bool:
 
 
 # --- commands ------------------------------------------------------------------------------------------
-def up(stack: str, budget: int = 0) -> int:
+def start(stack: str, bin_dir: Path, state: Path = STATE) -> tuple[Plane, object, list[str]]:
+    """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules and the nodes of
+    `stack`'s pools. Returns the plane, the stack's pools (e2e/pools.py) and the node names."""
     from e2e import pools
+    stop_processes(state)
+    shutil.rmtree(state / "etcd", ignore_errors=True)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "bin").unlink(missing_ok=True)
+    (state / "bin").symlink_to(bin_dir)
+    plane = Plane(state, bin_dir)
+    facts = pools.facts(stack)
+    start_control_plane(plane)
+    create_aks_rules(plane, facts)
+    names = create_nodes(plane, facts)
+    check_aks_rules(plane, facts)
+    (state / "stack").write_text(stack)
+    return plane, facts, names
+
+
+def up(stack: str, budget: int = 0) -> int:
     started = time.monotonic()
     if not in_netns():
         bin_dir = tools(budget)
@@ -356,29 +375,20 @@ def up(stack: str, budget: int = 0) -> int:
         if lacking:
             raise ClusterError(f"not built: {', '.join(lacking)} (see e2e/tools/build.sh's output above)")
         if any(read_pid(p) and pid_alive(read_pid(p)) for p in (STATE / "pids").glob("*.pid")):
-            raise ClusterError(f"a control plane is already running (pids in {STATE / 'pids'}): make cluster-down first")
+            raise ClusterError(f"a control plane is already running (pids in {STATE / 'pids'}): "
+                               "make cluster-down first")
         netns_up()
         # Everything else runs inside the namespace, children included.
         env = {**os.environ, "E2E_BIN": str(bin_dir)}
         return subprocess.run([*prefix(), sys.executable, "-m", "e2e.cluster", "up", "--stack", stack],
                               env=env, cwd=ROOT).returncode
-    shutil.rmtree(STATE / "etcd", ignore_errors=True)
-    plane = Plane(STATE, Path(os.environ["E2E_BIN"]))
-    STATE.mkdir(parents=True, exist_ok=True)
-    (STATE / "bin").unlink(missing_ok=True)
-    (STATE / "bin").symlink_to(plane.bin)
     try:
-        facts = pools.facts(stack)
-        start_control_plane(plane)
-        create_aks_rules(plane, facts)
-        names = create_nodes(plane, facts)
-        check_aks_rules(plane, facts)
+        plane, facts, names = start(stack, Path(os.environ["E2E_BIN"]))
     except (ClusterError, subprocess.CalledProcessError) as exc:
         say(f"cluster-up failed: {exc}")
         say("stopping what was started (make cluster-down)")
         down()
         return 1
-    (STATE / "stack").write_text(stack)
     say(f"control plane up in {time.monotonic() - started:.0f}s: Kubernetes {facts.kubernetes_version} pools "
         f"{', '.join(p.name for p in facts.pools)}, nodes {', '.join(names)}")
     say(VOLCANO_NOT_BUILT)
@@ -388,10 +398,20 @@ def up(stack: str, budget: int = 0) -> int:
 
 
 def down() -> int:
-    """End every process whose id cluster-up wrote (SIGTERM, then SIGKILL after 10 s), remove the namespace."""
+    """End every process whose id cluster-up wrote, remove the namespace."""
+    stop_processes(STATE)
+    if not in_netns() and netns_exists():
+        _ip("netns", "del", NETNS)
+        say(f"removed network namespace {NETNS}")
+    shutil.rmtree(STATE / "etcd", ignore_errors=True)
+    return 0
+
+
+def stop_processes(state: Path) -> None:
+    """Each process whose id is in state/pids, one after the other in the reverse of the start order (the
+    API server ends at once while etcd still answers): SIGTERM to its group, SIGKILL after 10 s."""
     ended = []
-    # the reverse of the start order: the API server stops at once while etcd still answers
-    files = sorted((STATE / "pids").glob("*.pid"), key=lambda p: -PROCESSES.index(p.stem) if p.stem in PROCESSES else 1)
+    files = sorted((state / "pids").glob("*.pid"), key=lambda p: -PROCESSES.index(p.stem) if p.stem in PROCESSES else 1)
     for pid_file in files:
         pid = read_pid(pid_file)
         if pid and pid_alive(pid):
@@ -399,23 +419,16 @@ def down() -> int:
                 os.killpg(pid, signal.SIGTERM)  # each was started in its own session: its group is its id
             except ProcessLookupError:
                 pass
+            deadline = time.monotonic() + 10
+            while pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if pid_alive(pid):
+                say(f"{pid_file.stem} (pid {pid}) did not stop in 10 s: SIGKILL")
+                os.killpg(pid, signal.SIGKILL)
             ended.append((pid_file.stem, pid))
-    deadline = time.monotonic() + 10
-    for name, pid in ended:
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid_alive(pid):
-            say(f"{name} (pid {pid}) did not stop in 10 s: SIGKILL")
-            os.killpg(pid, signal.SIGKILL)
-    for pid_file in (STATE / "pids").glob("*.pid"):
         pid_file.unlink()
     if ended:
         say("stopped " + ", ".join(f"{n} ({p})" for n, p in ended))
-    if not in_netns() and netns_exists():
-        _ip("netns", "del", NETNS)
-        say(f"removed network namespace {NETNS}")
-    shutil.rmtree(STATE / "etcd", ignore_errors=True)
-    return 0
 
 
 def status() -> int:

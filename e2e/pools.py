@@ -72,7 +72,8 @@ class ClusterFacts:
 
 def _pool(inputs: Mapping[str, Any], name: str) -> Pool:
     return Pool(name=name, mode=str(inputs.get("mode") or "User"), vm_size=str(inputs["vmSize"]),
-                count=int(inputs.get("count") or inputs.get("minCount") or 1), os_sku=str(inputs.get("osSKU") or "Ubuntu"),
+                count=int(inputs.get("count") or inputs.get("minCount") or 1),
+                os_sku=str(inputs.get("osSKU") or "Ubuntu"),
                 labels=dict(inputs.get("nodeLabels") or {}),
                 taints=tuple(Taint.parse(t) for t in inputs.get("nodeTaints") or []))
 
