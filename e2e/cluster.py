@@ -294,7 +294,7 @@ def start_control_plane(plane: Plane) -> None:
     config.write_text("\n---\n".join([
         # kwok's own defaults (kustomize/kwok/kwok.yaml of the module), with only the CRDs used here
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"
-        "  enableCRDs: [Logs, ClusterLogs]\n  nodeLeaseParallelism: 4\n  podPlayStageParallelism: 4\n"
+        "  enableCRDs: [Logs, ClusterLogs]\n  enableDebuggingHandlers: true\n  nodeLeaseParallelism: 4\n  podPlayStageParallelism: 4\n"
         "  nodePlayStageParallelism: 4\n  nodeLeaseDurationSeconds: 40\n  enablePodsOnNodeSyncStreamWatch: true",
         *(s.read_text() for s in stages)]))
     plane.start("kwok", [
@@ -348,7 +348,7 @@ def _ready(plane: Plane, names: Sequence[str]) -> bool:
 
 
 # --- commands ------------------------------------------------------------------------------------------
-def start(stack: str, bin_dir: Path, state: Path = STATE) -> tuple[Plane, object, list[str]]:
+def start(stack: str, bin_dir: Path, state: Path = STATE, config=None) -> tuple[Plane, object, list[str]]:
     """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules and the nodes of
     `stack`'s pools. Returns the plane, the stack's pools (e2e/pools.py) and the node names."""
     from e2e import pools
@@ -358,7 +358,7 @@ def start(stack: str, bin_dir: Path, state: Path = STATE) -> tuple[Plane, object
     (state / "bin").unlink(missing_ok=True)
     (state / "bin").symlink_to(bin_dir)
     plane = Plane(state, bin_dir)
-    facts = pools.facts(stack)
+    facts = pools.facts(stack, config)
     start_control_plane(plane)
     create_aks_rules(plane, facts)
     names = create_nodes(plane, facts)

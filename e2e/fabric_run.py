@@ -55,8 +55,11 @@ def pods_of(job: Mapping[str, Any], nodes_by_task: Mapping[str, Sequence[str]]) 
 
 def run(plane: Plane, job: Mapping[str, Any], nodes_by_task: Mapping[str, Sequence[str]], launcher_log: str,
         log_dir: Path, phase: str = "Completed", launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
-    """Create the Job (as the stack does), its pods, the launcher's log, and end it in `phase`."""
-    plane.kubectl("create", "-f", "-", input=json.dumps(job))
+    """The Job (created here unless the stack's apply created it), its pods, the launcher's log, and its end
+    in `phase`."""
+    meta = job["metadata"]
+    if plane.kubectl("get", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"], check=False).returncode:
+        plane.kubectl("create", "-f", "-", input=json.dumps(job))
     meta = job["metadata"]
     created = json.loads(plane.kubectl("get", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"],
                                        "-o", "json").stdout)

@@ -78,12 +78,13 @@ def _pool(inputs: Mapping[str, Any], name: str) -> Pool:
                 taints=tuple(Taint.parse(t) for t in inputs.get("nodeTaints") or []))
 
 
-def facts(stack: str) -> ClusterFacts:
+def facts(stack: str, config: Mapping[str, Any] | None = None) -> ClusterFacts:
     """The cluster and pools of `stack`'s render; a Kubernetes-only half reads its Azure half's stack
     (`azureStack`), where the pools are declared."""
-    rendering = engine.render(stack)
+    rendering = engine.render(stack, config=config)
     clusters = rendering.of_type(CLUSTER_TYPE)
-    config = {**engine.project_defaults(), **engine.stack_file_config(stack)}
+    given = engine.stack_file_config(stack) if config is None else config
+    config = {**engine.project_defaults(), **{k if ":" in k else f"aks-infiniband:{k}": v for k, v in given.items()}}
     if not clusters:
         azure = config.get("aks-infiniband:azureStack") or ""
         if not azure:

@@ -19,8 +19,8 @@ class Planes:
         self.bin = bin_dir
         self.current = None
 
-    def fresh(self, stack: str):
-        self.current = cluster.start(stack, self.bin)
+    def fresh(self, stack: str, config=None):
+        self.current = cluster.start(stack, self.bin, config=config)
         return self.current
 
     def stop(self) -> None:
