@@ -13,8 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean \
-	e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -25,7 +24,7 @@ TOOLS_STAMP := tools/node_modules/.installed-$(call hash,tools/package.json tool
 
 help: ## list the targets
 	@echo "make [target] [STACK=name]; nothing here needs Azure or credentials:"
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 16
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/  \1\t\2/' | expand -t 16
 
 $(VENV_STAMP):
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)

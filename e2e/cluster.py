@@ -294,7 +294,8 @@ def start_control_plane(plane: Plane) -> None:
     config.write_text("\n---\n".join([
         # kwok's own defaults (kustomize/kwok/kwok.yaml of the module), with only the CRDs used here
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"
-        "  enableCRDs: [Logs, ClusterLogs]\n  enableDebuggingHandlers: true\n  nodeLeaseParallelism: 4\n  podPlayStageParallelism: 4\n"
+        "  enableCRDs: [Logs, ClusterLogs]\n  enableDebuggingHandlers: true\n"
+        "  nodeLeaseParallelism: 4\n  podPlayStageParallelism: 4\n"
         "  nodePlayStageParallelism: 4\n  nodeLeaseDurationSeconds: 40\n  enablePodsOnNodeSyncStreamWatch: true",
         *(s.read_text() for s in stages)]))
     plane.start("kwok", [
