@@ -11,8 +11,9 @@ deleted; Volcano's own objects then meet their CRDs' schemas, not its webhook's 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,6 @@ def apply_one(plane: Plane, obj: Mapping[str, Any], manager: str = "pulumi-e2e")
 
 def helm_install(plane: Plane, release: charts.Release, archive: Path, helm: Path, values_dir: Path) -> str | None:
     """`helm install` of one release from its packaged archive with the stack's values; None on success."""
-    import subprocess
     values_dir.mkdir(parents=True, exist_ok=True)
     values = values_dir / f"{release.name}.values.yaml"
     values.write_text(yaml.safe_dump(release.values, sort_keys=True))
@@ -123,6 +123,3 @@ def _record(out: Outcome, obj: Mapping[str, Any], error: str | None) -> None:
 def failures(outcome: Outcome) -> str:
     return "\n".join(f"- {what}: {why}" for what, why in outcome.refused)
 
-
-def kinds(items: Iterable[str]) -> set[str]:
-    return {i.split(" ", 1)[0] for i in items}

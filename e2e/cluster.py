@@ -159,13 +159,13 @@ def pki(state: Path) -> Path:
     return d
 
 
-def kubeconfig(path: Path, pki_dir: Path, client: str) -> Path:
-    """A kubeconfig (JSON is YAML) for one client certificate."""
+def kubeconfig(path: Path, pki_dir: Path, client: str, user: dict | None = None) -> Path:
+    """A kubeconfig (JSON is YAML) for one client: its certificate, or the credentials in `user`."""
+    user = user or {"client-certificate": str(pki_dir / f"{client}.crt"), "client-key": str(pki_dir / f"{client}.key")}
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
            "clusters": [{"name": "e2e", "cluster": {"server": SERVER,
                                                     "certificate-authority": str(pki_dir / "ca.crt")}}],
-           "users": [{"name": client, "user": {"client-certificate": str(pki_dir / f"{client}.crt"),
-                                               "client-key": str(pki_dir / f"{client}.key")}}],
+           "users": [{"name": client, "user": user}],
            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": client}}]}
     path.write_text(json.dumps(doc, indent=2))
     return path

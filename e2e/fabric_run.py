@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.cluster import Plane, wait
-
-JOB_NAME_LABEL, TASK_SPEC_LABEL = "volcano.sh/job-name", "volcano.sh/task-spec"
+from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL
 
 
 def cri_log(text: str, at: str = "2026-12-01T00:00:00.000000000Z") -> str:

@@ -116,36 +116,39 @@ def node_name(cluster: ClusterFacts, pool: Pool, index: int) -> str:
     return f"aks-{pool.name}-{pool_id(cluster, pool)}-vmss{_base36(index)}"
 
 
+def sku(pool: Pool) -> catalog.Sku | None:
+    """The catalog's record of the pool's size; None for a size it does not hold (the system pool's)."""
+    try:
+        return catalog.lookup(pool.vm_size)
+    except (KeyError, LookupError, ValueError):
+        return None
+
+
 def capacity(pool: Pool, rdma_mode: str) -> dict[str, str]:
     """What the node reports once its device plugins run: CPUs, memory, pods, GPUs and the RDMA resource
     of the stack's mode (none for `dra`, whose devices are ResourceSlices)."""
     out = {"cpu": "4", "memory": "16Gi", "pods": str(MAX_PODS), "ephemeral-storage": "128Gi"}
-    try:
-        sku = catalog.lookup(pool.vm_size)
-    except (KeyError, LookupError, ValueError):
+    record = sku(pool)
+    if record is None:
         return out
-    out["cpu"] = str(sku.cpu_cores_per_vm)
+    out["cpu"] = str(record.cpu_cores_per_vm)
     out["memory"] = "1800Gi"
-    if sku.gpus_per_vm:
-        out["nvidia.com/gpu"] = str(sku.gpus_per_vm)
-    request = modes.rdma_mode(rdma_mode).request(sku)
+    if record.gpus_per_vm:
+        out["nvidia.com/gpu"] = str(record.gpus_per_vm)
+    request = modes.rdma_mode(rdma_mode).request(record)
     if request is not None:
         out[request.resource] = str(max(request.count, 1))
     return out
 
 
 def arch(pool: Pool) -> str:
-    try:
-        return catalog.lookup(pool.vm_size).cpu_arch
-    except (KeyError, LookupError, ValueError):
-        return "amd64"
+    record = sku(pool)
+    return record.cpu_arch if record else "amd64"
 
 
 def is_gpu(pool: Pool) -> bool:
-    try:
-        return catalog.lookup(pool.vm_size).gpus_per_vm > 0
-    except (KeyError, LookupError, ValueError):
-        return False
+    record = sku(pool)
+    return bool(record and record.gpus_per_vm)
 
 
 def node(cluster: ClusterFacts, pool: Pool, index: int) -> dict[str, Any]:

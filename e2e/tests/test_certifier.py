@@ -20,7 +20,7 @@ import pytest
 
 from core import fabric
 from e2e import apply, fabric_run
-from e2e.cluster import ROOT, SERVER
+from e2e.cluster import ROOT, kubeconfig
 from offline import engine
 from tests.test_certify import doctor_log
 
@@ -62,14 +62,8 @@ class World:
 
     def token_kubeconfig(self) -> Path:
         token = self.kubectl("create", "token", "fabric-certifier", "-n", "fabric-certifier").stdout.strip()
-        path = self.tmp / "certifier.kubeconfig"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": SERVER,
-                                                   "certificate-authority": str(self.plane.state / "pki" / "ca.crt")}}],
-            "users": [{"name": "sa", "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "sa"}}]}))
-        return path
+        return kubeconfig(self.tmp / "certifier.kubeconfig", self.plane.state / "pki", "fabric-certifier",
+                          {"token": token})
 
     def certify(self, *extra: str) -> tuple[int, dict, str]:
         """The stack's own day-0 argv, as its ServiceAccount, with the standard library alone (python -S)."""
