@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
 from core import fabric
-from verify import certify, certify_recurring
+from verify import certify, certify_kube, certify_recurring
 from verify.certify_cli import CODE_SHA256_ENV
 from verify.kube import VOLCANO_GROUP
 
@@ -142,12 +142,16 @@ def rack_rules() -> list[rbac.PolicyRuleArgs]:
 
 
 def own_rules(rack: bool = False) -> list[rbac.PolicyRuleArgs]:
-    """In its own namespace: Events, and exactly its ConfigMaps (create cannot be limited by name, so the
-    stack creates them and the certifier only reads and patches them)."""
+    """In its own namespace: exactly its ConfigMaps (create cannot be limited by name, so the stack creates
+    them and the certifier only reads and patches them)."""
     names = [RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP, *([RACK_RESULT_CONFIGMAP] if rack else [])]
-    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["events"], verbs=["create"]),
-            rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
+    return [rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
                                 resource_names=names)]
+
+
+def event_rules() -> list[rbac.PolicyRuleArgs]:
+    """In `default`, the only namespace where the API accepts an Event about a Node: create Events."""
+    return [rbac.PolicyRuleArgs(api_groups=["events.k8s.io"], resources=["events"], verbs=["create"])]
 
 
 def role(name: str, namespace: pulumi.Input[str], rules: list[rbac.PolicyRuleArgs],
@@ -164,7 +168,8 @@ def role(name: str, namespace: pulumi.Input[str], rules: list[rbac.PolicyRuleArg
 
 class Certifier(pulumi.ComponentResource):
     """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole (+ `-binding`), `{name}-fabric`
-    Role in the fabric test's namespace and `{name}-own` in its own (each + `-binding`), `{name}-code`,
+    Role in the fabric test's namespace, `{name}-own` in its own and `{name}-events` in `default` (each +
+    `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
     PriorityClass, and `{name}-recurring` CronJob unless `schedule` is off."""
 
@@ -189,6 +194,7 @@ class Certifier(pulumi.ComponentResource):
         in_fabric = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
         role(f"{name}-fabric", args.fabric_namespace, fabric_rules(), in_fabric)
         role(f"{name}-own", ns, own_rules(args.rack), child)
+        role(f"{name}-events", certify_kube.EVENTS_NAMESPACE, event_rules(), child)
         files = certify.code_files(ROOT)
         self.code_sha256 = certify.code_sha256(files)
         self.files = tuple(files)

@@ -8,7 +8,11 @@ writable object store instead. It answers as the API server does for what the ce
   answers), RFC 7386 merge patch (null deletes), and strategic merge where the certifier uses it
   (`status.conditions` merge by `type`, the patchMergeKey of NodeCondition); each write bumps the
   object's resourceVersion;
-- POST of an Event (metadata.generateName honoured), stored and listed;
+- POST of an Event, core/v1 or events.k8s.io/v1 (metadata.generateName honoured), stored and listed,
+  validated as the real API server of e2e/ answered (pkg/apis/core/validation/events.go): an Event about
+  a cluster-scoped object (a Node) outside `default` (or `kube-system` with eventTime) is 422, and an
+  events.k8s.io/v1 Event needs eventTime, action, reportingController, reportingInstance and a note of
+  at most 1024 bytes;
 - a bearer token on every request (401 without).
 Nodes, pods and ConfigMaps are given as the API's JSON; `writes` lists (method, path, body) in order.
 """
@@ -111,6 +115,8 @@ class FakeApi(LoopbackServer):
         self.requests: list[tuple[str, str]] = []
         self.pushed: list[tuple[str, str]] = []  # what was PUT to /metrics/job/... (the Pushgateway's API)
         self.version = 100
+        # path prefix -> (code, message): writes there are refused, as RBAC (403) or AKS's rules would
+        self.refuse: dict[str, tuple[int, str]] = {}
         self.lock = threading.Lock()
         for n in nodes:
             self.put(f"/api/v1/nodes/{n['metadata']['name']}", n)
@@ -176,6 +182,9 @@ class FakeApi(LoopbackServer):
         self.objects[path] = obj
 
     def answer(self, method: str, path: str, query: dict, body: Any, content_type: str | None):
+        refused = next((v for k, v in self.refuse.items() if method != "GET" and path.startswith(k)), None)
+        if refused:
+            return refused[0], status(refused[0], "Forbidden" if refused[0] == 403 else "Invalid", refused[1])
         if method == "GET":
             if path.endswith("/log") and path[:-4] in self.objects:
                 return 200, self.logs.get(path[:-4], "")
@@ -190,6 +199,10 @@ class FakeApi(LoopbackServer):
                              "items": [o for o in found if selected(o, query.get("labelSelector"))]}
             return 404, status(404, "NotFound", f"{path} not found")
         if method == "POST" and path.endswith("/events"):
+            invalid = event_problem(path, body)
+            if invalid:
+                return 422, status(422, "Invalid", f'The Event "{(body.get("metadata") or {}).get("generateName")}" '
+                                   f"is invalid: {invalid}")
             obj = copy.deepcopy(body)
             meta = obj.setdefault("metadata", {})
             meta["name"] = meta.get("name") or f"{meta.get('generateName', 'event-')}{len(self.writes):05d}"
@@ -251,6 +264,23 @@ class FakeApi(LoopbackServer):
 
     def configmap(self, namespace: str, name: str) -> dict:
         return self.objects[f"/api/v1/namespaces/{namespace}/configmaps/{name}"]
+
+
+def event_problem(path: str, event: dict) -> str | None:
+    """What the API server refuses in an Event (the first problem, its words), else None."""
+    namespace = path.split("/namespaces/")[1].split("/")[0]
+    new_api = path.startswith("/apis/events.k8s.io/v1/")
+    if new_api:
+        for key in ("eventTime", "action", "reportingInstance", "reportingController"):
+            if not event.get(key):
+                return f"{key}: Required value"
+        if len(str(event.get("note") or "").encode()) > 1024:
+            return 'message: Invalid value: "": can have at most 1024 characters'
+    about = event.get("regarding" if new_api else "involvedObject") or {}
+    allowed = ("default", "kube-system") if event.get("eventTime") else ("default",)
+    if not about.get("namespace") and namespace not in allowed:
+        return 'involvedObject.namespace: Invalid value: "": does not match event.namespace'
+    return None
 
 
 def status(code: int, reason: str, message: str) -> dict:

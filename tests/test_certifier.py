@@ -47,8 +47,8 @@ def rules(stack, type_: str, name: str) -> list[tuple]:
 
 
 def test_rbac_is_what_the_certifier_uses_and_nothing_more(dev):
-    """Issue 21: nodes get/list/watch/patch and nodes/status, pods and pods/log read, its own jobs, events
-    create, its history objects. No secrets, no wildcard, no cluster-admin."""
+    """Issue 21: nodes get/list/watch/patch and nodes/status, pods and pods/log read, its own jobs, Events
+    create in `default`, its history objects. No secrets, no wildcard, no cluster-admin."""
     assert rules(dev, "ClusterRole", "certifier-nodes") == [
         (("",), ("nodes",), ("get", "list", "patch", "watch"), ()),
         (("",), ("nodes/status",), ("patch",), ()),
@@ -58,8 +58,10 @@ def test_rbac_is_what_the_certifier_uses_and_nothing_more(dev):
         (("batch.volcano.sh",), ("jobs",), ("create", "delete", "get", "list"), ())]
     assert rules(dev, "Role", "certifier-own") == [
         (("",), ("configmaps",), ("get", "patch"), (certifier_mod.RESULT_CONFIGMAP, certifier_mod.HISTORY_CONFIGMAP,
-                                                   certifier_mod.TEMPLATE_CONFIGMAP)),
-        (("",), ("events",), ("create",), ())]
+                                                   certifier_mod.TEMPLATE_CONFIGMAP))]
+    # Events about Nodes: only `default` accepts them (the API server answers 422 elsewhere)
+    assert rules(dev, "Role", "certifier-events") == [(("events.k8s.io",), ("events",), ("create",), ())]
+    assert dev.one(f"{RBAC}:Role", "certifier-events").inputs["metadata"]["namespace"] == "default"
     text = json.dumps([r.inputs for r in certifier_objects(dev) if r.type.startswith(RBAC)])
     assert "secrets" not in text and '"*"' not in text and "cluster-admin" not in text
     binding = dev.one(f"{RBAC}:ClusterRoleBinding", "certifier-nodes-binding").inputs

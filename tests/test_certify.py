@@ -124,8 +124,12 @@ def test_day0_three_good_nodes_lose_uncertified_and_the_slow_one_is_quarantined_
     cond = api.condition(name(3), fabric.FABRIC_CONDITION)
     assert cond["status"] == "False" and cond["reason"] == "FabricTestFailed" and "slow" in cond["message"]
     (event,) = [e for e in api.events() if e["reason"] == "FabricQuarantined"]
-    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": name(3), "uid": "uid-node-3"}
-    assert event["type"] == "Warning" and f"{SLOW:.2f}" in event["message"]  # the figures behind it
+    assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": name(3), "uid": "uid-node-3"}
+    assert event["metadata"]["namespace"] == "default"  # the one namespace the API accepts for a Node's Events
+    assert event["type"] == "Warning" and f"{SLOW:.2f}" in event["note"]  # the figures behind it
+    result_write = next(i for i, (_, path, _) in enumerate(api.writes) if path.endswith("/fabric-certifier-result"))
+    assert result_write < min(i for i, (_, path, _) in enumerate(api.writes) if "/nodes/" in path or "/events" in path), \
+        "the verdict is written before any node write"
     # suspects name the node and the VM; the pod host name stays as evidence
     (suspect,) = out["certification"]["suspects"]
     assert (suspect["node"], suspect["vm"], suspect["host"]) == (name(3), "aks-ib-12345678-vmss_3", f"{HOSTS[3]}.{JOB}")
@@ -188,7 +192,7 @@ def test_a_quarantined_node_is_released_after_a_pass(tmp_path, capsys):
     assert api.taints(name(3)) == [POOL]
     assert certify.QUARANTINED_BY_ANNOTATION not in api.node(name(3))["metadata"]["annotations"]
     assert api.condition(name(3), fabric.FABRIC_CONDITION)["status"] == "True"
-    assert any(e["reason"] == "FabricCertified" and "released" in e["message"] for e in api.events())
+    assert any(e["reason"] == "FabricCertified" and "released" in e["note"] for e in api.events())
 
 
 def test_a_node_with_an_npd_condition_is_not_certified_and_says_why(tmp_path, capsys):
@@ -513,3 +517,32 @@ def test_the_rack_flag_is_refused_where_it_would_certify_or_cannot_apply(tmp_pat
         code, _, err = rack_run(api, tmp_path, capsys, *extra)
     assert code == 2 and why in err
     assert api.writes == []
+
+
+def test_a_refused_event_or_condition_never_hides_the_verdict_and_is_counted(tmp_path, capsys):
+    """Events and conditions are side effects: refused (here a 403, as RBAC answers), the run still
+    exits by its verdict, the taints are still written, and the result counts what failed."""
+    with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
+        api.refuse = {"/apis/events.k8s.io/": (403, "events.events.k8s.io is forbidden"),
+                      f"/api/v1/nodes/{name(0)}/status": (403, "nodes \"x\" is forbidden: nodes/status")}
+        code, out = certify_run(api, tmp_path, capsys)
+        kept = json.loads(api.configmap(NS, "fabric-certifier-result")["data"]["certification.json"])
+    assert code == 0 and out["certification"]["verdict"] == "FAIL"
+    assert api.taints(name(0)) == [POOL] and api.taints(name(3)) == [POOL, QUAR], "the taints are still written"
+    failed = kept["failed_writes"]
+    assert len([f for f in failed if "Event" in f["write"]]) == 4 and all(f["best_effort"] for f in failed)
+    assert any("condition" in f["write"] and "forbidden" in f["error"] for f in failed)
+
+
+def test_a_refused_taint_write_exits_2_after_the_verdict_is_written(tmp_path, capsys):
+    """A taint write is not a side effect: refused (as AKS refuses a pool taint), that node is left as it
+    was, its later writes are skipped, the others go on, and the run exits 2 with the verdict kept."""
+    with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
+        api.refuse = {f"/api/v1/nodes/{name(1)}": (422, "admission webhook denied the request")}
+        code, out = certify_run(api, tmp_path, capsys)
+        kept = json.loads(api.configmap(NS, "fabric-certifier-result")["data"]["certification.json"])
+    assert code == 2 and kept["verdict"] == "FAIL"
+    assert api.taints(name(1)) == [POOL, UNCERT] and api.taints(name(0)) == [POOL]
+    (failed,) = kept["failed_writes"]
+    assert failed["write"].startswith(f"set taints of node {name(1)}") and "denied" in failed["error"]
+    assert not failed["best_effort"]

@@ -147,24 +147,41 @@ def run(args: argparse.Namespace) -> int:
                 certify_kube._say(f"{exc}; the result of run {args.run_id} is already recorded: reporting it")
                 return _report(args, kept, [], args.run_id)
         plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
-        certify_kube.apply(writer, plan, nodes, policy, at=at)
         keeps_history = args.history_configmap and not args.rack  # a node's history is of the fabric only
         history = certify_kube.history_records(api, home, args.history_configmap) if keeps_history else {}
         out = _document(result, plan, member, certify.relative_warnings(history, plan.decisions), args, at)
-        out["certification"]["run_id"] = run_id
+        out["certification"].update(run_id=run_id, failed_writes=writer.failed)
+        if args.result_configmap:  # the verdict first: no node write can hide it
+            _write_result(reporter, args.result_configmap, out)
+        certify_kube.apply(writer, plan, nodes, policy, at=at)
         if keeps_history:
-            writer.configmap(args.history_configmap,
-                             certify_kube.history_update(history, plan, at=at, run=run_id, keep=args.history_size))
-        if args.result_configmap:
-            reporter.configmap(args.result_configmap, {
-                RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
-                CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
+            writer.configmap(args.history_configmap, certify_kube.history_update(
+                history, plan, at=at, run=run_id, keep=args.history_size), best_effort=True)
         if args.pushgateway and not writer.dry_run and not args.rack:
-            certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
+            try:
+                certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
+            except OSError as exc:
+                certify_kube._say(f"failed to push metrics to {args.pushgateway}: {exc} (best effort)")
+                writer.failed.append({"write": f"push metrics to {args.pushgateway}", "error": str(exc),
+                                      "best_effort": True})
+        if writer.failed and args.result_configmap:
+            _write_result(reporter, args.result_configmap, out)
     except (ApiError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    return _report(args, out, writer.writes + reporter.writes, run_id)
+    code = _report(args, out, writer.writes + reporter.writes, run_id)
+    hard = [f for f in writer.failed if not f["best_effort"]]
+    if hard:
+        print(f"error: {len(hard)} node write(s) failed (the result is written; those nodes are unchanged): "
+              + "; ".join(f"{f['write']}: {f['error']}" for f in hard), file=sys.stderr)
+        return EXIT_ERROR
+    return code
+
+
+def _write_result(reporter: certify_kube.Writer, name: str, out: dict) -> None:
+    reporter.configmap(name, {
+        RESULT_KEY: json.dumps(out["result"], sort_keys=True) if out["result"] else "null",
+        CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
 
 
 def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tuple[FabricResult, dict[str, str]]:

@@ -7,14 +7,23 @@ What it writes, and why that way (the API reference):
   `spec.taints`: `taints` has no patch strategy, so a merge would replace the list anyway, and the test
   makes a concurrent change (kubectl taint, AKS) fail the write (422) instead of being overwritten;
 - the condition: a strategic-merge PATCH of nodes/status (conditions merge by `type`, as NPD writes);
-- Events: core/v1 Events in the certifier's namespace, involvedObject the Node (`kubectl describe
-  node` lists them);
+- Events: events.k8s.io/v1 Events in `default`, `regarding` the Node (`kubectl describe node` lists them).
+  An Event about a cluster-scoped object must live in `default` (the API server answers 422 elsewhere:
+  pkg/apis/core/validation/events.go), and the new API requires eventTime, action and the reporting
+  controller and instance;
 - history and result: merge PATCHes of ConfigMaps the stack created (the RBAC names them).
+
+The result is written before any node write, and Events and conditions are best effort: a failed one is
+said on stderr and counted in the result (`failed_writes`), never raised, so a side effect cannot hide the
+verdict or fail the day-0 Job. A failed taint or label write is counted too and makes the run exit 2 once
+the result is written: the node it concerns stays as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import time
 import urllib.request
@@ -28,7 +37,10 @@ from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_
 from verify.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError
 
 HISTORY_KEEP = 10  # records per node in the history ring
-EVENT_MESSAGE_CHARS = 1024  # an Event's message is for people; the full evidence is in the history
+EVENT_NOTE_BYTES = 1024  # events.k8s.io/v1 `note` limit (1 kB); the full evidence is in the history
+EVENTS_NAMESPACE = "default"  # the one namespace the API accepts for Events about Nodes (kube-system aside)
+EVENTS_PATH = f"/apis/events.k8s.io/v1/namespaces/{EVENTS_NAMESPACE}/events"
+REPORTING_CONTROLLER = f"aks-infiniband.io/{certify.CERTIFIER}"
 DONE, FAILED = frozenset({"Completed"}), frozenset({"Failed", "Aborted", "Terminated"})
 
 
@@ -93,19 +105,43 @@ def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], ta
     return kube.name(pod), text
 
 
+def reporting_instance() -> str:
+    """The pod's name (HOSTNAME in a pod), else this host's: which certifier run wrote an Event."""
+    return (os.environ.get("HOSTNAME") or socket.gethostname() or certify.CERTIFIER)[:128]
+
+
+def micro_time(at: str) -> str:
+    """`2026-12-03T17:00:00Z` as a MicroTime (`…:00.000000Z`): eventTime's format."""
+    return at.replace("Z", ".000000Z") if at.endswith("Z") and "." not in at else at
+
+
+def note(message: str) -> str:
+    """The message cut to the note's limit in bytes (UTF-8), on a character boundary."""
+    return message.encode()[:EVENT_NOTE_BYTES].decode(errors="ignore")
+
+
 @dataclass
 class Writer:
-    """Applies a plan; in dry run, records what it would write and writes nothing."""
+    """Applies a plan; in dry run, records what it would write and writes nothing. A best-effort write
+    that fails is said and kept in `failed` (and so is any other failed write: the caller decides)."""
 
     api: Api
-    namespace: str  # where Events and the ConfigMaps live
+    namespace: str  # where the ConfigMaps live
     dry_run: bool
     writes: list[str] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # {write, error, best_effort}
 
-    def _do(self, what: str, call, *args) -> None:
+    def _do(self, what: str, call, *args, best_effort: bool = False) -> None:
         self.writes.append(("would " if self.dry_run else "") + what)
-        if not self.dry_run:
+        if self.dry_run:
+            return
+        try:
             call(*args)
+        except ApiError as exc:
+            self.failed.append({"write": what, "error": str(exc), "best_effort": best_effort})
+            _say(f"failed to {what}: {exc}" + (" (best effort: the run goes on)" if best_effort else ""))
+            if not best_effort:
+                raise
 
     def taints(self, node: Mapping[str, Any], taints: list[dict], why: str) -> None:
         body = [{"op": "test", "path": "/metadata/resourceVersion", "value": kube.get(node, "metadata",
@@ -122,28 +158,29 @@ class Writer:
         cond = {"type": fabric.FABRIC_CONDITION, "status": status, "reason": reason, "message": message[:1024],
                 "lastTransitionTime": at, "lastHeartbeatTime": at}
         self._do(f"condition {fabric.FABRIC_CONDITION}={status} ({reason}) on node {node}", self.api.patch,
-                 f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}}, STRATEGIC_MERGE)
+                 f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}}, STRATEGIC_MERGE,
+                 best_effort=True)
 
-    def event(self, node: Mapping[str, Any], kind: str, reason: str, message: str, at: str) -> None:
+    def event(self, node: Mapping[str, Any], kind: str, reason: str, action: str, message: str, at: str) -> None:
         name = kube.name(node)
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{name}.fabric-", "namespace": self.namespace},
-                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name,
-                                   "uid": kube.get(node, "metadata", "uid")},
-                "type": kind, "reason": reason, "message": message[:EVENT_MESSAGE_CHARS],
-                "source": {"component": certify.CERTIFIER}, "reportingComponent": certify.CERTIFIER,
-                "reportingInstance": certify.CERTIFIER, "firstTimestamp": at, "lastTimestamp": at, "count": 1}
-        self._do(f"{kind} Event {reason} on node {name}", self.api.post,
-                 f"/api/v1/namespaces/{self.namespace}/events", body)
+        body = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"generateName": f"{name}.fabric-", "namespace": EVENTS_NAMESPACE},
+                "regarding": {"apiVersion": "v1", "kind": "Node", "name": name,
+                              "uid": kube.get(node, "metadata", "uid")},
+                "type": kind, "reason": reason, "action": action, "note": note(message),
+                "eventTime": micro_time(at), "reportingController": REPORTING_CONTROLLER,
+                "reportingInstance": reporting_instance()}
+        self._do(f"{kind} Event {reason} on node {name}", self.api.post, EVENTS_PATH, body, best_effort=True)
 
     def create_job(self, namespace: str, job: dict) -> None:
         name = job["metadata"]["name"]
         self._do(f"create Volcano job {namespace}/{name} on {job['spec']['minAvailable'] - 1} node(s)", self.api.post,
                  f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}", job)
 
-    def configmap(self, name: str, data: dict[str, str]) -> None:
+    def configmap(self, name: str, data: dict[str, str], best_effort: bool = False) -> None:
         self._do(f"update ConfigMap {self.namespace}/{name} ({', '.join(sorted(data))})", self.api.patch,
-                 f"/api/v1/namespaces/{self.namespace}/configmaps/{name}", {"data": data}, MERGE_PATCH)
+                 f"/api/v1/namespaces/{self.namespace}/configmaps/{name}", {"data": data}, MERGE_PATCH,
+                 best_effort=best_effort)
 
 
 def _without_fabric_taint(node: Mapping[str, Any], keep_quarantine: bool) -> list[dict]:
@@ -161,39 +198,46 @@ def apply(writer: Writer, plan: certify.Plan, nodes: Sequence[Mapping[str, Any]]
     if plan.breaker:
         for d in plan.decisions:
             if d.action == certify.QUARANTINE:
-                writer.event(by_name[d.node], "Warning", "FabricCircuitBreakerOpen",
+                writer.event(by_name[d.node], "Warning", "FabricCircuitBreakerOpen", "Quarantine",
                              f"{plan.breaker}. Evidence: {d.reason}", at)
         return
     taint = policy.mode == "taint"
     for d in plan.decisions:
-        node = by_name[d.node]
-        f = certify.facts(node)
-        if d.action == certify.CERTIFY:
-            # a quarantined taint that a person set stays: it is theirs to remove
-            person_quarantine = f.state == fabric.QUARANTINED and not f.ours
-            if taint and f.state in (fabric.UNCERTIFIED, fabric.QUARANTINED) and not person_quarantine:
-                writer.taints(node, _without_fabric_taint(node, keep_quarantine=False),
-                              f"remove {fabric.FABRIC_TAINT_KEY}={f.state}: {d.reason}")
-            record = {"at": d.evidence.get("at") or at, "run": d.evidence.get("run"),
-                      "against": d.evidence.get("against"), "boot_id": f.boot_id}  # a re-image changes it
-            writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "certified"}, {
-                certify.CERTIFIED_AT_ANNOTATION: json.dumps(record),
-                **({certify.QUARANTINED_BY_ANNOTATION: None} if f.ours else {})})
-            writer.condition(d.node, "True", "FabricTestPassed", d.reason, at)
-            writer.event(node, "Normal", "FabricCertified", d.reason
-                         + (" (released from quarantine)" if f.state == fabric.QUARANTINED else ""), at)
-        elif d.action == certify.QUARANTINE:
-            if taint:
-                taints = _without_fabric_taint(node, keep_quarantine=False) + [
-                    {"key": fabric.FABRIC_TAINT_KEY, "value": fabric.QUARANTINED, "effect": fabric.FABRIC_TAINT_EFFECT}]
-                writer.taints(node, taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}: {d.reason}")
-            writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "quarantined"},
-                            {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint else {})
-            writer.condition(d.node, "False", "FabricTestFailed", d.reason, at)
-            writer.event(node, "Warning", "FabricQuarantined",
-                         f"{d.reason}. Evidence: {json.dumps(d.evidence, sort_keys=True)}", at)
-        elif d.action == certify.HOLD:
-            writer.event(node, "Warning", "FabricNotCertified", d.reason, at)
+        try:
+            _apply_one(writer, d, by_name[d.node], taint, at)
+        except ApiError:  # said and kept in writer.failed; this node's later writes are skipped
+            continue
+
+
+def _apply_one(writer: Writer, d: certify.Decision, node: Mapping[str, Any], taint: bool, at: str) -> None:
+    """One node's writes, the taint first: when it fails nothing else is said about the node."""
+    f = certify.facts(node)
+    if d.action == certify.CERTIFY:
+        # a quarantined taint that a person set stays: it is theirs to remove
+        person_quarantine = f.state == fabric.QUARANTINED and not f.ours
+        if taint and f.state in (fabric.UNCERTIFIED, fabric.QUARANTINED) and not person_quarantine:
+            writer.taints(node, _without_fabric_taint(node, keep_quarantine=False),
+                          f"remove {fabric.FABRIC_TAINT_KEY}={f.state}: {d.reason}")
+        record = {"at": d.evidence.get("at") or at, "run": d.evidence.get("run"),
+                  "against": d.evidence.get("against"), "boot_id": f.boot_id}  # a re-image changes it
+        writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "certified"}, {
+            certify.CERTIFIED_AT_ANNOTATION: json.dumps(record),
+            **({certify.QUARANTINED_BY_ANNOTATION: None} if f.ours else {})})
+        writer.condition(d.node, "True", "FabricTestPassed", d.reason, at)
+        writer.event(node, "Normal", "FabricCertified", "Certify", d.reason
+                     + (" (released from quarantine)" if f.state == fabric.QUARANTINED else ""), at)
+    elif d.action == certify.QUARANTINE:
+        if taint:
+            taints = _without_fabric_taint(node, keep_quarantine=False) + [
+                {"key": fabric.FABRIC_TAINT_KEY, "value": fabric.QUARANTINED, "effect": fabric.FABRIC_TAINT_EFFECT}]
+            writer.taints(node, taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}: {d.reason}")
+        writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "quarantined"},
+                        {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint else {})
+        writer.condition(d.node, "False", "FabricTestFailed", d.reason, at)
+        writer.event(node, "Warning", "FabricQuarantined", "Quarantine",
+                     f"{d.reason}. Evidence: {json.dumps(d.evidence, sort_keys=True)}", at)
+    elif d.action == certify.HOLD:
+        writer.event(node, "Warning", "FabricNotCertified", "Hold", d.reason, at)
 
 
 def history_records(api: Api, namespace: str, name: str) -> dict[str, list[dict]]:
