@@ -128,8 +128,8 @@ def test_day0_three_good_nodes_lose_uncertified_and_the_slow_one_is_quarantined_
     assert event["metadata"]["namespace"] == "default"  # the one namespace the API accepts for a Node's Events
     assert event["type"] == "Warning" and f"{SLOW:.2f}" in event["note"]  # the figures behind it
     result_write = next(i for i, (_, path, _) in enumerate(api.writes) if path.endswith("/fabric-certifier-result"))
-    assert result_write < min(i for i, (_, path, _) in enumerate(api.writes) if "/nodes/" in path or "/events" in path), \
-        "the verdict is written before any node write"
+    node_or_event = [i for i, (_, path, _) in enumerate(api.writes) if "/nodes/" in path or "/events" in path]
+    assert result_write < min(node_or_event), "the verdict is written before any node write"
     # suspects name the node and the VM; the pod host name stays as evidence
     (suspect,) = out["certification"]["suspects"]
     assert (suspect["node"], suspect["vm"], suspect["host"]) == (name(3), "aks-ib-12345678-vmss_3", f"{HOSTS[3]}.{JOB}")
