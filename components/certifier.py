@@ -23,7 +23,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
-from core import fabric
 from verify import certify, certify_kube, certify_recurring
 from verify.certify_cli import CODE_SHA256_ENV
 from verify.kube import VOLCANO_GROUP
@@ -38,6 +37,7 @@ RESULT_CONFIGMAP = "fabric-certifier-result"
 HISTORY_CONFIGMAP = "fabric-certifier-history"
 RACK_RESULT_CONFIGMAP = "fabric-certifier-rack-result"  # the rack's NVLink run, apart from the verdict
 TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
+ADMISSION_DEPLOYMENT = "fabric-certifier-admission"  # holds new boots, re-tests held nodes (verify/certify_admit.py)
 CODE_DIR = "/opt/aks-infiniband"
 # python:3.12-slim, its multi-arch index digest as two unrelated public Dockerfiles pin it (the code
 # needs 3.11+: datetime.UTC). Any image with python3 >= 3.11 works (certifier.image).
@@ -86,11 +86,11 @@ def policy_args(args: CertifierArgs) -> list[str]:
 
 
 def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str],
-             priority_class: str | None = None) -> core_v1.PodSpecArgs:
+             priority_class: str | None = None, restart_policy: str = "Never") -> core_v1.PodSpecArgs:
     """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only."""
     return core_v1.PodSpecArgs(
         service_account_name=SERVICE_ACCOUNT,
-        restart_policy="Never",
+        restart_policy=restart_policy,
         priority_class_name=priority_class,
         node_selector={"kubernetes.io/os": "linux"},
         security_context=core_v1.PodSecurityContextArgs(
@@ -171,7 +171,8 @@ class Certifier(pulumi.ComponentResource):
     Role in the fabric test's namespace, `{name}-own` in its own and `{name}-events` in `default` (each +
     `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
-    PriorityClass, and `{name}-recurring` CronJob unless `schedule` is off."""
+    PriorityClass, `{name}-template` (the re-test job) with `retest`, `{name}-admission` Deployment unless the
+    mode is off, and `{name}-recurring` CronJob unless `schedule` is off."""
 
     def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
@@ -218,11 +219,26 @@ class Certifier(pulumi.ComponentResource):
         if args.rack:
             self.ready.append(core_v1.ConfigMap(f"{name}-rack-result", metadata=meta.ObjectMetaArgs(
                 name=RACK_RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written))
-        self.cron_job = None
-        if args.schedule != "off" and args.retest is not None:
+        self.cron_job = self.admission = self.template = None
+        if args.retest is not None:
             self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
                 name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
                 data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
+        if args.mode != "off" and self.template is not None:
+            # One loop at a time (Recreate): it holds every new boot and re-tests held nodes (verify/certify_admit.py).
+            argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args)]
+            selector = {**LABELS, "app.kubernetes.io/component": "admission"}
+            self.admission = k8s.apps.v1.Deployment(
+                f"{name}-admission",
+                metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
+                spec=k8s.apps.v1.DeploymentSpecArgs(
+                    replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                    selector=meta.LabelSelectorArgs(match_labels=selector),
+                    template=core_v1.PodTemplateSpecArgs(
+                        metadata=meta.ObjectMetaArgs(labels=selector),
+                        spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always"))),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        if args.schedule != "off" and self.template is not None:
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
             self.cron_job = k8s.batch.v1.CronJob(
                 f"{name}-recurring",
@@ -238,7 +254,3 @@ class Certifier(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
-
-def admission_taints(mode: str) -> list[str]:
-    """The AgentPool's taints for the certifier's mode: `uncertified` only where the certifier may lift it."""
-    return [fabric.UNCERTIFIED_TAINT] if mode == "taint" else []

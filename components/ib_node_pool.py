@@ -35,9 +35,6 @@ class IbNodePoolArgs:
     vnet_subnet_id: str | None = None  # an existing subnet (the system pool's VNet); None: AKS's VNet
     # Set: the AKS cluster autoscaler runs the pool between this and node_count; 0 lets it go idle.
     min_node_count: int | None = None
-    # Start every node AKS creates or re-creates under `uncertified` (the certifier lifts it on a pass:
-    # docs/fabric-certifier.md, which also says how AKS re-applies the pool's taints).
-    hold_until_certified: bool = False
     # The NVIDIA DRA driver runs on the pool (core/dra.py needs): its nodes carry the label its kubelet
     # plugin selects (fabric.DRA_KUBELET_PLUGIN_LABEL).
     dra_driver: bool = False
@@ -45,19 +42,18 @@ class IbNodePoolArgs:
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
     """The AgentPool's scaling inputs. Autoscaled pools start at node_count (the day-0 fabric test needs
-    every node) and the autoscaler removes idle nodes; nodes that come back carry the pool's taints, so
-    they are held until certified again (docs/enterprise-deployment.md#scale-to-zero)."""
+    every node) and the autoscaler removes idle nodes; nodes that come back are held by the certifier's
+    admission loop until certified again (docs/fabric-certifier.md)."""
     if args.min_node_count is None:
         return {"enable_auto_scaling": False}
     return {"enable_auto_scaling": True, "min_count": args.min_node_count, "max_count": args.node_count}
 
 
 def pool_taints(args: IbNodePoolArgs) -> list[str]:
-    """The pool taint, and `uncertified` when the certifier holds new nodes. Set through `nodeTaints`:
-    the pinned azure-native (API 2025-09-01) has no `nodeInitializationTaints`, the field AKS leaves alone
-    after a node's creation; with `nodeTaints` AKS re-applies it on pool operations and the certifier lifts
-    it again from a node on the boot it certified (verify/certify.py)."""
-    return [fabric.IB_TAINT, *([fabric.UNCERTIFIED_TAINT] if args.hold_until_certified else [])]
+    """The pool taint only. The certifier's hold is not a pool taint: AKS refuses changes to pool-set
+    taints through the Kubernetes API, so it could never be lifted; the admission loop puts it on each new
+    boot through the API instead (verify/certify_admit.py, docs/fabric-certifier.md)."""
+    return [fabric.IB_TAINT]
 
 
 def pool_labels(sku: Sku, dra_driver: bool = False) -> dict[str, str]:
@@ -78,7 +74,7 @@ class IbNodePool(pulumi.ComponentResource):
     - on GPU sizes `gpuProfile.driver = None`: the GPU Operator installs the driver (with
       GPUDirect RDMA support), and this cannot be changed once the pool exists;
     - the taint `fabric.IB_TAINT` keeps ordinary pods off; every DaemonSet that must run here
-      and the fabric test job tolerate it; with `hold_until_certified`, also `fabric.UNCERTIFIED_TAINT`;
+      and the fabric test job tolerate it;
     - created only after `args.wait_for` (the AKSInfinibandSupport wait), so the VMs land on one
       InfiniBand fabric.
     """

@@ -102,7 +102,7 @@ def pod_spec(args: TopologyLabelerArgs, config_map_name: pulumi.Input[str],
     return core.PodSpecArgs(
         node_selector=fabric.pool_node_selector(),
         # before the node is certified too: the certifier reads these labels to plan its runs
-        tolerations=[core.TolerationArgs(**fabric.toleration()), core.TolerationArgs(**fabric.fabric_toleration())],
+        tolerations=[core.TolerationArgs(**t) for t in fabric.fabric_tolerations()],
         service_account_name=service_account,
         # the token goes to the labelling step alone (a projected volume), never to the privileged one
         automount_service_account_token=False,

@@ -15,9 +15,16 @@ IB_TAINT_VALUE = "true"
 IB_TAINT_EFFECT = "NoSchedule"
 IB_TAINT = f"{IB_TAINT_KEY}={IB_TAINT_VALUE}:{IB_TAINT_EFFECT}"  # AKS nodeTaints syntax
 
-# The certifier's taints (`…=uncertified` until a node passes, `…=quarantined` after it fails): pods that
-# must run on a node before it is certified (operators, labelers, the fabric test) tolerate the key.
+# The certifier's taints: the hold (HOLD_TAINT_KEY=uncertified, until a node passes) and the quarantine
+# (FABRIC_TAINT_KEY=quarantined, after it fails). Pods that must run on a node before it is certified
+# (operators, labelers, the fabric test) tolerate both keys.
 FABRIC_TAINT_KEY = "aks-infiniband.io/fabric"
+# The hold is put on each new boot through the Kubernetes API by the certifier's admission loop, not by
+# the AgentPool: AKS refuses changes to pool-set taints through the Kubernetes API (docs/fabric-certifier.md
+# gives the evidence). Its key carries the cluster autoscaler's startup-taint prefix
+# (kubernetes/autoscaler utils/taints/taints.go StartupTaintPrefix): the autoscaler counts a held node as
+# starting, not as capacity that pods cannot use, so it adds no node for the pods waiting on a certification.
+HOLD_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aks-infiniband-fabric"
 
 # The fabric's shape, labelled on each IB node (verify/topology.py). Azure's own names, so Azure's NCCL
 # chart (`ib/torset` affinity) and labelers work unchanged here (Azure/ai-infrastructure-on-azure@a01b073
@@ -80,9 +87,13 @@ def toleration() -> dict[str, str]:
 
 
 def fabric_toleration() -> dict[str, str]:
-    """Tolerates the certifier's taints, whatever their value: for pods that run on a node before it is
-    certified or while it is quarantined."""
+    """Tolerates the certifier's quarantine: for pods that run on a node while it is quarantined."""
     return {"key": FABRIC_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}
+
+
+def hold_toleration() -> dict[str, str]:
+    """Tolerates the certifier's hold: for pods that run on a node before it is certified."""
+    return {"key": HOLD_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}
 
 
 def pool_node_selector() -> dict[str, str]:
@@ -94,13 +105,15 @@ def pool_node_selector() -> dict[str, str]:
 PRODUCTION_TAG = "aks-infiniband-production"
 
 # --- the certifier's marks (verify/certify.py, docs/fabric-certifier.md) ---------------------------
-# One taint key, two values: `uncertified` is set on the AgentPool (nodeTaints), so every node AKS
-# creates or re-images starts held; `quarantined` is set by the certifier on a FAIL suspect. Both
-# NoSchedule: running pods are never evicted by the certifier.
+# `uncertified` (HOLD_TAINT_KEY) is put on every new boot of an IB node by the admission loop
+# (verify/certify_admit.py) and lifted when the node passes; `quarantined` (FABRIC_TAINT_KEY) is set by the
+# certifier on a FAIL suspect. Both NoSchedule: running pods are never evicted by the certifier.
 UNCERTIFIED = "uncertified"
 QUARANTINED = "quarantined"
 FABRIC_TAINT_EFFECT = "NoSchedule"
-UNCERTIFIED_TAINT = f"{FABRIC_TAINT_KEY}={UNCERTIFIED}:{FABRIC_TAINT_EFFECT}"  # AKS nodeTaints syntax
+HOLD_TAINT = f"{HOLD_TAINT_KEY}={UNCERTIFIED}:{FABRIC_TAINT_EFFECT}"  # kubectl taint syntax
+# The taint an older release put on the AgentPool (nodeTaints): read as a hold, never written.
+LEGACY_POOL_HOLD = (FABRIC_TAINT_KEY, UNCERTIFIED)
 # The node condition the certifier owns (nodes/status), and the label that shows its state where
 # the `label only` mode leaves taints alone.
 FABRIC_CONDITION = "FabricCertified"
@@ -111,6 +124,6 @@ MEMBERSHIP_LABELS = (PLACEMENT_GROUP_LABEL, PKEY_LABEL)
 
 
 def fabric_tolerations() -> list[dict[str, str]]:
-    """What every pod that must run on an IB node before it is certified tolerates: the pool taint and
-    both values of the fabric taint (operator Exists: uncertified and quarantined alike)."""
-    return [toleration(), fabric_toleration()]
+    """What every pod that must run on an IB node before it is certified tolerates: the pool taint, the
+    quarantine and the hold (operator Exists)."""
+    return [toleration(), fabric_toleration(), hold_toleration()]

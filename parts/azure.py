@@ -11,7 +11,6 @@ from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
 from core import dra, prices
-from core.kinds import ALL_REDUCE, kind_for
 from parts.handoff import ClusterHandle
 from stack_config import StackConfig
 
@@ -91,9 +90,6 @@ def declare(cfg: StackConfig) -> AzurePart:
             wait_for=[feature.step],
             vnet_subnet_id=cfg.network.ib_subnet_id,
             min_node_count=cfg.ib_pool.min_node_count,
-            # new nodes are held until the certifier passes them (the all-reduce's doctor tells nodes apart)
-            hold_until_certified=(cfg.fabric_test.enabled and kind_for(sku) is ALL_REDUCE
-                                  and cfg.certifier.mode == "taint"),
             # the DRA driver's kubelet plugin runs on the pool (GB sizes, rdmaMode dra: core/dra.py)
             dra_driver=dra.needs(sku, cfg.rdma_mode) is not None,
         ),

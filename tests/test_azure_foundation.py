@@ -170,10 +170,11 @@ def test_cpu_only_pool_has_no_gpu_profile(render_azure):
 
 def test_pool_taint_and_labels_are_the_fabric_contract(dev):
     pool = dev.one(POOL).inputs
-    # the pool taint, and the certifier's hold on new nodes (docs/fabric-certifier.md)
-    assert pool["nodeTaints"] == [fabric.IB_TAINT, fabric.UNCERTIFIED_TAINT]
+    # the pool taint only: the certifier's hold is put on through the API (docs/fabric-certifier.md)
+    assert pool["nodeTaints"] == [fabric.IB_TAINT]
     assert fabric.IB_TAINT == "aks-infiniband.io/ib-pool=true:NoSchedule"
-    assert fabric.UNCERTIFIED_TAINT == "aks-infiniband.io/fabric=uncertified:NoSchedule"
+    assert fabric.HOLD_TAINT == ("startup-taint.cluster-autoscaler.kubernetes.io/aks-infiniband-fabric"
+                                 "=uncertified:NoSchedule")
     assert pool["nodeLabels"][fabric.IB_POOL_ROLE_LABEL] == fabric.IB_POOL_ROLE
     assert set(fabric.pool_node_selector().items()) <= set(pool["nodeLabels"].items())
 

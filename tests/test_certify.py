@@ -25,7 +25,7 @@ H100 = catalog.lookup("Standard_ND96isr_H100_v5")
 GOOD = H100.allreduce_expectation(2).baseline_gbps
 SLOW = GOOD / 2  # one rail at half rate drags its pairs down
 THRESHOLD = "300"  # fabricTest.thresholdGbps: H100's 2-node line is derived, so an override makes FAIL a FAIL
-UNCERT = (fabric.FABRIC_TAINT_KEY, fabric.UNCERTIFIED, "NoSchedule")
+UNCERT = (fabric.HOLD_TAINT_KEY, fabric.UNCERTIFIED, "NoSchedule")
 QUAR = (fabric.FABRIC_TAINT_KEY, fabric.QUARANTINED, "NoSchedule")
 POOL = (fabric.IB_TAINT_KEY, fabric.IB_TAINT_VALUE, "NoSchedule")
 HOSTS = [f"{JOB}-mpiworker-{i}" for i in range(4)]
@@ -50,10 +50,11 @@ def doctor_log(n: int = 4, slow: tuple[int, ...] = (3,), *, everyone_slow: bool 
 
 def node(i: int, taint: str | None = fabric.UNCERTIFIED, *, ours: bool = True, labels: dict | None = None,
          conditions: list | None = None, unschedulable: bool = False, certified: bool = False,
-         boot: str = "boot-1", certified_boot: str | None = None) -> dict:
+         boot: str = "boot-1", certified_boot: str | None = None, held_boot: str | None = None) -> dict:
     taints = [dict(zip(("key", "value", "effect"), POOL, strict=True))]
     if taint:
-        taints.append({"key": fabric.FABRIC_TAINT_KEY, "value": taint, "effect": "NoSchedule"})
+        key = fabric.HOLD_TAINT_KEY if taint == fabric.UNCERTIFIED else fabric.FABRIC_TAINT_KEY
+        taints.append({"key": key, "value": taint, "effect": "NoSchedule"})
     annotations = {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint == fabric.QUARANTINED and ours else {}
     conds = [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready"}]
     if certified or certified_boot:
@@ -61,6 +62,8 @@ def node(i: int, taint: str | None = fabric.UNCERTIFIED, *, ours: bool = True, l
     if certified_boot:
         annotations[certify.CERTIFIED_AT_ANNOTATION] = json.dumps(
             {"at": "2026-02-01T00:00:00Z", "run": "day0", "against": [], "boot_id": certified_boot})
+    if held_boot:
+        annotations[certify.HELD_ANNOTATION] = json.dumps({"at": "2026-02-01T00:00:00Z", "boot_id": held_boot})
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": f"aks-ib-12345678-vmss00000{i}", "uid": f"uid-node-{i}", "annotations": annotations,
                          "labels": {fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE, fabric.PKEY_LABEL: "0x8001",
@@ -319,19 +322,33 @@ def test_metrics_for_a_pushgateway():
     assert "aks_infiniband_fabric_breaker_open 1" in text
 
 
-def test_a_taint_aks_re_applied_to_an_unchanged_node_is_lifted_and_a_reimaged_node_is_re_tested(tmp_path, capsys):
-    """AKS re-applies the pool's nodeTaints on pool operations (docs/fabric-certifier.md): the same boot as the
-    recorded certification is lifted again; a new bootID (re-image, reboot) stays held for a test."""
-    nodes = [node(0, certified_boot="boot-1-0"), node(1, certified_boot="old-boot-1")]
+def test_our_hold_on_a_boot_that_passed_is_lifted_a_reimaged_node_and_a_persons_hold_stay(tmp_path, capsys):
+    """The admission loop may hold a node while a run certifies it: the same boot as the recorded
+    certification is lifted without a test; a new bootID (re-image, reboot) stays held for a test; a hold
+    this certifier did not record (a person's) stays."""
+    nodes = [node(0, certified_boot="boot-1-0", held_boot="boot-1-0"),
+             node(1, certified_boot="old-boot-1", held_boot="boot-1-1"), node(2, certified_boot="boot-1-2")]
     with FakeApi(nodes=nodes) as api:
         kubeconfig = tmp_path / "k.json"
         kubeconfig.write_text(api.kubeconfig())
         assert cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
     assert api.taints(name(0)) == [POOL]
-    assert api.taints(name(1)) == [POOL, UNCERT]
+    assert api.taints(name(1)) == [POOL, UNCERT] and api.taints(name(2)) == [POOL, UNCERT]
     lifted = next(d for d in out["certification"]["decisions"] if d["node"] == name(0))
-    assert "has not rebooted" in lifted["reason"] and lifted["evidence"]["at"] == "2026-02-01T00:00:00Z"
+    assert "held on a boot that passed" in lifted["reason"] and lifted["evidence"]["at"] == "2026-02-01T00:00:00Z"
+
+
+def test_the_pool_taint_of_an_older_release_reads_as_a_hold_and_is_lifted_by_a_pass(tmp_path, capsys):
+    """Stacks deployed before the admission loop carry `aks-infiniband.io/fabric=uncertified` from the pool:
+    read as held, and lifted like the hold when the node passes (on AKS only once the pool no longer sets it)."""
+    nodes = [node(i, taint=None) for i in range(4)]
+    for n in nodes:
+        n["spec"]["taints"].append({"key": fabric.FABRIC_TAINT_KEY, "value": fabric.UNCERTIFIED,
+                                    "effect": "NoSchedule"})
+    with cluster(nodes, doctor_log(slow=())) as api:
+        code, out = certify_run(api, tmp_path, capsys)
+    assert code == 0 and all(api.taints(name(i)) == [POOL] for i in range(4))
 
 
 # --- recurring certification on idle capacity ------------------------------------------------------

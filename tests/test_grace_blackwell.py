@@ -89,8 +89,8 @@ def test_gb_stacks_render_as_azure_runs_grace_blackwell(stack, size):
     pool = r.one(POOL).inputs
     assert pool["osSKU"] == "Ubuntu2404" and pool["gpuProfile"] == {"driver": "None"}
     assert pool["nodeLabels"][fabric.DRA_KUBELET_PLUGIN_LABEL] == "true"
-    # ... and held under `uncertified` like every all-reduce pool: its DRA pods tolerate that (below)
-    assert pool["nodeTaints"] == [fabric.IB_TAINT, fabric.UNCERTIFIED_TAINT]
+    # ... and held by the admission loop like every all-reduce pool: its DRA pods tolerate that (below)
+    assert pool["nodeTaints"] == [fabric.IB_TAINT]
     # AKSInfinibandSupport: checked to be unregistered, never registered
     (step,) = [s for s in r.of_type("command:local:Command") if s.name.startswith("ib-feature-")]
     assert step.name == "ib-feature-check-unregistered"

@@ -160,10 +160,10 @@ def test_hb_stack_certifies_the_p2p_job_with_the_p2p_kind(hb):
 
 
 def test_hb_pool_is_not_held_and_has_no_recurring_run(hb):
-    """The two-node test cannot admit the pool's other nodes: no `uncertified` hold, no CronJob."""
+    """The two-node test cannot admit the pool's other nodes: no hold (no admission loop), no CronJob."""
     (pool,) = hb.of_type("azure-native:containerservice:AgentPool")[-1:]
-    assert fabric.UNCERTIFIED_TAINT not in pool.inputs["nodeTaints"]
-    assert hb.of_type("kubernetes:batch/v1:CronJob") == []
+    assert pool.inputs["nodeTaints"] == [fabric.IB_TAINT]
+    assert hb.of_type("kubernetes:batch/v1:CronJob") == [] and hb.of_type("kubernetes:apps/v1:Deployment") == []
 
 
 def test_hb_outputs_are_pending_offline_never_a_number(hb):

@@ -190,10 +190,10 @@ def test_every_daemonset_owner_tolerates_the_taint_the_pool_carries(dev, hb, siz
     rendering = dev if size == H100 else hb  # whole: the pool's taints; the hb stack is dev on HB176rs_v4
     assert rendering.outputs["vmSize"] == size
     pool_taints = rendering.one(AGENT_POOL).inputs["nodeTaints"]
-    held = not catalog.lookup(size).has_gpus  # CPU-only sizes run the two-node test: no admission hold
-    assert pool_taints == [fabric.IB_TAINT, *([] if held else [fabric.UNCERTIFIED_TAINT])]
-    # and the certifier's own quarantine, which the operators' pods must tolerate as well
-    pool_taints = [*pool_taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:{fabric.FABRIC_TAINT_EFFECT}"]
+    assert pool_taints == [fabric.IB_TAINT]
+    # and the certifier's hold and quarantine, which the operators' pods must tolerate as well
+    pool_taints = [*pool_taints, fabric.HOLD_TAINT,
+                   f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:{fabric.FABRIC_TAINT_EFFECT}"]
     owners = daemonset_tolerations(rendering)
     assert len(owners) == (5 if catalog.lookup(size).has_gpus else 4)
     for owner, tolerations in owners.items():
@@ -205,8 +205,9 @@ def test_the_toleration_check_is_not_vacuous():
     assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], fabric.IB_TAINT)
     assert not tolerates([{**fabric.toleration(), "value": "false"}], fabric.IB_TAINT)
     assert tolerates([fabric.toleration()], fabric.IB_TAINT)
-    assert not tolerates([fabric.toleration()], fabric.UNCERTIFIED_TAINT)
-    assert tolerates(fabric.fabric_tolerations(), fabric.UNCERTIFIED_TAINT)
+    assert not tolerates([fabric.toleration()], fabric.HOLD_TAINT)
+    assert not tolerates([fabric.toleration(), fabric.fabric_toleration()], fabric.HOLD_TAINT)
+    assert tolerates(fabric.fabric_tolerations(), fabric.HOLD_TAINT)
 
 
 def test_volcano_owns_no_daemonset(reference):

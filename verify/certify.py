@@ -2,10 +2,12 @@
 judged fabric test, within the circuit breaker. No I/O here: verify/certify_kube.py reads the cluster
 and writes what is decided; docs/fabric-certifier.md tells a node's life.
 
-A node's state is read from its taints (fabric.FABRIC_TAINT_KEY) and its FabricCertified condition:
-`uncertified` (AKS put the AgentPool's taint on it: new, scaled out, re-imaged), `quarantined` (this
-certifier put it there, recorded in QUARANTINED_BY_ANNOTATION; a person's taint of the same key is
-theirs and stays), `certified` (no fabric taint). Evidence comes from three places, in this order:
+A node's state is read from its taints and its FabricCertified condition: `uncertified` (the hold,
+fabric.HOLD_TAINT_KEY, which the admission loop puts on every new boot: verify/certify_admit.py),
+`quarantined` (fabric.FABRIC_TAINT_KEY; this certifier put it there, recorded in QUARANTINED_BY_ANNOTATION;
+a person's taint of the same key is theirs and stays), `certified` (neither). A node with neither that has
+not passed on the boot it runs (a new node the admission loop has not held yet) is `awaiting`: tested,
+never a peer. Evidence comes from three places, in this order:
 1. fabric membership: every IB node must share one placement group and PKey (node labels,
    fabric.MEMBERSHIP_LABELS); a node outside the majority cannot reach the others: a FAIL suspect;
 2. AKS Node Problem Detector conditions (NPD_PROBLEMS): a node reporting one is never a known-good
@@ -33,6 +35,7 @@ DEFAULT_MAX_QUARANTINE_SHARE = 0.25
 MIN_CERTIFIED = 2  # never quarantine one of the last two certified nodes
 QUARANTINED_BY_ANNOTATION = "aks-infiniband.io/fabric-quarantined-by"  # set with the taint: "this one is ours"
 CERTIFIED_AT_ANNOTATION = "aks-infiniband.io/fabric-certified"  # when and against what (JSON)
+HELD_ANNOTATION = "aks-infiniband.io/fabric-held"  # the boot the admission loop held, and when (JSON)
 CERTIFIER = "fabric-certifier"
 # Conditions AKS's Node Problem Detector reports on GPU/IB nodes (AKS docs "Node Problem Detector (NPD)
 # in AKS nodes": GPU and InfiniBand problem daemons); status True means the problem is present.
@@ -72,6 +75,18 @@ class NodeFacts:
     boot_id: str | None = None  # status.nodeInfo.bootID: changes on every reboot and re-image
     # the certification recorded on the node (CERTIFIED_AT_ANNOTATION) when its condition is still True
     certified: dict[str, Any] | None = None
+    held_boot: str | None = None  # the boot the admission loop held (HELD_ANNOTATION)
+    passed_this_boot: bool = False  # FabricCertified=True, recorded for this bootID (or before boots were)
+
+    @property
+    def awaiting(self) -> bool:
+        """Not quarantined and not passed on the boot it runs: to be tested, never a peer."""
+        return self.state != fabric.QUARANTINED and not self.passed_this_boot
+
+    @property
+    def new_boot(self) -> bool:
+        """A boot the admission loop has neither held nor seen pass: it must be held now."""
+        return self.state == "certified" and self.awaiting and (self.boot_id is None or self.held_boot != self.boot_id)
 
 
 def vm_of(node: Mapping[str, Any]) -> str | None:
@@ -85,26 +100,43 @@ def vm_of(node: Mapping[str, Any]) -> str | None:
     return pid or None
 
 
-def fabric_taint(node: Mapping[str, Any]) -> dict | None:
-    return next((t for t in kube.get(node, "spec", "taints") or [] if t.get("key") == fabric.FABRIC_TAINT_KEY), None)
+def is_hold(taint: Mapping[str, Any]) -> bool:
+    """The admission hold, or the pool taint an older release set (read as a hold, lifted alike)."""
+    key = taint.get("key")
+    return key == fabric.HOLD_TAINT_KEY or (key, taint.get("value")) == fabric.LEGACY_POOL_HOLD
+
+
+def state_of(node: Mapping[str, Any]) -> str:
+    """quarantined (or another value a person gave fabric.FABRIC_TAINT_KEY) > uncertified > certified."""
+    taints = kube.get(node, "spec", "taints") or []
+    marked = [t for t in taints if t.get("key") == fabric.FABRIC_TAINT_KEY and not is_hold(t)]
+    if marked:
+        return str(marked[0].get("value"))
+    return fabric.UNCERTIFIED if any(is_hold(t) for t in taints) else "certified"
+
+
+def _json_annotation(annotations: Mapping[str, str], key: str) -> dict | None:
+    try:
+        value = json.loads(annotations.get(key) or "null")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def facts(node: Mapping[str, Any]) -> NodeFacts:
-    taint = fabric_taint(node)
     annotations = kube.get(node, "metadata", "annotations") or {}
     labels = kube.get(node, "metadata", "labels") or {}
-    state = "certified" if taint is None else str(taint.get("value"))
+    state = state_of(node)
     problems = tuple({k: c.get(k) for k in ("type", "reason", "message", "lastTransitionTime")}
                      for c in kube.get(node, "status", "conditions") or []
                      if c.get("type") in NPD_PROBLEMS and c.get("status") == "True")
-    try:
-        record = json.loads(annotations.get(CERTIFIED_AT_ANNOTATION) or "null")
-    except ValueError:
-        record = None
-    cond = kube.condition(node, fabric.FABRIC_CONDITION) or {}
-    return NodeFacts(name=kube.name(node), vm=vm_of(node), state=state,
-                     boot_id=kube.get(node, "status", "nodeInfo", "bootID"),
-                     certified=record if isinstance(record, dict) and cond.get("status") == "True" else None,
+    record = _json_annotation(annotations, CERTIFIED_AT_ANNOTATION)
+    held = _json_annotation(annotations, HELD_ANNOTATION) or {}
+    boot = kube.get(node, "status", "nodeInfo", "bootID")
+    passed = (kube.condition(node, fabric.FABRIC_CONDITION) or {}).get("status") == "True"
+    return NodeFacts(name=kube.name(node), vm=vm_of(node), state=state, boot_id=boot,
+                     certified=record if passed else None, held_boot=held.get("boot_id"),
+                     passed_this_boot=passed and (record or {}).get("boot_id") in (None, boot),
                      ours=state == fabric.QUARANTINED and annotations.get(QUARANTINED_BY_ANNOTATION) == CERTIFIER,
                      membership=tuple(labels.get(k) for k in fabric.MEMBERSHIP_LABELS), problems=problems,
                      cordoned=bool(kube.get(node, "spec", "unschedulable")))
@@ -255,8 +287,8 @@ def plan(nodes: Sequence[NodeFacts], result: Mapping[str, Any] | None, host_to_n
                                       "PASS", {"run": run_id, "at": at, "against": against, "verdict": verdict}))
         elif n.name not in in_run and _reheld(n):
             decisions.append(Decision(n.name, n.vm, CERTIFY, (
-                f"the {fabric.UNCERTIFIED} taint came back on a node that has not rebooted since it passed at "
-                f"{n.certified.get('at')} (AKS re-applies the pool's nodeTaints on pool operations)"), "PASS",
+                f"held on a boot that passed at {n.certified.get('at')}: the admission loop held it while it was "
+                "being certified"), "PASS",
                 {"run": n.certified.get("run"), "at": n.certified.get("at"),
                  "against": n.certified.get("against") or [], "boot_id": n.boot_id}))
         elif n.name in in_run:
@@ -268,10 +300,11 @@ def plan(nodes: Sequence[NodeFacts], result: Mapping[str, Any] | None, host_to_n
 
 
 def _reheld(n: NodeFacts) -> bool:
-    """Held again by AKS, not by a change of the machine: `uncertified` on a node whose recorded
-    certification names the boot it still runs (a re-image or reboot gives a new bootID: re-test)."""
+    """Held by the admission loop on a boot that has passed (it held the node while a run certified it):
+    our hold, on a node whose recorded certification names the boot it still runs (a re-image or reboot
+    gives a new bootID: re-test). A hold this certifier did not record is a person's: it stays."""
     return (n.state == fabric.UNCERTIFIED and n.certified is not None and n.boot_id is not None
-            and n.certified.get("boot_id") == n.boot_id)
+            and n.certified.get("boot_id") == n.boot_id == n.held_boot)
 
 
 def _cleared(node: str, verdict: str, fabric_wide: bool, peers: Mapping[str, list[dict[str, Any]]],

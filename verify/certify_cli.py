@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from core import catalog, kinds
-from verify import certify, certify_kube, cli_args, readers
+from verify import certify, certify_admit, certify_kube, cli_args, readers
 from verify.kube import iso
 from verify.kube_api import ApiError, connect
 from verify.result import Collected, FabricResult
@@ -59,6 +59,14 @@ def add_parser(sub, judging_args, epilog: str) -> None:
                    help="with --recurring: the ConfigMap holding the re-test job's template (default %(default)s)")
     p.add_argument("--recurring", action="store_true",
                    help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
+    p.add_argument("--admit", action="store_true",
+                   help="hold every new boot of an IB node and re-test held nodes once they can run a test, pass "
+                        "after pass (the stack's admission Deployment; verify/certify_admit.py)")
+    p.add_argument("--once", action="store_true", help="with --admit: one pass (hold and lift), no re-test")
+    p.add_argument("--interval-seconds", type=float, default=certify_admit.DEFAULT_INTERVAL_SECONDS,
+                   help="with --admit: seconds between passes (default %(default)s)")
+    p.add_argument("--retest-after-minutes", type=float, default=certify_admit.DEFAULT_RETEST_AFTER_MINUTES,
+                   help="with --admit: re-test a node that stays held at most this often (default %(default)s)")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")
     p.add_argument("--sharp", action="store_true", help="the job ran with SHARP (recorded in the result)")
     p.add_argument("--rack", action="store_true",
@@ -94,6 +102,13 @@ def _problem(args: argparse.Namespace) -> str | None:
         return "--nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)"
     if args.job and args.recurring:
         return "--job and --recurring exclude each other (--recurring creates its own job)"
+    if args.admit and (args.job or args.recurring or args.rack):
+        return "--admit runs alone: it holds new nodes and starts its own re-tests (no --job, --recurring, --rack)"
+    if args.admit and args.mode == "off":
+        return "--admit with --mode off: mode off touches no node, there is nothing to hold"
+    if args.interval_seconds <= 0 or args.retest_after_minutes < 0:
+        return (f"--interval-seconds must be > 0 and --retest-after-minutes >= 0 (got {args.interval_seconds:g}, "
+                f"{args.retest_after_minutes:g})")
     if args.rack and (args.mode != "off" or args.recurring or not args.job):
         return (f"--rack judges the --job of the rack's NVLink run, not the fabric: it needs --mode off "
                 f"(got {args.mode}) and no --recurring")
@@ -117,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
     now = time.time()
     at = iso(now)
     home = args.certifier_namespace or args.namespace  # Events and the ConfigMaps
+    if args.admit:
+        try:
+            api = connect(args.kubeconfig)
+        except (ApiError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        return certify_admit.loop(api, args, policy, run)
     try:
         api = connect(args.kubeconfig)
         nodes = certify_kube.ib_nodes(api)
@@ -140,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
         if args.job:
             try:
                 result, hosts = _judge_job(api, args, member)
+                # read again after the wait: every write tests the resourceVersion it read
+                nodes = certify_kube.ib_nodes(api)
+                node_facts = [certify.facts(n) for n in nodes]
             except ApiError as exc:
                 kept = _kept(api, args, home) if exc.status == 404 else None
                 if kept is None:

@@ -111,7 +111,7 @@ def reporting_instance() -> str:
 
 
 def micro_time(at: str) -> str:
-    """`2026-12-03T17:00:00Z` as a MicroTime (`…:00.000000Z`): eventTime's format."""
+    """An API time (whole seconds, `Z`) as a MicroTime (six digits of fraction): eventTime's format."""
     return at.replace("Z", ".000000Z") if at.endswith("Z") and "." not in at else at
 
 
@@ -150,6 +150,25 @@ class Writer:
         self._do(f"set taints of node {kube.name(node)}: {why}", self.api.patch,
                  f"/api/v1/nodes/{kube.name(node)}", body, JSON_PATCH)
 
+    def hold(self, node: Mapping[str, Any], taint: bool, at: str, why: str) -> None:
+        """Mark a new boot held, in one JSON Patch that `test`s the resourceVersion: the hold taint (with
+        `taint`), the state label and the record of the boot held (certify.HELD_ANNOTATION), so that a hold
+        a person lifts later is seen as theirs and left alone."""
+        meta = kube.get(node, "metadata") or {}
+        record = json.dumps({"boot_id": kube.get(node, "status", "nodeInfo", "bootID"), "at": at})
+        body = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+                {"op": "add", "path": "/metadata/annotations",
+                 "value": {**(meta.get("annotations") or {}), certify.HELD_ANNOTATION: record}},
+                {"op": "add", "path": "/metadata/labels",
+                 "value": {**(meta.get("labels") or {}), fabric.FABRIC_STATE_LABEL: fabric.UNCERTIFIED}}]
+        if taint:
+            body.append({"op": "add", "path": "/spec/taints", "value": [
+                *(kube.get(node, "spec", "taints") or []),
+                {"key": fabric.HOLD_TAINT_KEY, "value": fabric.UNCERTIFIED, "effect": fabric.FABRIC_TAINT_EFFECT}]})
+        self._do(f"hold node {kube.name(node)}" + (f" ({fabric.HOLD_TAINT_KEY}={fabric.UNCERTIFIED})" if taint else
+                                                  f" (label {fabric.FABRIC_STATE_LABEL}={fabric.UNCERTIFIED})")
+                 + f": {why}", self.api.patch, f"/api/v1/nodes/{kube.name(node)}", body, JSON_PATCH)
+
     def metadata(self, node: str, labels: dict, annotations: dict) -> None:
         self._do(f"label/annotate node {node}: {labels}", self.api.patch, f"/api/v1/nodes/{node}",
                  {"metadata": {"labels": labels, "annotations": annotations}}, MERGE_PATCH)
@@ -183,9 +202,15 @@ class Writer:
                  best_effort=best_effort)
 
 
-def _without_fabric_taint(node: Mapping[str, Any], keep_quarantine: bool) -> list[dict]:
-    return [t for t in kube.get(node, "spec", "taints") or [] if not (
-        t.get("key") == fabric.FABRIC_TAINT_KEY and not (keep_quarantine and t.get("value") == fabric.QUARANTINED))]
+def _taints_after(node: Mapping[str, Any], *, quarantine: bool, lift_quarantine: bool) -> list[dict]:
+    """The node's taints without the hold; without our quarantine where `lift_quarantine`; with the
+    quarantine added where `quarantine`. Every other taint (the pool's, a person's) is kept as it is."""
+    out = [t for t in kube.get(node, "spec", "taints") or [] if not certify.is_hold(t) and not (
+        (lift_quarantine or quarantine) and t.get("key") == fabric.FABRIC_TAINT_KEY
+        and t.get("value") == fabric.QUARANTINED)]
+    if quarantine:
+        out.append({"key": fabric.FABRIC_TAINT_KEY, "value": fabric.QUARANTINED, "effect": fabric.FABRIC_TAINT_EFFECT})
+    return out
 
 
 def apply(writer: Writer, plan: certify.Plan, nodes: Sequence[Mapping[str, Any]], policy: certify.Policy,
@@ -213,11 +238,10 @@ def _apply_one(writer: Writer, d: certify.Decision, node: Mapping[str, Any], tai
     """One node's writes, the taint first: when it fails nothing else is said about the node."""
     f = certify.facts(node)
     if d.action == certify.CERTIFY:
-        # a quarantined taint that a person set stays: it is theirs to remove
-        person_quarantine = f.state == fabric.QUARANTINED and not f.ours
-        if taint and f.state in (fabric.UNCERTIFIED, fabric.QUARANTINED) and not person_quarantine:
-            writer.taints(node, _without_fabric_taint(node, keep_quarantine=False),
-                          f"remove {fabric.FABRIC_TAINT_KEY}={f.state}: {d.reason}")
+        # the hold goes; a quarantined taint that a person set stays: it is theirs to remove
+        after = _taints_after(node, quarantine=False, lift_quarantine=f.ours)
+        if taint and after != (kube.get(node, "spec", "taints") or []):
+            writer.taints(node, after, f"lift {'the quarantine' if f.ours else 'the hold'}: {d.reason}")
         record = {"at": d.evidence.get("at") or at, "run": d.evidence.get("run"),
                   "against": d.evidence.get("against"), "boot_id": f.boot_id}  # a re-image changes it
         writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "certified"}, {
@@ -228,9 +252,8 @@ def _apply_one(writer: Writer, d: certify.Decision, node: Mapping[str, Any], tai
                      + (" (released from quarantine)" if f.state == fabric.QUARANTINED else ""), at)
     elif d.action == certify.QUARANTINE:
         if taint:
-            taints = _without_fabric_taint(node, keep_quarantine=False) + [
-                {"key": fabric.FABRIC_TAINT_KEY, "value": fabric.QUARANTINED, "effect": fabric.FABRIC_TAINT_EFFECT}]
-            writer.taints(node, taints, f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}: {d.reason}")
+            writer.taints(node, _taints_after(node, quarantine=True, lift_quarantine=False),
+                          f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}: {d.reason}")
         writer.metadata(d.node, {fabric.FABRIC_STATE_LABEL: "quarantined"},
                         {certify.QUARANTINED_BY_ANNOTATION: certify.CERTIFIER} if taint else {})
         writer.condition(d.node, "False", "FabricTestFailed", d.reason, at)

@@ -57,13 +57,15 @@ def busy_nodes(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def idle_nodes(nodes: Sequence[certify.NodeFacts], busy: Mapping[str, str], member: certify.Membership
                ) -> tuple[list[str], list[str]]:
-    """(nodes to test, certified peers to test them against). Under test: the held (uncertified) and the
-    certifier's quarantined idle nodes; where there are none, every idle certified node (re-certification).
+    """(nodes to test, certified peers to test them against). Under test: the held (uncertified), those
+    not yet passed on the boot they run (a new node not held yet) and the certifier's quarantined idle
+    nodes; where there are none, every idle certified node (re-certification).
     Never: a busy or cordoned node, one outside the fabric, one with an NPD problem (held as it is)."""
     usable = [n for n in nodes if n.name not in busy and not n.cordoned and not n.problems
               and (not member.reason or n.name in member.fabric)]
-    held = [n.name for n in usable if n.state == fabric.UNCERTIFIED or (n.state == fabric.QUARANTINED and n.ours)]
-    certified = [n.name for n in usable if n.state == "certified"]
+    held = [n.name for n in usable if n.state == fabric.UNCERTIFIED or n.awaiting
+            or (n.state == fabric.QUARANTINED and n.ours)]
+    certified = [n.name for n in usable if n.state == "certified" and not n.awaiting]
     if held:
         return held, certified[:max(MAX_PEERS, 2 - len(held))]
     return certified, []

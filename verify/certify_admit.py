@@ -1,0 +1,127 @@
+"""`python -m verify certify --admit` (the stack's Deployment `fabric-certifier-admission`): hold every new
+boot of an IB node through the Kubernetes API, and have the held nodes certified as soon as they can run a
+test.
+
+Why the hold is put on here and not by the AgentPool: AKS refuses changes to pool-set taints through the
+Kubernetes API, so a pool taint could never be lifted by the certifier (docs/fabric-certifier.md: the AKS
+docs and issues, and e2e/aks_rules.py, which enforces that rule on the real control plane). A taint put on
+through the API is the cluster's own and may be lifted.
+
+The race, and why it is closed: a node joins with the kubelet's `node.kubernetes.io/not-ready` taint, and no
+GPU or RDMA device is allocatable on it until the GPU Operator's and Network Operator's device plugins have
+registered, minutes after it joins (the driver is installed first). The loop lists the IB nodes every
+`--interval-seconds` (default 5, served from the API server's cache) and holds a new boot in one write, so
+the hold is on long before a pod that asks for a GPU or an RDMA device can be bound there. A node that
+already runs such a pod when it is first seen (the loop was down) is held all the same (NoSchedule: nothing
+is evicted).
+
+What it writes, and nothing else: the hold (fabric.HOLD_TAINT_KEY=uncertified, with `--mode taint`), the
+state label and the record of the boot it held (certify.HELD_ANNOTATION), in one JSON Patch that `test`s
+the resourceVersion; it lifts only its own hold from a boot that has already passed (it held the node while
+a run certified it). A hold a person lifts stays lifted (the record says this boot was held once). When held
+nodes can be tested (Ready, a GPU allocatable) it runs the recurring certification (verify/certify_recurring.py)
+on them and up to three certified idle peers, one run at a time and at most once per `--retest-after-minutes`
+for the same node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from core import fabric
+from verify import certify, certify_kube, kube
+from verify.kube import iso
+from verify.kube_api import Api, ApiError
+
+DEFAULT_INTERVAL_SECONDS = 5.0
+DEFAULT_RETEST_AFTER_MINUTES = 30.0
+
+
+def _say(message: str) -> None:
+    print(f"[verify certify --admit] {message}", file=sys.stderr, flush=True)
+
+
+def testable(node: Mapping[str, Any]) -> bool:
+    """Ready, and a GPU allocatable: the device plugins have registered, a test job can be scheduled."""
+    ready = (kube.condition(node, "Ready") or {}).get("status") == "True"
+    gpus = str((kube.get(node, "status", "allocatable") or {}).get(fabric.GPU_RESOURCE) or "0")
+    return ready and gpus.isdigit() and int(gpus) > 0
+
+
+def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str) -> list[dict]:
+    """One pass: hold every new boot, lift our hold from a boot that passed while held. The IB nodes as read."""
+    nodes = certify_kube.ib_nodes(api)
+    facts = [certify.facts(n) for n in nodes]
+    for node, f in zip(nodes, facts, strict=True):
+        if f.new_boot:
+            why = (f"boot {f.boot_id} has not passed a fabric test" + (
+                f" (the last certification was of boot {f.certified.get('boot_id')})" if f.certified else ""))
+            try:
+                writer.hold(node, policy.mode == "taint", at, why)
+            except ApiError:  # said and kept; the next pass reads the node again
+                continue
+            writer.event(node, "Normal", "FabricHeld", "Hold", f"held until it passes a fabric test: {why}", at)
+    lifted = certify.plan(facts, None, {}, policy, run_id="admission", at=at)
+    reheld = tuple(d for d in lifted.decisions if d.action == certify.CERTIFY)
+    if reheld:
+        certify_kube.apply(writer, certify.Plan(reheld, None), nodes, policy, at=at)
+    return nodes
+
+
+def due(nodes: Sequence[Mapping[str, Any]], last_tested: Mapping[str, float], now: float,
+        retest_after_seconds: float) -> list[str]:
+    """Held (or not yet passed) nodes that can run a test and were not tested within `retest_after_seconds`."""
+    out = []
+    for node in nodes:
+        f = certify.facts(node)
+        waiting = f.state == fabric.UNCERTIFIED or f.awaiting
+        recent = now - last_tested.get(f.name, -1e18) <= retest_after_seconds
+        if waiting and not f.cordoned and testable(node) and not recent:
+            out.append(f.name)
+    return out
+
+
+def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurring: Callable[[argparse.Namespace], int],
+         *, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+         passes: int | None = None) -> int:
+    """Pass after pass (`passes`: a bound for tests; `--once` and `--dry-run`: one pass, no re-test)."""
+    once = args.once or args.dry_run
+    last_tested: dict[str, float] = {}
+    retest: threading.Thread | None = None
+    done = 0
+    while True:
+        writer = certify_kube.Writer(api, args.certifier_namespace or args.namespace, dry_run=args.dry_run)
+        try:
+            nodes = admit_pass(api, writer, policy, at=iso(clock()))
+        except ApiError as exc:  # the API is away: say it, try again next pass
+            _say(f"could not read the IB nodes: {exc}")
+            nodes = []
+        for line in writer.writes:
+            _say(line)
+        if once:
+            return 2 if writer.failed else 0
+        waiting = due(nodes, last_tested, clock(), args.retest_after_minutes * 60)
+        if waiting and (retest is None or not retest.is_alive()):
+            _say(f"held and ready for a test: {', '.join(waiting)}: starting a re-test")
+            last_tested.update(dict.fromkeys(waiting, clock()))
+            retest = threading.Thread(target=run_recurring, args=(recurring_args(args),), daemon=True)
+            retest.start()
+        done += 1
+        if passes is not None and done >= passes:
+            if retest is not None:
+                retest.join()
+            return 0
+        sleep(args.interval_seconds)
+
+
+def recurring_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The admission's own flags as a `--recurring` run's (the same policy, history and template)."""
+    out = copy.copy(args)
+    out.admit, out.recurring, out.job, out.nodes, out.wait_minutes = False, True, None, None, 0.0
+    return out
