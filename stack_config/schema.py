@@ -80,8 +80,9 @@ SCHEMA: tuple[Key, ...] = (
                 check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
             Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
                 default=256, check=int_range(128, 2048)),
-            Key("minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; 0 lets an "
-                "idle pool cost nothing (nodes come back uncertified: docs/enterprise-deployment.md).",
+            Key("minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; nodes that "
+                "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
+                "nothing, with certifier.mode label or off only: a first node back alone has no peer to pass with.",
                 default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES))),
         )),
     Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
@@ -128,8 +129,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("certifier", "object", "The in-cluster fabric certifier (docs/fabric-certifier.md): judges the fabric test "
         "for `pulumi up`, holds new IB nodes until they pass, re-certifies idle ones, quarantines a failing one.",
         fields=(
-            Key("mode", "string", "`taint`: new nodes start with the `uncertified` taint (on the AgentPool) and a "
-                "failing node is quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
+            Key("mode", "string", "`taint`: the admission loop holds every new boot under the `uncertified` taint "
+                "(put on through the Kubernetes API, not by the AgentPool) until it passes, and a failing node is "
+                "quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
                 "(no taint anywhere); `off`: judge and report only.", default="taint", check=one_of(*certify.MODES)),
             Key("schedule", "string", "When to re-certify idle IB nodes (a cron schedule, UTC), or `off`.",
                 default=DEFAULT_CERTIFIER_SCHEDULE, check=checks.cron_or_off),

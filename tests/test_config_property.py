@@ -42,7 +42,7 @@ GOOD = {
     "fabricTest.thresholdGbps": 360,
     "fabricTest.p2pThresholdGbits": 390,
     # the platform-team options (core/enterprise.py), unset by default
-    "ibPool.minNodeCount": 0,
+    "ibPool.minNodeCount": 1,
     "apiServer.privateDnsZone": "system",
     "apiServer.subnetId": f"{VNET}/subnets/apiserver",
     "identity.controlPlaneIdentityId": f"{IDENTITIES}/cp",

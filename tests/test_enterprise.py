@@ -144,13 +144,17 @@ def test_with_kubelogin_refuses_a_static_credential():
 
 
 # --- scale to zero and what an hour costs -------------------------------------------------------------
-def test_the_ib_pool_autoscales_down_to_zero(private):
+def test_the_ib_pool_autoscales_down_to_the_one_node_new_ones_are_tested_against(private, render_azure):
     pool = private.one(POOL)
-    assert (pool.inputs["enableAutoScaling"], pool.inputs["minCount"], pool.inputs["maxCount"]) == (True, 0, 2)
+    assert (pool.inputs["enableAutoScaling"], pool.inputs["minCount"], pool.inputs["maxCount"]) == (True, 1, 2)
     assert pool.inputs["count"] == 2, "it starts with every node: the day-0 fabric test needs them"
     assert pool.ignore_changes == ["count"], "pulumi up must not undo the autoscaler"
-    # nodes that come back carry the pool's taints (and the certifier's, where it sets one on the pool)
-    assert fabric.IB_TAINT in pool.inputs["nodeTaints"]
+    # nodes that come back carry the pool's taint; the certifier's hold is put on by its admission loop
+    assert pool.inputs["nodeTaints"] == [fabric.IB_TAINT]
+    # to zero, only where nothing holds a new node (its first node back would have no peer)
+    zero = render_azure(certifier={"mode": "label"}, ibPool={"vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 2,
+                                                             "minNodeCount": 0})
+    assert zero.one(POOL).inputs["minCount"] == 0
 
 
 def test_a_fixed_size_pool_is_as_before(dev):
@@ -169,7 +173,7 @@ def test_the_cost_output_carries_the_prices_date_and_source(dev, private):
                                                           "source": prices.SRC_PRICES_SKYPILOT}
     assert cost["idleTotalUsd"] == cost["totalUsd"], "a fixed-size pool never idles down"
     idle = private.outputs["estimatedCostPerHour"]
-    assert idle["idleIbNodes"] == 0 and idle["idleTotalUsd"] == cost["systemPoolUsd"]
+    assert idle["idleIbNodes"] == 1 and idle["idleTotalUsd"] == round(cost["systemPoolUsd"] + h100.usd_per_hour, 2)
 
 
 def test_a_pool_at_zero_costs_nothing_and_an_unpriced_size_says_unknown():
