@@ -247,7 +247,9 @@ class Certifier(pulumi.ComponentResource):
                     schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
                     successful_jobs_history_limit=3, failed_jobs_history_limit=3,
                     job_template=k8s.batch.v1.JobTemplateSpecArgs(spec=k8s.batch.v1.JobSpecArgs(
-                        backoff_limit=0, active_deadline_seconds=3600, ttl_seconds_after_finished=24 * 3600,
+                        # the run waits for its re-test and judges it: its deadline is that, not a guess
+                        backoff_limit=0, active_deadline_seconds=certify_recurring.run_minutes(args.retest) * 60,
+                        ttl_seconds_after_finished=24 * 3600,
                         template=core_v1.PodTemplateSpecArgs(
                             metadata=meta.ObjectMetaArgs(labels=LABELS),
                             spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),

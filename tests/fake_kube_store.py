@@ -173,6 +173,9 @@ class FakeApi(LoopbackServer):
             def do_PUT(self):
                 self._handle("PUT")
 
+            def do_DELETE(self):
+                self._handle("DELETE")
+
         self.serve(Handler, TOKEN)
 
     def put(self, path: str, obj: dict) -> None:
@@ -247,6 +250,12 @@ class FakeApi(LoopbackServer):
             self.writes.append((method, path, body))
             self.put(target_path, new)
             return 200, self.objects[target_path]
+        if method == "DELETE":
+            if path not in self.objects:
+                return 404, status(404, "NotFound", f"{path} not found")
+            self.writes.append((method, path, body))
+            del self.objects[path]
+            return 200, status(200, "Success", "deleted")
         return 405, status(405, "MethodNotAllowed", f"{method} {path}")
 
     # --- views for the tests ---

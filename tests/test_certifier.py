@@ -146,3 +146,15 @@ def test_the_pool_sets_no_hold_and_everything_that_must_run_there_tolerates_the_
         tolerations = task["template"]["spec"]["tolerations"]
         for key in (fabric.HOLD_TAINT_KEY, fabric.FABRIC_TAINT_KEY):
             assert any(t["key"] == key and t["operator"] == "Exists" for t in tolerations), key
+
+
+def test_the_recurring_runs_deadline_covers_the_wait_it_computes(dev):
+    """The CronJob's Job must outlive the run's own wait for its re-test (the job's deadline plus the
+    scheduling margin) and the judgement after it, or Kubernetes kills it mid-run."""
+    from verify import certify_recurring
+
+    cron = dev.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]
+    template = json.loads(dev.one("kubernetes:core/v1:ConfigMap", "certifier-template").inputs["data"]["job.json"])
+    wait = (template["deadline_minutes"] + certify_recurring.WAIT_MARGIN_MINUTES) * 60
+    assert cron["activeDeadlineSeconds"] > wait
+    assert cron["activeDeadlineSeconds"] == certify_recurring.run_minutes(template) * 60

@@ -444,6 +444,44 @@ def test_nothing_idle_nothing_created():
     assert (under_test, peers) == ([name(0)], []), "one node alone cannot be paired: the run creates nothing"
 
 
+def test_a_pod_whose_devices_are_dra_claims_makes_its_node_busy():
+    """With DRA a pod asks for its GPUs and HCAs through spec.resourceClaims, and its containers request no
+    extended resource: it is busy all the same."""
+    from verify import certify_recurring
+
+    claimed = {**gpu_pod(name(1)), "spec": {"nodeName": name(1), "resourceClaims": [
+        {"name": "gpus", "resourceClaimTemplateName": "gpu-claim"}], "containers": [{"name": "t"}]}}
+    assert certify_recurring.busy_nodes([claimed]) == {name(1): "team-a/training-0"}
+    assert certify_recurring.busy_nodes([{**claimed, "status": {"phase": "Succeeded"}}]) == {}
+
+
+def test_a_stale_re_test_is_deleted_and_no_longer_blocks_the_next_run(tmp_path, capsys):
+    """A re-test left Pending (its run ended before it could be scheduled) is older than any run may take:
+    the next run deletes it instead of doing nothing forever; a recent unfinished one still blocks."""
+    from verify import certify_recurring
+
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    stale = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {
+        "name": "fabric-retest-old", "namespace": NS, "labels": {certify_recurring.RETEST_LABEL: "true"},
+        "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"state": {"phase": "Pending"}}}
+    created, run = run_retest()
+    nodes = [node(0, None, certified=True), node(1, None, certified=True), node(2)]
+    with FakeApi(nodes=nodes, jobs=[stale], configmaps=[template], run_job=run) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        code = cli.main(["certify", "--recurring", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                         "--poll-seconds", "0.01", "--json"])
+        err = capsys.readouterr().err
+    assert code == 0, err
+    assert ("DELETE", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NS}/jobs/fabric-retest-old") in [
+        (m, p) for m, p, _ in api.writes]
+    assert len(created) == 1, "and the run goes on"
+    recent = {**stale, "metadata": {**stale["metadata"], "creationTimestamp": "2999-01-01T00:00:00Z"}}
+    assert certify_recurring.stale_retests([recent, stale], now=1.8e9, max_minutes=100) == ["fabric-retest-old"]
+
+
 def test_each_run_pushes_its_metrics_to_a_pushgateway(tmp_path, capsys):
     with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
         host, port = api.server.server_address[:2]

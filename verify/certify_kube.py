@@ -196,6 +196,10 @@ class Writer:
         self._do(f"create Volcano job {namespace}/{name} on {job['spec']['minAvailable'] - 1} node(s)", self.api.post,
                  f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}", job)
 
+    def delete_job(self, namespace: str, name: str) -> None:
+        self._do(f"delete stale Volcano job {namespace}/{name}", self.api.delete,
+                 f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}/{name}")
+
     def configmap(self, name: str, data: dict[str, str], best_effort: bool = False) -> None:
         self._do(f"update ConfigMap {self.namespace}/{name} ({', '.join(sorted(data))})", self.api.patch,
                  f"/api/v1/namespaces/{self.namespace}/configmaps/{name}", {"data": data}, MERGE_PATCH,

@@ -34,6 +34,27 @@ PRIORITY_CLASS = "aks-infiniband-idle"  # components/certifier.py creates it
 RETEST_LABEL = "aks-infiniband.io/fabric-retest"
 BUSY_RESOURCES = ("nvidia.com/gpu", f"{fabric.RDMA_RESOURCE_PREFIX}/")
 WAIT_MARGIN_MINUTES = 15  # image pull and gang scheduling before the pods' own deadline starts
+JUDGE_MARGIN_MINUTES = 10  # reading the log, judging and writing, after the wait
+
+
+def run_minutes(template: Mapping[str, Any]) -> int:
+    """How long one recurring run may take: the wait for its re-test, and the judgement after it. The
+    CronJob's activeDeadlineSeconds is sized from it (components/certifier.py), and a re-test older than
+    it is stale (stale_retests)."""
+    return int(template["deadline_minutes"]) + WAIT_MARGIN_MINUTES + JUDGE_MARGIN_MINUTES
+
+
+def stale_retests(jobs: Sequence[Mapping[str, Any]], now: float, max_minutes: float) -> list[str]:
+    """Unfinished re-tests created more than `max_minutes` ago (one left Pending by a run that ended):
+    they would block every later run, so the next run deletes them."""
+    out = []
+    for j in jobs:
+        if kube.get(j, "status", "state", "phase") in ("Completed", "Failed", "Aborted", "Terminated"):
+            continue
+        created = kube.epoch(kube.get(j, "metadata", "creationTimestamp"))
+        if created is not None and now - created > max_minutes * 60:
+            out.append(kube.name(j))
+    return out
 MAX_PEERS = 3  # certified peers beside the nodes under test: the doctor's partners per node
 
 
@@ -42,11 +63,16 @@ def _say(message: str) -> None:
 
 
 def busy_nodes(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Node -> the pod that makes it busy: not finished, and asks for a GPU or an RDMA device."""
+    """Node -> the pod that makes it busy: not finished, and asks for a GPU or an RDMA device, as an
+    extended resource or through DRA ResourceClaims (spec.resourceClaims: with DRA a pod's devices are
+    claims, and its containers request no extended resource at all)."""
     out = {}
     for pod in pods:
         node = kube.get(pod, "spec", "nodeName")
         if not node or kube.get(pod, "status", "phase") in ("Succeeded", "Failed"):
+            continue
+        if kube.get(pod, "spec", "resourceClaims"):
+            out.setdefault(str(node), f"{kube.get(pod, 'metadata', 'namespace')}/{kube.name(pod)}")
             continue
         for c in kube.get(pod, "spec", "containers") or []:
             asks = {**(kube.get(c, "resources", "requests") or {}), **(kube.get(c, "resources", "limits") or {})}
@@ -112,8 +138,14 @@ def launch(api: Api, args: argparse.Namespace, nodes: Sequence[Mapping[str, Any]
     if len(chosen) < 2:
         _say(f"nothing to certify: {len(chosen)} idle IB node(s) usable (busy: {', '.join(sorted(busy)) or 'none'})")
         return None, None
-    running = kube.items(api.get(f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/"
-                                 f"{VOLCANO_PLURAL}", labelSelector=f"{RETEST_LABEL}=true"))
+    jobs_path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/{VOLCANO_PLURAL}"
+    running = kube.items(api.get(jobs_path, labelSelector=f"{RETEST_LABEL}=true"))
+    stale = stale_retests(running, time.time(), run_minutes(template))
+    for name in stale:
+        _say(f"re-test {args.namespace}/{name} is older than a run may take ({run_minutes(template)} min) and "
+             "has not finished: deleting it")
+        writer.delete_job(args.namespace, name)
+    running = [j for j in running if kube.name(j) not in stale]
     if any(kube.get(j, "status", "state", "phase") not in ("Completed", "Failed", "Aborted", "Terminated")
            for j in running):
         _say("a re-test job is still running: this run does nothing")

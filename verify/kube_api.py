@@ -180,6 +180,9 @@ class Api:
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, body=body)
 
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path, body={"propagationPolicy": "Background"})
+
 
 def _message(exc: urllib.error.HTTPError) -> str:
     """The Status object's reason and message (the API's own words), else HTTP's reason."""
