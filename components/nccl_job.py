@@ -184,7 +184,8 @@ def job_spec(
         "MPI_HOME": MPI_HOME,
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
-        **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run),
+        **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run,
+                   dra=modes.rdma_mode(args.rdma_mode).dra),
         **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
         **launcher_env.result_env(),
         **doctor_env(args),

@@ -239,11 +239,21 @@ def binding(sku: Sku) -> Binding:
                    "one rank per GPU, unbound: NCCL pins its own threads", fam.binding_source)
 
 
-def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, Setting]:
+# rdmaMode dra on GB300: DRANET hands each pod its HCAs as DRA devices, and its AKS GB300 example runs NCCL
+# without mlx5 Data Direct. Mirrored until a run with it on is measured here.
+DRANET_AKS = "kubernetes-sigs/dranet examples/azure_aks_examples/gb300/mpi-job.yaml (-x NCCL_IB_DATA_DIRECT=0)"
+DRA_GB300 = {"NCCL_IB_DATA_DIRECT": Setting("0", "no mlx5 Data Direct DMA path, as DRANET's AKS GB300 example runs "
+                                            "NCCL over DRA-allocated HCAs", DRANET_AKS)}
+
+
+def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False
+             ) -> dict[str, Setting]:
     """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted (a
-    family's unset entries removed); `rack`: the rack's NVLink run (the family's `rack` over the rest)."""
+    family's unset entries removed); `rack`: the rack's NVLink run (the family's `rack` over the rest);
+    `dra`: the HCAs come as DRA devices (rdmaMode dra)."""
     fam = family(sku)
-    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **fam.settings}
+    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **fam.settings,
+           **(DRA_GB300 if dra and "GB300" in sku.vm_size else {})}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
     if rack:
@@ -253,9 +263,9 @@ def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) 
     return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
 
 
-def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False) -> dict[str, str]:
+def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False) -> dict[str, str]:
     """The environment of the launcher, forwarded to every rank by mpirun (-x)."""
-    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack)
+    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack, dra=dra)
     return {name: str(s.value) for name, s in found.items()}
 
 
@@ -272,6 +282,7 @@ def markdown_table() -> str:
         *((f.label, f.settings) for f in FAMILIES.values()),
         *((f"{f.label}, the rack's NVLink run", f.rack) for f in FAMILIES.values() if f.rack),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
+        ("GB300 with `rdmaMode: dra`", DRA_GB300),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]
     for when, env in groups:

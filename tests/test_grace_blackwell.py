@@ -401,3 +401,18 @@ def test_volcanos_scheduler_gets_dra_on_and_keeps_everything_else(reference):
     assert again == after
     with pytest.raises(ValueError, match="lacks the scheduler"):
         volcano_dra.configure([o for o in before if o["kind"] != "Deployment"])
+
+
+def test_gb300_in_rdma_mode_dra_runs_without_data_direct_as_dranets_aks_example(reference):
+    """DRANET's AKS GB300 MPIJob passes NCCL_IB_DATA_DIRECT=0 to every rank: mirrored (only there) until a
+    run with it on is measured."""
+    example = (reference / "examples" / "dranet-aks" / "examples" / "azure_aks_examples" / "gb300" / "mpi-job.yaml")
+    assert "-x NCCL_IB_DATA_DIRECT=0" in example.read_text()
+
+    def env(stack) -> dict[str, str]:
+        job = stack.one("kubernetes:batch.volcano.sh/v1alpha1:Job", "fabric-test-job").inputs
+        (launcher,) = [t for t in job["spec"]["tasks"] if t["name"] == "mpimaster"]
+        return {e["name"]: e.get("value") for e in launcher["template"]["spec"]["containers"][0]["env"]}
+
+    assert env(gb300())["NCCL_IB_DATA_DIRECT"] == "0"
+    assert "NCCL_IB_DATA_DIRECT" not in env(h100_dra()) and "NCCL_IB_DATA_DIRECT" not in env(gb200())
