@@ -96,9 +96,9 @@ class IbNodePool(pulumi.ComponentResource):
             count=args.node_count,
             orchestrator_version=args.kubernetes_version,
             os_type=cs.OSType.LINUX,
-            # the catalog's: `Ubuntu`, or `Ubuntu2404` where Azure requires it (GB200/GB300). The pinned
-            # SDK's OSSKU enum has no Ubuntu2404 member; the API takes the string (docs/grace-blackwell.md).
-            os_sku=sku.os_sku,
+            # `Ubuntu` on every size: 24.04 from Kubernetes 1.35, which the config requires where 24.04 is
+            # (GB200/GB300, DRANET's NRI); `Ubuntu2404` is not in the 2025-09-01 API (core/dra.py).
+            os_sku=cs.OSSKU.UBUNTU,
             os_disk_size_gb=args.os_disk_size_gb,
             type=cs.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
             enable_node_public_ip=False,

@@ -215,8 +215,8 @@ class Sku:
     # mpirun's core binding gives each rank cores_per_vm / gpus_per_vm of them.
     cpu_cores_per_vm: int = field(kw_only=True)
     cpu_cores_source: str = field(kw_only=True)
-    # AKS osSKU: `Ubuntu`, or `Ubuntu2404` where Azure requires 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG)
-    os_sku: str = field(default="Ubuntu", kw_only=True)
+    # Azure requires Ubuntu 24.04 (GB200/GB300: SRC_AKS_GB200_FLAG); how the pool gets it: core/dra.py.
+    needs_ubuntu_2404: bool = field(default=False, kw_only=True)
     # Multi-node NVLink: nodes per NVL72 rack (needs the DRA driver's ComputeDomain; the verdict judges an
     # IB-only run). None: NVLink stays inside the VM.
     mnnvl_rack_nodes: int | None = field(default=None, kw_only=True)
@@ -537,7 +537,7 @@ SKUS: dict[str, Sku] = {
             gpu_memory_gb=192,
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB200,
-            os_sku="Ubuntu2404",  # SRC_AKS_GB200_FLAG
+            needs_ubuntu_2404=True,  # SRC_AKS_GB200_FLAG
             mnnvl_rack_nodes=18,  # SRC_NVL72_RACK
         ),
         Sku(
@@ -560,7 +560,7 @@ SKUS: dict[str, Sku] = {
             gpu_memory_gb=288,  # SRC_DRANET_GB300
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB300,
-            os_sku="Ubuntu2404",
+            needs_ubuntu_2404=True,
             mnnvl_rack_nodes=18,
             allreduce_rack=_GB300_MNNVL,
         ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core import modes
+from core import catalog, modes
 from core.catalog import Sku
 
 API_VERSION = "resource.k8s.io/v1"
@@ -79,11 +79,34 @@ def _version(text: str) -> tuple[int, int, int]:
     return major, minor, patch[0] if patch else 10**6
 
 
+# osSKU `Ubuntu` is Ubuntu 22.04 for Kubernetes 1.25 to 1.34 and 24.04 from 1.35. `Ubuntu2404` is not in the
+# 2025-09-01 API's enum (the pinned azure-native's default), so the pool gets 24.04 through the version.
+UBUNTU_2404_KUBERNETES = (1, 35)
+SRC_UBUNTU_2404 = ("learn.microsoft.com/azure/aks/upgrade-os-version, 'Supported OS versions': 'Ubuntu 22.04 is "
+                   "default for Kubernetes versions 1.25 to 1.34. Ubuntu 24.04 is the default OS for Kubernetes 1.35+'")
+
+
+def ubuntu_2404_need(sku: Sku, rdma_mode: str) -> str | None:
+    """Why this stack needs Ubuntu 24.04 on the IB pool, or None: Azure requires it for GB200/GB300, and
+    DRANET's NRI plugin needs containerd 2 (24.04's; on 22.04's containerd 1.7 NRI is off by default:
+    kubernetes-sigs/dranet examples/azure_aks_examples/README.md, "Cluster prerequisites")."""
+    if sku.needs_ubuntu_2404:
+        return f"{sku.vm_size} needs Ubuntu 24.04 ({catalog.SRC_AKS_GB200_FLAG.split(': ', 1)[0]})"
+    if modes.MODES.get(rdma_mode, modes.SHARED).dra:
+        return f"rdmaMode {rdma_mode!r} needs Ubuntu 24.04's containerd 2 for DRANET's NRI plugin"
+    return None
+
+
 def kubernetes_problem(kubernetes_version: str, sku: Sku, rdma_mode: str) -> str | None:
-    """What is wrong with `kubernetes_version` for this stack's DRA needs, or None."""
+    """What is wrong with `kubernetes_version` for this stack's DRA and Ubuntu needs, or None."""
     why = needs(sku, rdma_mode)
     if not why or not re.fullmatch(r"\d+\.\d+(\.\d+)?", kubernetes_version):
         return None
-    if _version(kubernetes_version) >= MIN_KUBERNETES:
-        return None
-    return f"{why} needs Kubernetes {MIN_KUBERNETES_TEXT} or newer ({API_VERSION})"
+    if _version(kubernetes_version) < MIN_KUBERNETES:
+        return f"{why} needs Kubernetes {MIN_KUBERNETES_TEXT} or newer ({API_VERSION})"
+    ubuntu = ubuntu_2404_need(sku, rdma_mode)
+    if ubuntu and _version(kubernetes_version)[:2] < UBUNTU_2404_KUBERNETES:
+        floor = ".".join(map(str, UBUNTU_2404_KUBERNETES))
+        return (f"{ubuntu}, which AKS's osSKU Ubuntu is from Kubernetes {floor} on (the 2025-09-01 API has no "
+                f"Ubuntu2404): use {floor} or newer")
+    return None

@@ -224,7 +224,7 @@ def test_each_ib_generation_has_its_rate_and_xdr_is_there():
 def test_gb300_is_catalogued_as_azure_publishes_it():
     sku = catalog.lookup("ND128isr_GB300_v6")
     assert (sku.gpus_per_vm, sku.ib_hcas_per_vm, sku.ib_link_gbits, sku.ib_generation) == (4, 4, 800, "XDR")
-    assert (sku.cpu_arch, sku.cpu_cores_per_vm, sku.os_sku, sku.mnnvl_rack_nodes) == ("arm64", 128, "Ubuntu2404", 18)
+    assert (sku.cpu_arch, sku.cpu_cores_per_vm, sku.needs_ubuntu_2404, sku.mnnvl_rack_nodes) == ("arm64", 128, True, 18)
     assert sku.cpu_cores_source.startswith("DERIVED")  # from the size name, not a published count
     ib = sku.allreduce_expectation(2)
     assert (ib.baseline_gbps, ib.threshold_gbps) == (200.0, 180.0) and not ib.derived
@@ -237,7 +237,7 @@ def test_gb300_is_catalogued_as_azure_publishes_it():
 
 def test_gb200_corrected_ubuntu_2404_and_a_rack_but_no_published_figures():
     sku = catalog.lookup("Standard_ND128isr_NDR_GB200_v6")
-    assert (sku.ib_link_gbits, sku.ib_generation, sku.os_sku, sku.mnnvl_rack_nodes) == (400, "NDR", "Ubuntu2404", 18)
+    assert (sku.ib_link_gbits, sku.ib_generation, sku.needs_ubuntu_2404, sku.mnnvl_rack_nodes) == (400, "NDR", True, 18)
     # GB300's figures are for twice the link rate: they are not copied to GB200
     assert sku.allreduce_2_nodes is None and sku.allreduce_rack is None
 
@@ -245,7 +245,7 @@ def test_gb200_corrected_ubuntu_2404_and_a_rack_but_no_published_figures():
 def test_only_multi_node_nvlink_sizes_have_a_rack_and_every_other_size_keeps_azures_default_os_sku():
     for sku in catalog.SKUS.values():
         assert sku.has_mnnvl == (sku.generation == "ndv6"), sku.vm_size
-        assert sku.os_sku == ("Ubuntu2404" if sku.has_mnnvl else "Ubuntu"), sku.vm_size
+        assert sku.needs_ubuntu_2404 == sku.has_mnnvl, sku.vm_size
     with pytest.raises(ValueError, match="rack"):
         replace(catalog.lookup("Standard_ND96isr_H100_v5"), allreduce_rack=catalog.lookup(
             "Standard_ND128isr_GB300_v6").allreduce_rack)

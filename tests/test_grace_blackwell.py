@@ -87,7 +87,9 @@ def test_gb_stacks_render_as_azure_runs_grace_blackwell(stack, size):
     r = stack()
     assert r.outputs["vmSize"] == size
     pool = r.one(POOL).inputs
-    assert pool["osSKU"] == "Ubuntu2404" and pool["gpuProfile"] == {"driver": "None"}
+    # `Ubuntu`: 24.04 on Kubernetes 1.35 (the stack's version); the 2025-09-01 API has no Ubuntu2404
+    assert pool["osSKU"] == "Ubuntu" and pool["gpuProfile"] == {"driver": "None"}
+    assert tuple(int(x) for x in pool["orchestratorVersion"].split(".")[:2]) >= dra.UBUNTU_2404_KUBERNETES
     assert pool["nodeLabels"][fabric.DRA_KUBELET_PLUGIN_LABEL] == "true"
     # ... and held by the admission loop like every all-reduce pool: its DRA pods tolerate that (below)
     assert pool["nodeTaints"] == [fabric.IB_TAINT]
