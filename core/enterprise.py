@@ -17,6 +17,24 @@ from typing import Any
 STACK_PARTS = ("all", "azure", "kubernetes")
 KUBELOGIN_MODES = ("azurecli", "workloadidentity", "spn", "msi")  # kubelogin get-token --login <mode>
 PRINCIPAL_TYPES = ("User", "ServicePrincipal")  # of the identity that runs `pulumi up`
+# What each login mode signs in as (ARM's principalType of a managed identity is ServicePrincipal);
+# `azurecli` is whoever ran `az login`: a person unless deployerPrincipalType says otherwise.
+LOGIN_PRINCIPAL = {"azurecli": None, "workloadidentity": "ServicePrincipal", "spn": "ServicePrincipal",
+                   "msi": "ServicePrincipal"}
+
+
+def principal_type(kubelogin_mode: str, given: str | None) -> str:
+    """The deployer's principalType: the one its login mode implies, else the one given, else User."""
+    return LOGIN_PRINCIPAL.get(kubelogin_mode) or given or "User"
+
+
+def principal_problem(kubelogin_mode: str, given: str | None) -> str | None:
+    """A deployerPrincipalType that contradicts its login mode (ARM rejects the assignment), else None."""
+    implied = LOGIN_PRINCIPAL.get(kubelogin_mode)
+    if given and implied and given != implied:
+        return (f"entraId.deployerPrincipalType: got {given!r} with entraId.kubeloginMode: {kubelogin_mode}, which "
+                f"signs in as a {implied}; ARM refuses a role assignment of the wrong type: set {implied} or remove it")
+    return None
 # azure is Azure CNI Overlay. Not offered: kubenet (retired in 2028) and Azure CNI node-subnet mode (the
 # pinned SDK sends its podCidr default, 10.244.0.0/16, with every network profile).
 NETWORK_PLUGINS = ("azure", "none")  # none: bring your own CNI
@@ -282,7 +300,8 @@ def records(values: dict[str, Any]) -> dict[str, Any]:
                             admin_group_object_ids=tuple(entra.get("adminGroupObjectIds") or ()),
                             kubelogin_mode=entra.get("kubeloginMode") or "azurecli",
                             grant_deployer_cluster_admin=entra.get("grantDeployerClusterAdmin") is not False,
-                            deployer_principal_type=entra.get("deployerPrincipalType") or "User"),
+                            deployer_principal_type=principal_type(entra.get("kubeloginMode") or "azurecli",
+                                                                   entra.get("deployerPrincipalType"))),
         "identity": Identity(control_plane_identity_id=ident.get("controlPlaneIdentityId"),
                              kubelet_identity_id=ident.get("kubeletIdentityId")),
         "network": Network(system_subnet_id=net.get("systemSubnetId"), ib_subnet_id=net.get("ibSubnetId"),

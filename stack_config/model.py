@@ -135,6 +135,11 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
             f"(or set fabricTest.enabled: false)"
         )
     problems += _system_pool_problems(values["systemPool"], prefix)
+    entra = values.get("entraId") or {}
+    principal = enterprise.principal_problem(entra.get("kubeloginMode") or "azurecli",
+                                             entra.get("deployerPrincipalType"))
+    if principal:
+        problems.append(f"{prefix}{principal}")
     if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")

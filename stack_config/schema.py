@@ -181,8 +181,11 @@ SCHEMA: tuple[Key, ...] = (
             Key("grantDeployerClusterAdmin", "boolean", "Give the identity running `pulumi up` the Azure Kubernetes "
                 "Service RBAC Cluster Admin role on the cluster (it installs the operators).", default=True),
             Key("deployerPrincipalType", "string", "What that identity is: `User` (a person after `az login`) or "
-                "`ServicePrincipal` (CI, a managed identity); Azure refuses a role assignment of the wrong type.",
-                default="User", check=one_of(*enterprise.PRINCIPAL_TYPES)),
+                "`ServicePrincipal` (CI, a managed identity); Azure refuses a role assignment of the wrong type. "
+                "Derived from kubeloginMode where it tells (msi, spn, workloadidentity: ServicePrincipal); set it "
+                "only for `azurecli` signed in as a service principal.",
+                default_doc="from kubeloginMode: User for azurecli",
+                check=optional(one_of(*enterprise.PRINCIPAL_TYPES))),
         )),
     Key("identity", "object", "User-assigned identities for the control plane and the kubelet (unset: AKS's "
         "system-assigned ones).",

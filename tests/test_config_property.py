@@ -56,6 +56,7 @@ GOOD = {
     "network.outboundType": "managedNATGateway",
     "azureStack": "platform-team/aks-infiniband/private-azure",
     "certifier.pushgatewayUrl": "http://pushgateway.monitoring:9091",
+    "entraId.deployerPrincipalType": "User",
 }
 # Good lists for the array fields: their near misses are built from these.
 GOOD_LISTS = {

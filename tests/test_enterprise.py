@@ -91,7 +91,8 @@ def test_the_deployer_becomes_cluster_admin_before_anything_kubernetes(private):
     grant = private.one(ROLE_ASSIGNMENT)
     assert grant.inputs["roleDefinitionId"].endswith("/roleDefinitions/b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b")
     assert grant.inputs["scope"].endswith("/managedClusters/aks-ib-private")
-    assert grant.inputs["principalType"] == "User" and grant.inputs["principalId"] == mocks.OFFLINE_ID
+    # kubeloginMode msi: a managed identity, which ARM types ServicePrincipal (User would be refused)
+    assert grant.inputs["principalType"] == "ServicePrincipal" and grant.inputs["principalId"] == mocks.OFFLINE_ID
     assert grant.urn in private.one(K8S_PROVIDER).dependencies
 
 
