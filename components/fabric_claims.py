@@ -15,6 +15,7 @@ and `rdmaMode: dra` is refused there (stack_config).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,10 +101,12 @@ def worker_claims(compute_domain: bool) -> WorkerClaims:
 
 
 def declare(name: str, parent: pulumi.Resource, namespace: pulumi.Input[str], *, sku: Sku, nics: bool,
-            compute_domain: bool) -> list[pulumi.Resource]:
+            compute_domain: bool, wait_for: Sequence[pulumi.Resource] = ()) -> list[pulumi.Resource]:
     """Declare `{name}-devices` (and `{name}-compute-domain`) in `namespace`, as children of `parent`:
-    what the Job waits for."""
-    opts = pulumi.ResourceOptions(parent=parent)
+    what the Job waits for. They depend on `wait_for` (the DRA driver's and DRANET's releases among it):
+    created after the controller that serves their CRD and DeviceClasses, and destroyed before it, so the
+    ComputeDomain's finalizer is removed by a running controller instead of hanging the namespace."""
+    opts = pulumi.ResourceOptions(parent=parent, depends_on=list(wait_for))
     declared: list[pulumi.Resource] = [rv1.ResourceClaimTemplate(
         f"{name}-devices",
         rv1.ResourceClaimTemplateInitArgs(

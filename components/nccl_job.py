@@ -254,7 +254,7 @@ class NcclJob(pulumi.ComponentResource):
             driver_versions=args.driver_versions,
             namespaced=(lambda namespace: fabric_claims.declare(
                 name, self, namespace, sku=args.sku, nics=modes.rdma_mode(args.rdma_mode).dra,
-                compute_domain=args.rack_run)) if gpus_by_claim(args) else None,
+                compute_domain=args.rack_run, wait_for=args.wait_for)) if gpus_by_claim(args) else None,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")

@@ -140,3 +140,18 @@ def test_nothing_in_the_cluster_waits_for_the_cluster_in_reverse(dev):
     for azure in (dev.one(RG), dev.one(CLUSTER), dev.one(POOL)):
         for r in in_cluster:
             assert not removed_before(dev, azure, r), f"{azure.name} waits for {r.name}"
+
+
+def test_the_dra_claims_and_the_compute_domain_go_before_the_drivers_that_serve_them():
+    """The ComputeDomain carries a finalizer that the DRA driver's controller removes: destroyed after
+    the driver's release it would hang its namespace; created before, it leans on the provider's retry
+    of a CRD not yet served. Its claim templates name the drivers' DeviceClasses likewise."""
+    from conftest import rendered
+
+    gb300 = rendered("gb300")
+    domain = gb300.one("kubernetes:resource.nvidia.com/v1beta1:ComputeDomain")
+    templates = gb300.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
+    for driver in (gb300.one(RELEASE, "dra-driver-release"), gb300.one(RELEASE, "dranet-release")):
+        for claimed in (domain, *templates):
+            assert removed_before(gb300, claimed, driver), (claimed.name, driver.name)
+            assert not removed_before(gb300, driver, claimed)
