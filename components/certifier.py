@@ -23,6 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace, NamespaceArgs
+from core import pins
 from verify import certify, certify_kube, certify_recurring
 from verify.certify_cli import CODE_SHA256_ENV
 from verify.kube import VOLCANO_GROUP
@@ -39,9 +40,9 @@ RACK_RESULT_CONFIGMAP = "fabric-certifier-rack-result"  # the rack's NVLink run,
 TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
 ADMISSION_DEPLOYMENT = "fabric-certifier-admission"  # holds new boots, re-tests held nodes (verify/certify_admit.py)
 CODE_DIR = "/opt/aks-infiniband"
-# python:3.12-slim, its multi-arch index digest as two unrelated public Dockerfiles pin it (the code
-# needs 3.11+: datetime.UTC). Any image with python3 >= 3.11 works (certifier.image).
-DEFAULT_IMAGE = "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+# The pin table's pythonImage (python:3.12-slim by digest; the code needs 3.11+: datetime.UTC). Any image
+# with python3 >= 3.11 works (certifier.image).
+DEFAULT_IMAGE = pins.component("pythonImage").version
 DEFAULT_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
 # Below every workload: pods with no class get 0. Never preempts anyone; the kube-scheduler may preempt it.
 PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS

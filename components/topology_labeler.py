@@ -2,13 +2,16 @@
 labels, written as Azure's own labelers write them (verify/topology.py says where each comes from).
 
 One DaemonSet on the IB pool. Two init containers run verify/topology.py (shipped in a ConfigMap, its
-sha256 in the pod template, so a change rolls the pods) in Azure's node-health image, which has the
-SHARP tools and python3 (Azure's torset labeler runs `python3` and `sharp_cmd` in the same image):
-`sharp`, privileged and with no API token, asks SHARP for the node's topology; `label`, as nobody with
-no capabilities, reads every fact and patches the node. A pause container then holds the pod, so the
-labels are written once per node, when it joins or is reimaged. Azure's labelers are not run as they
-are: a one-off Job names torsets by discovery order (`torset-00`, …), so a node that joins later gets
-no torset, or a name that clashes; here each node finds its torset's name by itself (docs/topology.md).
+sha256 in the pod template, so a change rolls the pods): `sharp`, privileged and with no API token, in
+Azure's node-health image, which has the SHARP tools and python3 (Azure's torset labeler runs `python3`
+and `sharp_cmd` in that image), asks SHARP for the node's topology; `label`, as nobody with no
+capabilities, in the pin table's multi-arch Python image, reads every fact and patches the node. The
+node-health image is amd64 only, so on an arm64 size (Grace Blackwell) the `sharp` step is left out and
+the node gets the fallback torset (verify/topology.py); everything else is labelled as on amd64.
+A pause container then holds the pod, so the labels are written once per node, when it joins or is
+reimaged. Azure's labelers are not run as they are: a one-off Job names torsets by discovery order
+(`torset-00`, …), so a node that joins later gets no torset, or a name that clashes; here each node
+finds its torset's name by itself (docs/topology.md).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ NAME = "fabric-topology-labeler"
 SCRIPT = Path(__file__).resolve().parent.parent / "verify" / "topology.py"
 SCRIPT_KEY = "topology.py"
 SCRIPT_MOUNT = "/opt/aks-infiniband"
+HYPERV_DIR = "/var/lib/hyperv"  # Hyper-V's KVP pools (.kvp_pool_3: the host's name), read by verify/topology.py
 # Azure's node-health image with the SHARP tools and python3: the image Azure's node_labeler and
 # torset_labeler charts use (Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm). Both in
 # the pin table (core/pins.py); Renovate (renovate.json) pins the labeler's digest.
 LABELER_IMAGE = pins.component("topologyLabelerImage").version
+PYTHON_IMAGE = pins.component("pythonImage").version
 PAUSE_IMAGE = pins.component("pauseImage").version
 SKIP_AWAIT = "pulumi.com/skipAwait"
 SCRIPT_HASH_ANNOTATION = "aks-infiniband.io/topology-script-sha256"
@@ -43,12 +48,24 @@ SCRIPT_HASH_ANNOTATION = "aks-infiniband.io/topology-script-sha256"
 
 @dataclass(frozen=True)
 class TopologyLabelerArgs:
-    image: str = LABELER_IMAGE
+    cpu_arch: str  # the IB size's (catalog): which steps' images can run there
+    image: str = LABELER_IMAGE  # the SHARP step's
+    python_image: str = PYTHON_IMAGE  # the labelling step's
     namespace_name: str = NAMESPACE
 
     def __post_init__(self) -> None:
-        if not self.image or self.image != self.image.strip():
-            raise ValueError(f"image: got {self.image!r}; expected an image reference")
+        for key in ("image", "python_image"):
+            value = getattr(self, key)
+            if not value or value != value.strip():
+                raise ValueError(f"{key}: got {value!r}; expected an image reference")
+        if self.cpu_arch not in pins.component("pythonImage").platforms:
+            raise ValueError(f"cpu_arch: got {self.cpu_arch!r}; the labelling image {self.python_image} covers "
+                             f"{'/'.join(pins.component('pythonImage').platforms)} only")
+
+    @property
+    def runs_sharp(self) -> bool:
+        """Whether the SHARP step's image has this architecture (Azure's node-health image: amd64 only)."""
+        return self.cpu_arch in pins.component("topologyLabelerImage").platforms
 
 
 def script_text() -> str:
@@ -109,18 +126,18 @@ def pod_spec(args: TopologyLabelerArgs, config_map_name: pulumi.Input[str],
         termination_grace_period_seconds=1,
         security_context=core.PodSecurityContextArgs(seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
         init_containers=[
-            core.ContainerArgs(
+            *([core.ContainerArgs(
                 name="sharp", image=args.image, image_pull_policy="IfNotPresent", command=command("sharp"),
                 security_context=core.SecurityContextArgs(privileged=True),
                 resources=_small("1", "256Mi"),
                 volume_mounts=[script, work, core.VolumeMountArgs(name="dev-infiniband", mount_path="/dev/infiniband")],
-            ),
+            )] if args.runs_sharp else []),
             core.ContainerArgs(
-                name="label", image=args.image, image_pull_policy="IfNotPresent", command=command("node"),
+                name="label", image=args.python_image, image_pull_policy="IfNotPresent", command=command("node"),
                 env=environment(), security_context=_unprivileged(), resources=_small("500m", "128Mi"),
                 volume_mounts=[
                     script, work,
-                    core.VolumeMountArgs(name="kvp", mount_path="/var/lib/hyperv/.kvp_pool_3", read_only=True),
+                    core.VolumeMountArgs(name="hyperv", mount_path=HYPERV_DIR, read_only=True),
                     core.VolumeMountArgs(name="token", mount_path="/var/run/secrets/kubernetes.io/serviceaccount",
                                          read_only=True),
                 ],
@@ -131,10 +148,12 @@ def pod_spec(args: TopologyLabelerArgs, config_map_name: pulumi.Input[str],
         volumes=[
             core.VolumeArgs(name="script", config_map=core.ConfigMapVolumeSourceArgs(name=config_map_name)),
             core.VolumeArgs(name="work", empty_dir=core.EmptyDirVolumeSourceArgs(size_limit="16Mi")),
-            core.VolumeArgs(name="kvp", host_path=core.HostPathVolumeSourceArgs(
-                path="/var/lib/hyperv/.kvp_pool_3", type="File")),
-            core.VolumeArgs(name="dev-infiniband", host_path=core.HostPathVolumeSourceArgs(
-                path="/dev/infiniband", type="Directory")),
+            # the KVP pool's directory, not the file: a `File` volume stops the pod where the file is absent,
+            # and the script labels without it (no physical-host label, said)
+            core.VolumeArgs(name="hyperv", host_path=core.HostPathVolumeSourceArgs(
+                path=HYPERV_DIR, type="DirectoryOrCreate")),
+            *([core.VolumeArgs(name="dev-infiniband", host_path=core.HostPathVolumeSourceArgs(
+                path="/dev/infiniband", type="Directory"))] if args.runs_sharp else []),
             core.VolumeArgs(name="token", projected=core.ProjectedVolumeSourceArgs(sources=[
                 core.VolumeProjectionArgs(service_account_token=core.ServiceAccountTokenProjectionArgs(
                     path="token", expiration_seconds=3600)),

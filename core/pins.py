@@ -193,11 +193,19 @@ COMPONENTS: tuple[Component, ...] = (
     Component("ncclTestsImage", "ghcr.io/coreweave/nccl-tests:13.0.2-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c",
               IMAGE_REF, "coreweave/nccl-tests@2eedd7c (README.md lines 72-79, build.yml)",
               platforms=("amd64", "arm64")),
-    # The topology labeler's image (components/topology_labeler.py): Azure's node-health image with the
-    # SHARP tools and python3, as Azure's node_labeler and torset_labeler charts use it.
+    # The topology labeler's SHARP step (components/topology_labeler.py): Azure's node-health image with the
+    # SHARP tools and python3, as Azure's node_labeler and torset_labeler charts use it. amd64 only (Azure
+    # builds it from an x86_64 OFED tarball): the step runs only on sizes of that architecture.
     # renovate-image: datasource=docker
     Component("topologyLabelerImage", "mcr.microsoft.com/aznhc/aznhc-nv:1.2.0", IMAGE_REF,
               "Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm"),
+    # The in-cluster Python of the certifier (components/certifier.py) and of the topology labeler's labelling
+    # step (components/topology_labeler.py, which runs on arm64 Grace Blackwell nodes too): python:3.12-slim by
+    # its multi-arch index digest, as two unrelated public Dockerfiles pin it (the code needs 3.11+).
+    # renovate-image: datasource=docker
+    Component("pythonImage",
+              "docker.io/library/python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea",
+              IMAGE_REF, "docker-library/python 3.12/slim-bookworm (the index digest)", platforms=("amd64", "arm64")),
     # The pre-pull and labeler DaemonSets' hold container (components/image_prepull.py): pause 3.10 by its
     # multi-arch index digest (as Cilium's Dockerfiles pin it).
     # renovate-image: datasource=docker

@@ -72,7 +72,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> 
                       opts=k8s_opts)
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
-    TopologyLabeler("topology", TopologyLabelerArgs(), opts=k8s_opts)
+    TopologyLabeler("topology", TopologyLabelerArgs(cpu_arch=sku.cpu_arch), opts=k8s_opts)
 
     # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
     # result into the outputs. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only

@@ -34,11 +34,8 @@ VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERS
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd: pins.COMPONENTS "ncclTestsImage".
 DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version
 
-# The in-cluster certifier's image: python:3.12-slim by its multi-arch index digest, as two unrelated
-# public Dockerfiles pin it (the certifier needs Python 3.11+ and nothing else: docs/fabric-certifier.md).
-DEFAULT_CERTIFIER_IMAGE = (
-    "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
-)
+# The in-cluster certifier's image: the pin table's pythonImage (Python 3.11+ and nothing else).
+DEFAULT_CERTIFIER_IMAGE = pins.component("pythonImage").version
 DEFAULT_CERTIFIER_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components import topology_labeler, volcano_topology
-from core import fabric
+from core import fabric, pins
 from tests.fake_kube_store import TOKEN, FakeApi
 from tests.schema_checks import as_api, core_errors, crd_errors, load_yaml_all, pinned_name
 from verify import topology
@@ -172,9 +172,39 @@ def test_without_sharp_the_node_gets_every_other_label_and_a_reason(tmp_path, mo
     assert not out.exists()
     api = topology.InCluster(base=fake_nodes.url, token=TOKEN, context=None)
     topology.label_this_node(api, tmp_path / "sys", tmp_path / "no-kvp", None, out)
-    assert "ib/torset" not in fake_nodes.node("aks-ib-0")["metadata"]["labels"]
-    assert fake_nodes.node("aks-ib-0")["metadata"]["labels"]["ib/pkey"] == "0x800b"
-    assert "ib/torset not set: SHARP's topology discovery gave no switch" in capsys.readouterr().out
+    # a torset of its own: Volcano's label discovery would otherwise drop it from its placement group too
+    labels = fake_nodes.node("aks-ib-0")["metadata"]["labels"]
+    assert labels["ib/torset"] == topology.fallback_torset("aks-ib-0") != topology.fallback_torset("aks-ib-1")
+    assert labels["ib/torset"].startswith(topology.FALLBACK_TORSET_PREFIX) and labels["ib/pkey"] == "0x800b"
+    assert "SHARP's topology discovery gave no switch for this node (its own torset" in capsys.readouterr().out
+
+
+def test_a_hung_sharp_is_caught_and_a_refused_label_is_retried(tmp_path, monkeypatch):
+    """A SHARP manager that never answers used to raise TimeoutExpired before anything was labelled, and the
+    kubelet restarted the pod forever; a PATCH the API server refuses once is tried again."""
+    hca(tmp_path / "sys", "mlx5_0", "0xa11", ["0x800b"])
+    sharp = tmp_path / "sharp_cmd"
+    sharp.write_text("#!/bin/sh\nsleep 30\n")
+    sharp.chmod(0o755)
+    monkeypatch.setattr(topology, "SHARP_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(topology, "_unlock_memory", lambda: None)
+    out = tmp_path / "topology.txt"
+    assert topology.write_sharp_topology(tmp_path / "sys", str(sharp), "mlx5_0:1", out) == 0 and not out.exists()
+
+    class Flaky:
+        calls = 0
+
+        def label_node(self, node, labels, annotations):
+            Flaky.calls += 1
+            if Flaky.calls < 3:
+                raise OSError("connection refused")
+
+    slept = []
+    topology.label_with_retries(Flaky(), "aks-ib-0", {"a": "b"}, {}, sleep=slept.append)
+    assert Flaky.calls == 3 and slept == [2, 4]
+    with pytest.raises(OSError):
+        Flaky.calls = -10
+        topology.label_with_retries(Flaky(), "aks-ib-0", {"a": "b"}, {}, attempts=2, sleep=slept.append)
 
 
 # --- the DaemonSet in the render ---------------------------------------------------------------------------
@@ -322,3 +352,29 @@ def test_sharp_runs_with_memory_unlocked_as_azures_labeler_runs_it(tmp_path):
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
     got = out.read_text().strip()
     assert got == "unlimited" or int(got) * 1024 == hard, got
+
+
+def test_on_arm64_grace_blackwell_the_labeler_runs_only_steps_whose_images_have_arm64():
+    """Azure's node-health image (the SHARP step's) is amd64 only; GB200/GB300 nodes are arm64: there the
+    SHARP step is left out and the labelling step runs in the multi-arch Python image."""
+    from conftest import rendered
+
+    for stack, arch in (("dev", "amd64"), ("gb300", "arm64"), ("gb200", "arm64")):
+        spec = labeler_pod(rendered(stack))
+        steps = {c["name"]: c["image"] for c in spec["initContainers"]}
+        images = [*steps.values(), *(c["image"] for c in spec["containers"])]
+        by_image = {c.version: c for c in pins.COMPONENTS}
+        for image in images:
+            assert arch in by_image[image].platforms, (stack, image)
+        assert ("sharp" in steps) == (arch == "amd64"), stack
+        assert steps["label"] == pins.component("pythonImage").version
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["hyperv"]["hostPath"]["type"] == "DirectoryOrCreate", "an absent KVP file stops nothing"
+        assert ("dev-infiniband" in volumes) == (arch == "amd64")
+
+
+def test_a_labelling_image_without_the_sizes_architecture_is_refused():
+    from components.topology_labeler import TopologyLabelerArgs
+
+    with pytest.raises(ValueError, match="cpu_arch: got 'riscv64'"):
+        TopologyLabelerArgs(cpu_arch="riscv64")

@@ -19,10 +19,14 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+SHARP_TIMEOUT_SECONDS = 120
+FALLBACK_TORSET_PREFIX = "torset-none-"  # a node SHARP could not place (verify/topology.py fallback_torset)
+LABEL_ATTEMPTS = 5
 KVP_RECORD_KEY, KVP_RECORD_VALUE = 512, 2048  # Hyper-V KVP pool records: NUL-padded key, NUL-padded value
 DEFAULT_PKEY = 0xFFFF
 FULL_MEMBER = 0x8000
@@ -207,10 +211,14 @@ def sharp_topology(sharp_cmd: str, device: str, guids: list[str]) -> str | None:
     with tempfile.TemporaryDirectory() as work:
         guids_file, topology_file = Path(work, "guids.txt"), Path(work, "topology.txt")
         guids_file.write_text("".join(f"{g}\n" for g in guids))
-        done = subprocess.run([sharp_cmd, "topology", "--ib-dev", device, "--guids_file", str(guids_file),
-                               "--topology_file", str(topology_file)],
-                              env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=120, check=False,
-                              preexec_fn=_unlock_memory)
+        try:
+            done = subprocess.run([sharp_cmd, "topology", "--ib-dev", device, "--guids_file", str(guids_file),
+                                   "--topology_file", str(topology_file)],
+                                  env={**os.environ, "SHARP_SMX_UCX_INTERFACE": device}, timeout=SHARP_TIMEOUT_SECONDS,
+                                  check=False, preexec_fn=_unlock_memory)
+        except (subprocess.TimeoutExpired, OSError) as e:  # a hung SHARP manager must not stop the labels
+            print(f"sharp_cmd gave no answer ({e})", flush=True)
+            return None
         return topology_file.read_text() if done.returncode == 0 and topology_file.is_file() else None
 
 
@@ -225,6 +233,26 @@ def write_sharp_topology(sysfs: Path, sharp_cmd: str, device: str, out: Path) ->
     return 0
 
 
+def fallback_torset(node: str) -> str:
+    """The torset of a node SHARP could not place: its own, named apart from the switch-named ones."""
+    return f"{FALLBACK_TORSET_PREFIX}{hashlib.sha1(node.encode()).hexdigest()[:8]}"
+
+
+def label_with_retries(api: InCluster, node: str, labels: dict[str, str], annotations: dict[str, str],
+                       attempts: int = LABEL_ATTEMPTS, sleep=time.sleep) -> None:
+    """The PATCH, again after 2, 4, 8 … s when the API server does not take it (the last error is raised:
+    the kubelet restarts the pod, with its own back-off)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            api.label_node(node, labels, annotations)
+            return
+        except (OSError, ValueError) as e:  # urllib's HTTPError and URLError are OSErrors
+            if attempt == attempts:
+                raise
+            print(f"labelling {node} failed ({e}); again in {2 ** attempt} s", flush=True)
+            sleep(2 ** attempt)
+
+
 def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | None, topology_file: Path) -> int:
     names = _names()
     pool = kvp_path.read_bytes() if kvp_path.is_file() else None
@@ -234,11 +262,14 @@ def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | No
     # them (by name) that lists one of its GUIDs names the torset the same way on each of its hosts.
     topology = topology_file.read_text() if topology_file.is_file() else ""
     torset = torsets({node: port_guids(sysfs)}, topology).get(node)
-    if torset:
-        labels[names["torset"]] = torset
-    else:
-        notes.append(f"{names['torset']} not set: SHARP's topology discovery gave no switch for this node")
-    api.label_node(node, labels, annotations)
+    if not torset:
+        # Volcano's label discovery stops at a node's first missing tier label, which would drop it from its
+        # placement group's HyperNode too: a torset of its own keeps it there (and shares a leaf with no one)
+        torset = fallback_torset(node)
+        notes.append(f"{names['torset']}={torset}: SHARP's topology discovery gave no switch for this node (its own "
+                     "torset, so it stays in its placement group's HyperNode)")
+    labels[names["torset"]] = torset
+    label_with_retries(api, node, labels, annotations)
     for key, value in {**labels, **annotations}.items():
         print(f"{node}: {key}={value}", flush=True)
     for note in notes:
