@@ -22,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import pins
 from verify import certify, certify_kube, certify_recurring
@@ -197,6 +198,9 @@ class Certifier(pulumi.ComponentResource):
         role(f"{name}-fabric", args.fabric_namespace, fabric_rules(), in_fabric)
         role(f"{name}-own", ns, own_rules(args.rack), child)
         role(f"{name}-events", certify_kube.EVENTS_NAMESPACE, event_rules(), child)
+        # what RBAC cannot say: which Jobs and which node fields (components/certifier_bounds.py)
+        certifier_bounds.declare(name, f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
+                                 certifier_bounds.images(args.retest) if args.retest else [], LABELS, child)
         files = certify.code_files(ROOT)
         self.code_sha256 = certify.code_sha256(files)
         self.files = tuple(files)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import urllib.request
@@ -110,6 +111,27 @@ DOCUMENT_MARKER = re.compile(r"^(---[ \t]*\n)", re.MULTILINE)
 _CRD = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
 
 
+ADMISSION_DEPLOYMENT, ADMISSION_CONTAINER, ADMISSION_PORT = "volcano-admission", "admission", 8443
+
+
+def with_admission_readiness(objects: list[dict]) -> list[dict]:
+    """The admission webhook's Deployment with a readiness probe on its TLS port. The release has none, so
+    the pod is Ready as soon as it starts, while the webhook (`failurePolicy: Fail`) listens only after its
+    informers have synced (cmd/webhook-manager/app/server.go: ListenAndServeTLS after WaitForCacheSync): a
+    Volcano Job created then is refused. With the probe the Service routes to it, and the ConfigGroup's
+    await of the Deployment holds everything that depends on Volcano, only once it answers."""
+    out = []
+    for obj in objects:
+        if obj.get("kind") == "Deployment" and obj["metadata"]["name"] == ADMISSION_DEPLOYMENT:
+            obj = json.loads(json.dumps(obj))
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == ADMISSION_CONTAINER:
+                    c["readinessProbe"] = {"tcpSocket": {"port": ADMISSION_PORT}, "periodSeconds": 2,
+                                           "failureThreshold": 3, "timeoutSeconds": 2}
+        out.append(obj)
+    return out
+
+
 @functools.cache
 def configured(manifest: str, dra: bool = False) -> str:
     """The checked manifest with the stack's scheduler and controller configuration in its two
@@ -125,6 +147,7 @@ def configured(manifest: str, dra: bool = False) -> str:
     parsed = {i: obj for i, obj in parsed.items() if obj}
     objects = volcano_topology.configure(list(parsed.values()))
     objects = volcano_dra.configure(objects) if dra else objects
+    objects = with_admission_readiness(objects)
     for (i, before), after in zip(parsed.items(), objects, strict=True):
         if after != before:
             pieces[i] = yaml.dump(after, Dumper=dumper, sort_keys=False)

@@ -158,3 +158,23 @@ def test_the_recurring_runs_deadline_covers_the_wait_it_computes(dev):
     wait = (template["deadline_minutes"] + certify_recurring.WAIT_MARGIN_MINUTES) * 60
     assert cron["activeDeadlineSeconds"] > wait
     assert cron["activeDeadlineSeconds"] == certify_recurring.run_minutes(template) * 60
+
+
+def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and_node_writes(dev):
+    """RBAC's `create` on Volcano Jobs in a privileged namespace and `patch` on nodes are narrowed by two
+    ValidatingAdmissionPolicies matched on the account (tried against the real API server in make e2e)."""
+    from components import certifier_bounds
+
+    policies = {r.inputs["metadata"]["name"]: r.inputs["spec"]
+                for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
+    assert set(policies) == {certifier_bounds.JOBS_POLICY, certifier_bounds.NODES_POLICY}
+    for spec in policies.values():
+        (cond,) = spec["matchConditions"]
+        assert cond["expression"] == ("request.userInfo.username == "
+                                      f"'system:serviceaccount:{certifier_mod.NAMESPACE}:{certifier_mod.SERVICE_ACCOUNT}'")
+        assert spec["failurePolicy"] == "Fail"
+    template = json.loads(dev.one("kubernetes:core/v1:ConfigMap", "certifier-template").inputs["data"]["job.json"])
+    jobs = " ".join(v["expression"] for v in policies[certifier_bounds.JOBS_POLICY]["validations"])
+    assert all(image in jobs for image in certifier_bounds.images(template)) and "privileged" in jobs
+    bindings = dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    assert sorted(b.inputs["spec"]["validationActions"][0] for b in bindings) == ["Deny", "Deny"]

@@ -91,14 +91,15 @@ def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
 def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra):
     """The applied text is the release's, document for document: each one the configuration leaves alone
     (the 1 MB of CRDs among them) is the release's own text, and each one it changes holds exactly the
-    configured object (components/volcano_topology.py, and with DRA components/volcano_dra.py)."""
+    configured object (components/volcano_topology.py, with DRA components/volcano_dra.py, and the admission
+    webhook's readiness probe)."""
     from components import volcano_dra, volcano_topology
     from tests import schema_checks as sc
 
     text = upstream.decode()
     objects = [d for d in sc.load_yaml_all(text) if d]
     expected = volcano_topology.configure(objects)
-    expected = iter(volcano_dra.configure(expected) if dra else expected)
+    expected = iter(volcano.with_admission_readiness(volcano_dra.configure(expected) if dra else expected))
     release_objects = iter(objects)
     marker = re.compile(r"^---[ \t]*\n", re.MULTILINE)
     released, applied = marker.split(text), marker.split(volcano.configured(text, dra))
@@ -115,7 +116,7 @@ def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra
             assert sc.load_yaml(applied_piece) == after
             rewritten += 1
     assert next(expected, None) is None and next(release_objects, None) is None
-    assert rewritten == (3 if dra else 2)  # the two ConfigMaps; with DRA the scheduler's Deployment too
+    assert rewritten == (4 if dra else 3)  # the two ConfigMaps, the webhook; with DRA the scheduler's Deployment too
 
 
 def test_no_resource_reads_a_manifest_from_a_url_at_deploy_time(dev):
@@ -164,3 +165,17 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
     assert volcano_dra.PREDICATE_ARGUMENT not in volcano.configured(text, False)
     dra_h100 = rendered("dev", dev_config(rdmaMode="dra"))
     assert volcano_dra.FEATURE_GATE in scheduler_args(dra_h100)
+
+
+def test_the_admission_webhook_is_ready_only_once_it_listens(upstream):
+    """The release's webhook Deployment has no readiness probe: Ready at start, listening only after its
+    informers sync, with failurePolicy Fail. The stack adds a probe on its TLS port (the one it serves)."""
+    import yaml
+
+    volcano_mod = volcano
+    text = volcano_mod.configured(upstream.decode())
+    (deployment,) = [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "Deployment"
+                     and d["metadata"]["name"] == volcano_mod.ADMISSION_DEPLOYMENT]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert f"--port={volcano_mod.ADMISSION_PORT}" in container["args"]
+    assert container["readinessProbe"]["tcpSocket"]["port"] == volcano_mod.ADMISSION_PORT

@@ -35,7 +35,8 @@ EVENT_DEFECT = ("issue 35 item 1: the certifier posts Node Events in its own nam
                 "answers 422 (involvedObject.namespace must be default for a cluster-scoped object)")
 # Kinds the certifier scenarios need from the render: its own objects, the fabric test's, Volcano's CRDs.
 KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-         "PriorityClass", "CustomResourceDefinition", "Job"}
+         "PriorityClass", "CustomResourceDefinition", "Job", "ValidatingAdmissionPolicy",
+         "ValidatingAdmissionPolicyBinding"}
 
 
 class World:
@@ -218,3 +219,39 @@ def test_the_certifiers_serviceaccount_can_do_what_it_needs_and_no_more(world):
     for ns in ("default", "fabric-test", "fabric-certifier", "kube-system"):
         assert world.kubectl("auth", "can-i", "get", "secrets", "-n", ns, as_=SA, check=False).stdout.strip() == "no"
         assert world.kubectl("auth", "can-i", "create", "pods", "-n", ns, as_=SA, check=False).stdout.strip() == "no"
+
+
+def test_the_api_server_bounds_what_the_certifiers_account_may_create_and_change(world):
+    """RBAC lets the account create Volcano Jobs in a privileged namespace and patch any node; the stack's
+    ValidatingAdmissionPolicies (components/certifier_bounds.py) narrow that to re-tests of the test's own
+    images and to the certifier's own taints, label and annotations."""
+    template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
+                                                   certifier_mod.TEMPLATE_CONFIGMAP, "-o", "json").stdout)
+                          ["data"]["job.json"])
+    from verify import certify_recurring
+
+    good = certify_recurring.retest_job(template, world.ib[:2], "fabric-retest-bounds")
+    ns = world.job["metadata"]["namespace"]
+
+    def create(job: dict) -> subprocess.CompletedProcess:
+        return world.kubectl("create", "-n", ns, "--dry-run=server", "-f", "-", input=json.dumps(job), as_=SA,
+                             check=False)
+
+    assert create(good).returncode == 0, create(good).stderr
+    evil = json.loads(json.dumps(good))
+    evil["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    evil["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"] = "docker.io/library/busybox:1"
+    refused = create(evil)
+    assert refused.returncode != 0 and "fabric test's own images only" in refused.stderr, refused.stderr
+    unlabelled = json.loads(json.dumps(good))
+    del unlabelled["metadata"]["labels"]
+    assert "re-tests only" in create(unlabelled).stderr
+    node = world.ib[0]
+    for change, words in ((["label", "node", node, "team=a"], "only its label"),
+                          (["cordon", node], "never cordons"),
+                          (["taint", "node", node, "other=x:NoSchedule"], "only its own taints")):
+        done = world.kubectl(*change, as_=SA, check=False)
+        assert done.returncode != 0 and words in done.stderr, (change, done.stderr)
+    allowed = world.kubectl("label", "node", node, f"{fabric.FABRIC_STATE_LABEL}=uncertified", "--overwrite",
+                            as_=SA, check=False)
+    assert allowed.returncode == 0, allowed.stderr
