@@ -17,7 +17,9 @@ finds its torset's name by itself (docs/topology.md).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
@@ -52,6 +54,8 @@ class TopologyLabelerArgs:
     image: str = LABELER_IMAGE  # the SHARP step's
     python_image: str = PYTHON_IMAGE  # the labelling step's
     namespace_name: str = NAMESPACE
+    # labels every IB node gets as well, through the API (e.g. the DRA kubelet plugin's: not a pool label)
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("image", "python_image"):
@@ -76,10 +80,11 @@ def script_sha256() -> str:
     return hashlib.sha256(script_text().encode()).hexdigest()
 
 
-def environment() -> list[core.EnvVarArgs]:
-    """The label names (one place: fabric.py) and the node's own name."""
+def environment(extra_labels: Mapping[str, str]) -> list[core.EnvVarArgs]:
+    """The label names (one place: fabric.py), the extra labels, and the node's own name."""
     env = [core.EnvVarArgs(name=f"TOPOLOGY_{fact.upper()}", value=name)
            for fact, name in fabric.topology_names().items()]
+    env.append(core.EnvVarArgs(name="TOPOLOGY_EXTRA_LABELS", value=json.dumps(dict(extra_labels), sort_keys=True)))
     return [*env, core.EnvVarArgs(name="NODE_NAME", value_from=core.EnvVarSourceArgs(
         field_ref=core.ObjectFieldSelectorArgs(field_path="spec.nodeName")))]
 
@@ -134,7 +139,7 @@ def pod_spec(args: TopologyLabelerArgs, config_map_name: pulumi.Input[str],
             )] if args.runs_sharp else []),
             core.ContainerArgs(
                 name="label", image=args.python_image, image_pull_policy="IfNotPresent", command=command("node"),
-                env=environment(), security_context=_unprivileged(), resources=_small("500m", "128Mi"),
+                env=environment(args.extra_labels), security_context=_unprivileged(), resources=_small("500m", "128Mi"),
                 volume_mounts=[
                     script, work,
                     core.VolumeMountArgs(name="hyperv", mount_path=HYPERV_DIR, read_only=True),

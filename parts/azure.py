@@ -10,7 +10,7 @@ import pulumi_azure_native as azure_native
 from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
-from core import dra, prices
+from core import prices
 from parts.handoff import ClusterHandle
 from stack_config import StackConfig
 
@@ -90,8 +90,6 @@ def declare(cfg: StackConfig) -> AzurePart:
             wait_for=[feature.step],
             vnet_subnet_id=cfg.network.ib_subnet_id,
             min_node_count=cfg.ib_pool.min_node_count,
-            # the DRA driver's kubelet plugin runs on the pool (GB sizes, rdmaMode dra: core/dra.py)
-            dra_driver=dra.needs(sku, cfg.rdma_mode) is not None,
         ),
     )
     return AzurePart(feature=feature, cluster=cluster, ib_pool=ib_pool)

@@ -20,7 +20,7 @@ from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureD
 from components.p2p_job import P2pJob, P2pJobArgs
 from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from components.volcano import Volcano, VolcanoArgs
-from core import dra, modes
+from core import dra, fabric, modes
 from core.kinds import ALL_REDUCE, POINT_TO_POINT, kind_for
 from parts.handoff import ClusterHandle
 from stack_config import StackConfig
@@ -72,7 +72,11 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> 
                       opts=k8s_opts)
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
-    TopologyLabeler("topology", TopologyLabelerArgs(cpu_arch=sku.cpu_arch), opts=k8s_opts)
+    # With the DRA driver, also the label its kubelet plugin selects, through the API (the driver manager
+    # rewrites it, which AKS refuses for a pool label; Azure's deploy script labels the nodes by hand too).
+    TopologyLabeler("topology", TopologyLabelerArgs(
+        cpu_arch=sku.cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+        opts=k8s_opts)
 
     # 8-9. The fabric test: the job, which alone waits for everything, and the step that collects its
     # result into the outputs. GPU sizes run the NCCL all-reduce (judged in GB/s busbw); CPU-only

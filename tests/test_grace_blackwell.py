@@ -90,7 +90,12 @@ def test_gb_stacks_render_as_azure_runs_grace_blackwell(stack, size):
     # `Ubuntu`: 24.04 on Kubernetes 1.35 (the stack's version); the 2025-09-01 API has no Ubuntu2404
     assert pool["osSKU"] == "Ubuntu" and pool["gpuProfile"] == {"driver": "None"}
     assert tuple(int(x) for x in pool["orchestratorVersion"].split(".")[:2]) >= dra.UBUNTU_2404_KUBERNETES
-    assert pool["nodeLabels"][fabric.DRA_KUBELET_PLUGIN_LABEL] == "true"
+    # not a pool label: the driver manager rewrites it, which AKS refuses for one; the labeler sets it
+    assert fabric.DRA_KUBELET_PLUGIN_LABEL not in pool["nodeLabels"]
+    labeler = r.one("kubernetes:apps/v1:DaemonSet", "topology-daemonset").inputs["spec"]["template"]["spec"]
+    (label_step,) = [c for c in labeler["initContainers"] if c["name"] == "label"]
+    extra = next(e["value"] for e in label_step["env"] if e["name"] == "TOPOLOGY_EXTRA_LABELS")
+    assert json.loads(extra) == {fabric.DRA_KUBELET_PLUGIN_LABEL: "true"}
     # ... and held by the admission loop like every all-reduce pool: its DRA pods tolerate that (below)
     assert pool["nodeTaints"] == [fabric.IB_TAINT]
     # AKSInfinibandSupport: checked to be unregistered, never registered

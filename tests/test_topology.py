@@ -5,6 +5,7 @@ node, and Volcano's HyperNode discovery and topology-aware scheduling built from
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,19 @@ def test_without_sharp_the_node_gets_every_other_label_and_a_reason(tmp_path, mo
     assert "SHARP's topology discovery gave no switch for this node (its own torset" in capsys.readouterr().out
 
 
+def test_the_stacks_extra_labels_are_written_with_the_topology(tmp_path, monkeypatch, fake_nodes):
+    """The DRA kubelet plugin's label comes through the labeler, not the pool (AKS refuses the driver
+    manager's rewrite of a pool label)."""
+    hca(tmp_path / "sys", "mlx5_0", "0xa11", ["0x800b"])
+    monkeypatch.setenv("NODE_NAME", "aks-ib-0")
+    monkeypatch.setenv("TOPOLOGY_EXTRA_LABELS", json.dumps({fabric.DRA_KUBELET_PLUGIN_LABEL: "true"}))
+    for fact, name in NAMES.items():
+        monkeypatch.setenv(f"TOPOLOGY_{fact.upper()}", name)
+    api = topology.InCluster(base=fake_nodes.url, token=TOKEN, context=None)
+    topology.label_this_node(api, tmp_path / "sys", tmp_path / "no-kvp", None, tmp_path / "none.txt")
+    assert fake_nodes.node("aks-ib-0")["metadata"]["labels"][fabric.DRA_KUBELET_PLUGIN_LABEL] == "true"
+
+
 def test_a_hung_sharp_is_caught_and_a_refused_label_is_retried(tmp_path, monkeypatch):
     """A SHARP manager that never answers used to raise TimeoutExpired before anything was labelled, and the
     kubelet restarted the pod forever; a PATCH the API server refuses once is tried again."""
@@ -240,7 +254,9 @@ def test_the_labeler_runs_the_shipped_script_with_the_label_names_from_one_place
     assert (sharp["command"], init["command"]) == (["python3", "/opt/aks-infiniband/topology.py", "sharp"],
                                                    ["python3", "/opt/aks-infiniband/topology.py", "node"])
     env = {e["name"]: e.get("value") for e in init["env"]}
-    assert {k.removeprefix("TOPOLOGY_").lower(): v for k, v in env.items() if k.startswith("TOPOLOGY_")} == NAMES
+    assert {k.removeprefix("TOPOLOGY_").lower(): v for k, v in env.items()
+            if k.startswith("TOPOLOGY_") and k != "TOPOLOGY_EXTRA_LABELS"} == NAMES
+    assert env["TOPOLOGY_EXTRA_LABELS"] == "{}", "no DRA on the dev stack: nothing beyond the topology"
     script = dev.one("kubernetes:core/v1:ConfigMap", "topology-script").inputs["data"]["topology.py"]
     assert script == Path(topology.__file__).read_text()
     template = as_api(dev.one(DAEMONSET, LABELER).inputs)["spec"]["template"]["metadata"]

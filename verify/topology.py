@@ -269,6 +269,7 @@ def label_this_node(api: InCluster, sysfs: Path, kvp_path: Path, imds: dict | No
         notes.append(f"{names['torset']}={torset}: SHARP's topology discovery gave no switch for this node (its own "
                      "torset, so it stays in its placement group's HyperNode)")
     labels[names["torset"]] = torset
+    labels.update(json.loads(os.environ.get("TOPOLOGY_EXTRA_LABELS") or "{}"))  # the stack's, e.g. the DRA plugin's
     label_with_retries(api, node, labels, annotations)
     for key, value in {**labels, **annotations}.items():
         print(f"{node}: {key}={value}", flush=True)
