@@ -5,6 +5,8 @@ tests/bad_configs/ (test_bad_input.py) and the property walk (test_config_proper
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from conftest import rendered
@@ -254,3 +256,26 @@ def test_make_synth_renders_each_example_stack(stack, tmp_path, monkeypatch):
     assert (tmp_path / "plan.md").is_file() and (tmp_path / "graph.mmd").is_file()
     if stack == "private-kubernetes":
         assert charts.kube_version(rendered(stack)) == "1.35"
+
+
+IMAGE_REF = r'(?:"image"|"repository"|image:)\s*:?\s*\\?"?([a-z0-9.-]+\.[a-z]{2,}(?::\d+)?/[^"\\\s]+)'
+
+
+def test_the_egress_list_names_every_registry_the_example_stacks_pull_from():
+    """With userDefinedRouting nothing reaches a registry the firewall does not allow: every image host of
+    every example stack's render (its objects, the chart values it sets, Volcano's manifest) is in the
+    docs' list; the charts' own default images are listed there by hand, from the packaged charts."""
+    import json
+    import re
+
+    from conftest import rendered
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "enterprise-deployment.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z0-9.-]+\.[a-z]+)` \|", doc, re.MULTILINE))
+    hosts = set()
+    for stack in ("dev", "gb300", "gb200", "hb", "private"):
+        text = json.dumps([r.inputs for r in rendered(stack).resources])
+        for ref in re.findall(IMAGE_REF, text):
+            hosts.add(ref.split("/")[0])
+    assert hosts >= {"nvcr.io", "ghcr.io", "docker.io", "mcr.microsoft.com", "registry.k8s.io"}, hosts
+    assert hosts <= listed, f"images from {sorted(hosts - listed)} are not in the egress list"
