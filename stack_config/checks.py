@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from core import catalog
+from stack_config import cron
 from stack_config.engine import Check
 from verify.verdict import FLOOR_FRACTION_OF_BASELINE
 
@@ -106,12 +107,13 @@ def allreduce_threshold_range(sku: catalog.Sku, nodes: int) -> tuple[float, floa
     expect = sku.allreduce_expectation(nodes)
     low = round(expect.baseline_gbps * FLOOR_FRACTION_OF_BASELINE, 1) if expect else 0.0
     return low, 2 * sku.ib_hcas_per_vm * sku.ib_line_rate_gbps
-_CRON_FIELD = r"(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?(,(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?)*"
 
 
 def cron_or_off(v: Any) -> str | None:
-    """Five cron fields (what a CronJob's schedule takes, numbers only), or `off`."""
-    if v == "off" or (isinstance(v, str) and len(v.split()) == 5
-                      and all(re.fullmatch(_CRON_FIELD, f) for f in v.split())):
+    """A CronJob schedule as the API server parses it (stack_config/cron.py), or `off`."""
+    if v == "off":
         return None
-    return "a cron schedule of five fields, e.g. '17 */6 * * *', or off"
+    why = cron.problem(v) if isinstance(v, str) else "not a string"
+    if why is None:
+        return None
+    return f"a CronJob schedule as Kubernetes parses it ({why}), e.g. '17 */6 * * *' or @daily, or off"

@@ -36,3 +36,27 @@ def test_an_object_the_server_refuses_is_named_with_the_servers_message(planes, 
              "firstTimestamp": "2026-12-01T00:00:00Z", "lastTimestamp": "2026-12-01T00:00:00Z", "count": 1}
     message = apply.apply_one(plane, event)
     assert message and "involvedObject.namespace" in message, message
+
+
+def test_cron_schedules_the_api_server_accepts_are_the_ones_the_config_accepts(planes):
+    """stack_config/cron.py against the real CronJob validation: every schedule its tests accept is
+    accepted by the server, and every one it refuses for a reason of syntax is refused there too (a
+    schedule that can never fire is the server's to accept and this stack's to refuse)."""
+    import json
+
+    from tests.test_cron import ACCEPTED, REFUSED
+
+    plane = planes.current[0] if planes.current else planes.fresh("dev")[0]
+
+    def server_accepts(schedule: str) -> bool:
+        job = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "probe", "namespace": "default"},
+               "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}}}}
+        done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(job), check=False)
+        return done.returncode == 0
+
+    assert [s for s in ACCEPTED if not server_accepts(s)] == []
+    ours = ("never fire", "never pause")  # the server accepts these; the stack refuses them
+    syntax = [s for s, why in REFUSED.items() if not any(w in why for w in ours)]
+    assert [s for s in syntax if server_accepts(s)] == []
+    assert all(server_accepts(s) for s, why in REFUSED.items() if any(w in why for w in ours))
