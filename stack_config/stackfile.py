@@ -4,11 +4,18 @@ program runs; this reader is the offline render's (`offline.engine.stack_file_co
 
 Refused, one line each: YAML that does not parse, a tab in the indentation (YAML allows spaces only),
 a key given twice in one mapping (Pulumi's YAML reader refuses duplicates too; PyYAML would keep the
-last one silently), a document or `config:` that is not a mapping.
+last one silently), a document or `config:` that is not a mapping, a `!!binary` value that is not text.
+
+Scalars are typed as Go's gopkg.in/yaml.v3 (the CLI's YAML library) types them into an untyped value, not
+as PyYAML's YAML 1.1 does: `yes`, `no`, `on`, `off` (any case) stay strings (only true/false are
+booleans), and a date or timestamp stays the string it was written as (yaml.v3 keeps timestamps as
+strings for an interface{} target: decode.go). So `created: 2026-01-01` in a tag is the tag's text, and
+`schedule: off` is `off`, as on the CLI. (The real CLI could not be run here: docs/real-control-plane.md.)
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +30,34 @@ class StackFileError(ValueError):
 
 
 class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
-    """A safe loader that refuses a key given twice in one mapping."""
+    """A safe loader that refuses a key given twice in one mapping, with yaml.v3's scalar types."""
+
+
+# YAML 1.1's yes/no/on/off booleans and its timestamps are not yaml.v3's: those implicit resolvers go, and
+# booleans are true/false only (YAML 1.2's core schema, which yaml.v3 follows for an untyped value).
+_DROPPED = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
+    for first, resolvers in _BASE.yaml_implicit_resolvers.items()}
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                    list("tTfF"))
+
+
+def _timestamp_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
+    return loader.construct_scalar(node)  # an explicit !!timestamp: its text, as yaml.v3 keeps it
+
+
+def _binary_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
+    raw = loader.construct_yaml_binary(node)
+    try:
+        return raw.decode("utf-8")  # yaml.v3 decodes !!binary into a string
+    except UnicodeDecodeError:
+        raise yaml.MarkedYAMLError(problem="a !!binary value that is not UTF-8 text; a config value is text: "
+                                           "write it as a plain string", problem_mark=node.start_mark) from None
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_text)
+_StrictLoader.add_constructor("tag:yaml.org,2002:binary", _binary_text)
 
 
 def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -34,6 +34,7 @@ CASES = {
     "null-as-a-key": (GOOD + "  ~: x\n", ":6:3:", "the key None is a null"),
     "not-utf8": (None, ":", "not UTF-8 text"),
     "two-documents": (GOOD + "---\nconfig: {}\n", ":6:1:", "expected a single document"),
+    "binary-not-text": (GOOD + "  aks-infiniband:clusterName: !!binary //79\n", ":6:31:", "!!binary value that is not"),
     "bad-indentation": ("config:\n  azure-native:location: eastus\n   aks-infiniband:rdmaMode: shared\n", ":3:",
                         "a line indented deeper than the one before it"),
 }
@@ -59,6 +60,22 @@ def test_a_stack_file_that_is_not_a_configuration_is_one_line_with_file_line_and
     assert lines[0].startswith("error: Pulumi.bad.yaml" + where), lines[0]
     assert what in lines[0] and "Traceback" not in err
     assert not out.exists(), "nothing may be written for a stack file that was refused"
+
+
+def test_scalars_are_typed_as_the_clis_yaml_library_types_them():
+    """An unquoted date in a tag, `yes`, `off`, a timestamp, a !!binary string: PyYAML's YAML 1.1 made them
+    a date, booleans and bytes, and the render ended in `TypeError ... not JSON serializable`. yaml.v3 (the
+    CLI's) keeps them strings; so does the reader, and the stack renders."""
+    tags = ("  aks-infiniband:tags:\n    created: 2026-01-01\n    reviewed: 2026-01-01T10:00:00Z\n"
+            "    approved: yes\n    note: !!binary aGVsbG8=\n  aks-infiniband:certifier:\n    schedule: off\n")
+    config = stackfile.parse(GOOD + tags, "Pulumi.x.yaml")
+    assert config["aks-infiniband:tags"] == {"created": "2026-01-01", "reviewed": "2026-01-01T10:00:00Z",
+                                             "approved": "yes", "note": "hello"}
+    assert config["aks-infiniband:certifier"] == {"schedule": "off"}
+    assert stackfile.parse("config:\n  a:b: true\n  a:c: False\n", "x") == {"a:b": True, "a:c": False}
+    rendering = engine.render("dev", config={**engine.stack_file_config("dev"), **config})
+    cluster = rendering.one("azure-native:containerservice:ManagedCluster").inputs
+    assert cluster["tags"]["created"] == "2026-01-01" and cluster["tags"]["approved"] == "yes"
 
 
 def test_the_reader_returns_the_config_of_a_good_file():
