@@ -85,7 +85,7 @@ def _sku(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc.args[0])) from None
 
 
-def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
+def _judging_args(p: argparse.ArgumentParser, *, collect: bool, plot: bool = True) -> None:
     p.add_argument("--sku", required=collect, type=_sku,
                    help="VM size, e.g. Standard_ND96asr_v4, ND96asr_v4 or Standard_HB176rs_v4 (any case): the "
                         "catalog's expectation" + ("" if collect else "; without it the verdict is UNKNOWN"))
@@ -100,9 +100,10 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool) -> None:
     p.add_argument("--threshold-gbits", type=_positive_float,
                    help="p2p only: override the catalog's FAIL threshold, in Gb/s (gigaBITS/s) of link bandwidth "
                         "at the largest message")
-    p.add_argument("--plot", metavar="OUT.png",
-                   help="also write a PNG of bandwidth against message size (needs matplotlib; the file's "
-                        "directory must exist)")
+    if plot:  # report and collect draw it; certify writes its result to the cluster, not a picture
+        p.add_argument("--plot", metavar="OUT.png",
+                       help="also write a PNG of bandwidth against message size (needs matplotlib; the file's "
+                            "directory must exist)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
@@ -165,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a run that did not complete (gave up, timed out) is a FAIL verdict with the diagnosis "
                           "as its reasons: exit 0 (1 with --fail-on) instead of 2")
     _judging_args(col, collect=True)
-    certify_cli.add_parser(sub, lambda p: _judging_args(p, collect=False), EXIT_CODES)
+    certify_cli.add_parser(sub, lambda p: _judging_args(p, collect=False, plot=False), EXIT_CODES)
     return parser
 
 

@@ -84,6 +84,8 @@ def _load(path: str) -> Any:
         text = Path(path).read_text()
     except OSError as exc:
         raise ApiError(f"--kubeconfig {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ApiError(f"--kubeconfig {path}: not a text file (a kubeconfig is YAML or JSON)") from None
     try:
         return json.loads(text)
     except ValueError:
@@ -100,7 +102,13 @@ def _load(path: str) -> Any:
 
 
 def from_kubeconfig(path: str) -> Credentials:
-    doc = _load(path)
+    try:
+        return _credentials(path, _load(path))
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a mapping of the wrong shape, bad base64
+        raise ApiError(f"--kubeconfig {path}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
+
+
+def _credentials(path: str, doc: Any) -> Credentials:
     if not isinstance(doc, dict):
         raise ApiError(f"--kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
     by_name = lambda key: {e.get("name"): e.get(key[:-1]) or {} for e in doc.get(key) or [] if isinstance(e, dict)}  # noqa: E731
