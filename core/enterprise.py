@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core import fabric
+
+MAX_TAGS = 50  # Azure's limit of tags on a resource (Azure Resource Manager, "Tag resources": limitations)
 # The split of the program into an Azure stack and a Kubernetes stack (parts/).
 STACK_PARTS = ("all", "azure", "kubernetes")
 KUBELOGIN_MODES = ("azurecli", "workloadidentity", "spn", "msi")  # kubelogin get-token --login <mode>
@@ -173,6 +176,17 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
     if api.get("private") and zone not in (None, "system", "none") and not ident.get("controlPlaneIdentityId"):
         say("apiServer.privateDnsZone", zone, "a private DNS zone of your own needs identity.controlPlaneIdentityId "
             "(a user-assigned identity with Private DNS Zone Contributor on the zone)")
+    if api.get("private") and not net.get("systemSubnetId") and (values.get("stackPart") or "all") == "all":
+        say("apiServer.private", True, "with the network AKS creates (no network.systemSubnetId) nothing outside "
+            "the cluster's own VNet reaches a private API server, and a one-stack deploy (stackPart all) applies "
+            "the Kubernetes half from where `pulumi up` runs: use your own subnets and run it from inside the "
+            "VNet, or split the stack (stackPart: azure, then kubernetes; docs/enterprise-deployment.md)",
+            ("network.systemSubnetId", "stackPart", "apiServer.authorizedIpRanges", "apiServer.privateDnsZone",
+             "apiServer.subnetId"))
+    tags = values.get("tags") or {}
+    if values.get("production") and isinstance(tags, dict) and len({**tags, fabric.PRODUCTION_TAG: "true"}) > MAX_TAGS:
+        say("tags", f"{len(tags)} tags", f"production: true adds the tag {fabric.PRODUCTION_TAG}, "
+            f"{len(tags) + 1} in all, and Azure allows {MAX_TAGS} on a resource: drop one", ("production",))
     # identity
     if not entra.get("enabled"):
         if entra.get("localAccounts") is False:

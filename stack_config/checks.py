@@ -5,9 +5,10 @@ same ones the component Args and the policy pack call."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Any
 
-from core import catalog
+from core import catalog, enterprise
 from stack_config import cron
 from stack_config.engine import Check
 from verify.verdict import FLOOR_FRACTION_OF_BASELINE
@@ -32,8 +33,8 @@ def ib_size(v: Any) -> str | None:
 def tags(v: Any) -> str | None:
     if not isinstance(v, dict):
         return "a map of tag name to string value"
-    if len(v) > 50:
-        return "at most 50 tags (Azure's limit)"
+    if len(v) > enterprise.MAX_TAGS:
+        return f"at most {enterprise.MAX_TAGS} tags (Azure's limit)"
     for k, val in v.items():
         if not isinstance(k, str) or not re.fullmatch(r"[^<>%&\\?/]{1,512}", k):
             return f"tag names of 1-512 characters without < > % & \\ ? / (got {k!r})"
@@ -107,6 +108,18 @@ def allreduce_threshold_range(sku: catalog.Sku, nodes: int) -> tuple[float, floa
     expect = sku.allreduce_expectation(nodes)
     low = round(expect.baseline_gbps * FLOOR_FRACTION_OF_BASELINE, 1) if expect else 0.0
     return low, 2 * sku.ib_hcas_per_vm * sku.ib_line_rate_gbps
+
+
+def http_url(v: Any) -> str | None:
+    """An http(s) URL with a host (a Pushgateway's): `http://:9091` or `http:///x` reach nothing."""
+    try:
+        parsed = urllib.parse.urlsplit(v)
+        parsed.port  # noqa: B018 (raises ValueError on a port that is not a number)
+    except (TypeError, ValueError, AttributeError):
+        parsed = None
+    if parsed and parsed.scheme in ("http", "https") and parsed.hostname and not re.search(r"\s", v):
+        return None
+    return "an http(s) URL with a host, such as http://pushgateway.monitoring:9091"
 
 
 def cron_or_off(v: Any) -> str | None:

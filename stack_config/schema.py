@@ -140,7 +140,7 @@ SCHEMA: tuple[Key, ...] = (
                 default=DEFAULT_CERTIFIER_IMAGE, check=pins.IMAGE_REF.problem),
             Key("pushgatewayUrl", "string", "Prometheus Pushgateway to push each run's metrics to.",
                 default_doc="none: Events and node conditions only",
-                check=optional(regex(r"https?://[^\s]+", "an http(s) URL such as http://pushgateway.monitoring:9091"))),
+                check=optional(checks.http_url)),
         )),
     Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
         default=30, check=int_range(1, 120)),
