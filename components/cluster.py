@@ -9,11 +9,13 @@ identities, and the network profile with your own subnets. Their defaults are to
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_azure_native as azure_native
+import pulumi_command as command
 import pulumi_kubernetes as k8s
 import yaml
 
@@ -25,6 +27,7 @@ cs = azure_native.containerservice
 # Built-in role "Azure Kubernetes Service RBAC Cluster Admin" (learn.microsoft.com/azure/role-based-access-control/
 # built-in-roles/containers): with Azure RBAC, what the deploying identity needs to install the operators.
 AKS_RBAC_CLUSTER_ADMIN_ROLE = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+WAIT_ACCESS_MINUTES = 10  # how long an Azure RBAC assignment may take to reach the API server (verify/wait_access.py)
 
 
 @dataclass(frozen=True)
@@ -232,8 +235,11 @@ class Cluster(pulumi.ComponentResource):
             # With Azure RBAC the provider's identity (the deployer's) needs a role before anything applies.
             admin = (self._deployer_cluster_admin(name, entra.deployer_principal_type)
                      if entra.enabled and entra.grant_deployer_cluster_admin else None)
+            # An Azure RBAC assignment takes effect after a while: wait for it (verify/wait_access.py) rather
+            # than let the provider's first writes fail with 403
+            waited = [admin, self._wait_for_access(name, admin)] if admin else None
             self.provider = kubernetes_provider(f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(
-                parent=self, depends_on=[admin] if admin else None))
+                parent=self, depends_on=waited))
         self.resource_id = self.managed_cluster.id
         self.oidc_issuer_url = self.managed_cluster.oidc_issuer_profile.apply(
             lambda p: p.issuer_url if p else "")  # enabled above, so AKS always reports it
@@ -249,6 +255,19 @@ class Cluster(pulumi.ComponentResource):
                 "current_kubernetes_version": self.current_kubernetes_version,
             }
         )
+
+    def _wait_for_access(self, name: str, admin: pulumi.Resource) -> command.local.Command:
+        """`python3 -S -m verify wait-access` with the kubeconfig (as JSON, secret) in its environment:
+        done when the deployer may create namespaces, at most WAIT_ACCESS_MINUTES."""
+        as_json = self.kubeconfig.apply(lambda text: json.dumps(yaml.safe_load(text)))
+        return command.local.Command(
+            f"{name}-deployer-access",
+            command.local.CommandArgs(
+                create=f"python3 -S -m verify wait-access --timeout-minutes {WAIT_ACCESS_MINUTES}",
+                environment={"KUBECONFIG_JSON": pulumi.Output.secret(as_json)},
+                logging=command.local.Logging.STDERR),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[admin], custom_timeouts=pulumi.CustomTimeouts(
+                create=f"{WAIT_ACCESS_MINUTES + 5}m", update=f"{WAIT_ACCESS_MINUTES + 5}m")))
 
     def _deployer_cluster_admin(self, name: str, principal_type: str) -> azure_native.authorization.RoleAssignment:
         """The identity running `pulumi up` as Azure Kubernetes Service RBAC Cluster Admin on this cluster."""

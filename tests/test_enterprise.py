@@ -96,6 +96,10 @@ def test_the_deployer_becomes_cluster_admin_before_anything_kubernetes(private):
     # kubeloginMode msi: a managed identity, which ARM types ServicePrincipal (User would be refused)
     assert grant.inputs["principalType"] == "ServicePrincipal" and grant.inputs["principalId"] == mocks.OFFLINE_ID
     assert grant.urn in private.one(K8S_PROVIDER).dependencies
+    # and the provider waits until the assignment has taken effect (Azure RBAC propagates in minutes)
+    wait = private.one("command:local:Command", "cluster-deployer-access")
+    assert wait.urn in private.one(K8S_PROVIDER).dependencies and grant.urn in wait.dependencies
+    assert wait.inputs["create"].startswith("python3 -S -m verify wait-access")
 
 
 def test_the_private_cluster_says_it_is_production(private):
@@ -232,12 +236,13 @@ def test_the_mocked_reference_answers_exactly_the_handoff():
 def test_the_two_halves_declare_what_the_single_stack_declares(private, azure_half, kubernetes_half):
     """Same names and types, so the halves miss nothing; the reference is the only addition, and the
     deployer's cluster-admin grant the only omission (no provider in the Azure half needs it: the runner's
-    identity holds its role, docs/enterprise-deployment.md)."""
+    identity holds its role, docs/enterprise-deployment.md), with the wait for it to take effect."""
     def names(r: engine.Rendering) -> set[tuple[str, str]]:
         return {(x.type, x.name) for x in r.resources if x.type != STACK_REFERENCE}
 
     halves = names(azure_half) | names(kubernetes_half)
-    assert names(private) - halves == {(ROLE_ASSIGNMENT, "cluster-deployer-admin")}
+    assert names(private) - halves == {(ROLE_ASSIGNMENT, "cluster-deployer-admin"),
+                                       ("command:local:Command", "cluster-deployer-access")}
     assert halves <= names(private)
     assert names(azure_half) & names(kubernetes_half) == set()
 

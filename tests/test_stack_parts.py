@@ -15,7 +15,8 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
 # Only in the whole stack: the deployer's cluster-admin grant (the Kubernetes half runs as the runner's
 # identity, which holds its role: docs/enterprise-deployment.md).
-WHOLE_ONLY = {("azure-native:authorization:RoleAssignment", "cluster-deployer-admin")}
+WHOLE_ONLY = {("azure-native:authorization:RoleAssignment", "cluster-deployer-admin"),
+              ("command:local:Command", "cluster-deployer-access")}  # the grant and the wait for it
 
 
 def _declared(r: engine.Rendering) -> dict[tuple[str, str], engine.Resource]:

@@ -43,7 +43,7 @@ import sys
 from pathlib import Path
 
 from core import catalog, kinds
-from verify import certify_cli, cli_args, p2p, readers, sections
+from verify import certify_cli, cli_args, p2p, readers, sections, wait_access
 from verify import collect as collect_mod
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
@@ -167,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "as its reasons: exit 0 (1 with --fail-on) instead of 2")
     _judging_args(col, collect=True)
     certify_cli.add_parser(sub, lambda p: _judging_args(p, collect=False, plot=False), EXIT_CODES)
+    wait_access.add_parser(sub)
     return parser
 
 
@@ -354,12 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     _Parser.json_errors = "--json" in argv
     args = build_parser().parse_args(argv)
-    as_json = args.json and args.command == "report"
+    as_json = getattr(args, "json", False) and args.command == "report"
     try:
         if args.command == "report":
             return _report(args)
         if args.command == "certify":
             return certify_cli.run(args)
+        if args.command == "wait-access":
+            return wait_access.run(args)
         return _collect(args)
     except RuntimeError as exc:  # e.g. --plot without matplotlib
         return _error(str(exc), as_json)

@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import ssl
+import subprocess
 import tempfile
 import urllib.error
 import urllib.parse
@@ -53,11 +54,34 @@ class Credentials:
     cert_file: str | None = None
     key_file: str | None = None
     insecure: bool = False
+    exec_plugin: dict | None = None  # a kubeconfig user's `exec` (kubelogin): run for a token, as kubectl does
 
     def bearer(self) -> str | None:
         if self.token_file is not None:
             return self.token_file.read_text().strip()
+        if self.exec_plugin is not None:
+            return exec_token(self.exec_plugin)
         return self.token
+
+
+def exec_token(plugin: dict) -> str:
+    """The token a client-go exec credential plugin prints (an ExecCredential's status.token), run with the
+    kubeconfig's command, args and env (client.authentication.k8s.io: the plugin's contract)."""
+    env = {**os.environ, **{e["name"]: e["value"] for e in plugin.get("env") or []},
+           "KUBERNETES_EXEC_INFO": json.dumps({"apiVersion": plugin.get("apiVersion"), "kind": "ExecCredential",
+                                               "spec": {"interactive": False}})}
+    try:
+        done = subprocess.run([plugin["command"], *(plugin.get("args") or [])], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ApiError(f"the credential plugin {plugin.get('command')!r} did not run ({exc})") from None
+    try:
+        token = json.loads(done.stdout)["status"]["token"]
+    except (ValueError, KeyError, TypeError):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ApiError(f"the credential plugin {plugin.get('command')!r} gave no token (exit {done.returncode}: "
+                       f"{last})") from None
+    return str(token)
 
 
 def in_cluster(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
@@ -101,14 +125,14 @@ def _load(path: str) -> Any:
         raise ApiError(f"--kubeconfig {path}: not YAML ({exc.__class__.__name__})") from None
 
 
-def from_kubeconfig(path: str) -> Credentials:
+def from_kubeconfig(path: str, allow_exec: bool = False) -> Credentials:
     try:
-        return _credentials(path, _load(path))
+        return _credentials(path, _load(path), allow_exec)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a mapping of the wrong shape, bad base64
         raise ApiError(f"--kubeconfig {path}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
 
 
-def _credentials(path: str, doc: Any) -> Credentials:
+def _credentials(path: str, doc: Any, allow_exec: bool = False) -> Credentials:
     if not isinstance(doc, dict):
         raise ApiError(f"--kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
     by_name = lambda key: {e.get("name"): e.get(key[:-1]) or {} for e in doc.get(key) or [] if isinstance(e, dict)}  # noqa: E731
@@ -117,7 +141,7 @@ def _credentials(path: str, doc: Any) -> Credentials:
     user = by_name("users").get(context.get("user")) or {}
     if not cluster.get("server"):
         raise ApiError(f"--kubeconfig {path}: its current context names no cluster server")
-    if user.get("exec") or user.get("auth-provider"):
+    if (user.get("exec") and not allow_exec) or user.get("auth-provider"):
         raise ApiError(f"--kubeconfig {path}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
                        "the certifier takes a token or a client certificate (e.g. `az aks get-credentials --admin`, "
                        "or a ServiceAccount token)")
@@ -130,7 +154,8 @@ def _credentials(path: str, doc: Any) -> Credentials:
     token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
     return Credentials(server=str(cluster["server"]).rstrip("/"), token=user.get("token"), token_file=token_file,
                        ca_file=ca, cert_file=cert, key_file=key,
-                       insecure=bool(cluster.get("insecure-skip-tls-verify")))
+                       insecure=bool(cluster.get("insecure-skip-tls-verify")),
+                       exec_plugin=user.get("exec") if allow_exec else None)
 
 
 class Api:
