@@ -258,3 +258,18 @@ def test_the_api_server_bounds_what_the_certifiers_account_may_create_and_change
     allowed = world.kubectl("label", "node", node, f"{fabric.FABRIC_STATE_LABEL}=uncertified", "--overwrite",
                             as_=SA, check=False)
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_a_persons_cordon_and_quarantine_stay_while_the_certifier_admits_and_quarantines(world):
+    """What a person did is never undone: a cordoned node is admitted and stays cordoned, a quarantine
+    taint without the certifier's annotation stays on a node that passes; the slow node is quarantined."""
+    assert world.admit_once().returncode == 0
+    world.kubectl("cordon", world.ib[0])
+    world.kubectl("taint", "node", world.ib[1], f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:NoSchedule")
+    world.finished_run(doctor_log(slow=(3,)))
+    code, out, err = world.certify()
+    assert code == 0, err
+    assert world.node(world.ib[0])["spec"].get("unschedulable") is True and world.fabric_taints(world.ib[0]) == []
+    assert world.fabric_taints(world.ib[1]) == [fabric.QUARANTINED], "the person's quarantine stays"
+    assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
+    assert world.condition(world.ib[1])["status"] == "True", "it passed: the condition says so"
