@@ -80,8 +80,12 @@ def tools(budget: int = 0) -> Path:
     return Path(out[-1])
 
 
+# The Pulumi CLI's own stack-file reading (e2e/tools/pulumi/main.go), for the render's parity test.
+PULUMI_CONFIG = "pulumi-config"
+
+
 def missing_tools(bin_dir: Path) -> list[str]:
-    return [p for p in (*PROCESSES, "kubectl") if not (bin_dir / p).is_file()]
+    return [p for p in (*PROCESSES, "kubectl", PULUMI_CONFIG) if not (bin_dir / p).is_file()]
 
 
 # --- the network namespace ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
 import runpy
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from components.volcano import CACHE_ENV as VOLCANO_CACHE_ENV
 from offline import pulumi_adapter as sdk
 from offline import reference as reference_material
 from offline.mocks import OfflineMocks
-from stack_config import stackfile
+from stack_config import goyaml, stackfile
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "aks-infiniband"
@@ -224,19 +223,15 @@ def _defaults(path: Path, mtime_ns: int) -> dict[str, Any]:
 
 
 def as_cli_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Values as the Pulumi CLI hands them to a program: strings; objects and arrays as JSON;
-    encrypted values (which cannot be decrypted offline) as a placeholder."""
+    """Values as the Pulumi CLI hands them to a program: strings; objects and arrays as JSON, numbers
+    as Go writes them (stack_config.goyaml); encrypted values (which cannot be decrypted offline) as a placeholder."""
     out: dict[str, str] = {}
     for key, value in config.items():
         full = key if ":" in key else f"{PROJECT}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             out[full] = SECRET
-        elif isinstance(value, (dict, list)):
-            out[full] = json.dumps(value)
-        elif isinstance(value, bool):
-            out[full] = "true" if value else "false"
         else:
-            out[full] = str(value)
+            out[full] = goyaml.cli_string(value)
     return out
 
 

@@ -6,20 +6,25 @@ Refused, one line each: YAML that does not parse, a tab in the indentation (YAML
 a key given twice in one mapping (Pulumi's YAML reader refuses duplicates too; PyYAML would keep the
 last one silently), a document or `config:` that is not a mapping, a `!!binary` value that is not text.
 
-Scalars are typed as Go's gopkg.in/yaml.v3 (the CLI's YAML library) types them into an untyped value, not
-as PyYAML's YAML 1.1 does: `yes`, `no`, `on`, `off` (any case) stay strings (only true/false are
-booleans), and a date or timestamp stays the string it was written as (yaml.v3 keeps timestamps as
-strings for an interface{} target: decode.go). So `created: 2026-01-01` in a tag is the tag's text, and
-`schedule: off` is `off`, as on the CLI. (The real CLI could not be run here: docs/real-control-plane.md.)
+Values are typed as the CLI types them (stack_config.goyaml: gopkg.in/yaml.v3's rules, not PyYAML's YAML
+1.1): `yes`, `no`, `on`, `off` stay strings, `0x10` is 16, and a date is the text Go's time.Time writes
+("2026-01-01 00:00:00 +0000 UTC"). A key without a namespace is the project's (`ibPool:` is
+`aks-infiniband:ibPool:`), as the CLI reads it. Refused as the CLI refuses them: `.inf` and `.nan`,
+an explicit tag its value does not fit (`!!bool yes`). Refused although the CLI takes them, since it
+would drop or pick a setting silently: a second document, a null key, one key in two spellings.
+e2e/tests/test_stack_file.py holds this reader to the CLI's own loaders.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from stack_config import goyaml
+from stack_config.schema import PROJECT
 
 # libyaml when available: the test suite reads the stack files for each of its hundreds of renders.
 _BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -32,19 +37,35 @@ class StackFileError(ValueError):
 class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
     """A safe loader that refuses a key given twice in one mapping, with yaml.v3's scalar types."""
 
-
-# YAML 1.1's yes/no/on/off booleans and its timestamps are not yaml.v3's: those implicit resolvers go, and
-# booleans are true/false only (YAML 1.2's core schema, which yaml.v3 follows for an untyped value).
-_DROPPED = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
-    for first, resolvers in _BASE.yaml_implicit_resolvers.items()}
-_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                    list("tTfF"))
+    def resolve(self, kind, value, implicit):  # noqa: ANN001 (PyYAML's signature)
+        if kind is yaml.ScalarNode and implicit[0]:  # a plain scalar: typed by goyaml
+            return _MERGE if value == "<<" else _PLAIN
+        if kind is yaml.ScalarNode:
+            return goyaml.STR  # quoted
+        return super().resolve(kind, value, implicit)
 
 
-def _timestamp_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
-    return loader.construct_scalar(node)  # an explicit !!timestamp: its text, as yaml.v3 keeps it
+_PLAIN = "tag:aks-infiniband,plain"
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _scalar(tag: str):
+    def construct(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+        try:
+            value = goyaml.resolve("" if tag == _PLAIN else tag, loader.construct_scalar(node))
+        except goyaml.CannotDecode as e:
+            raise yaml.MarkedYAMLError(problem=f"{e} (as the Pulumi CLI refuses it): drop the tag, or write a "
+                                               f"value it fits", problem_mark=node.start_mark) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise yaml.MarkedYAMLError(problem=f"`{node.value}` is not a number JSON can hold, and the Pulumi CLI "
+                                               f"refuses it: write a finite number, or quote it for text",
+                                       problem_mark=node.start_mark)
+        return value
+    return construct
+
+
+for _tag in (_PLAIN, goyaml.STR, goyaml.BOOL, goyaml.INT, goyaml.FLOAT, goyaml.NULL, goyaml.TIMESTAMP):
+    _StrictLoader.add_constructor(_tag, _scalar(_tag))
 
 
 def _binary_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
@@ -56,25 +77,33 @@ def _binary_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
                                            "write it as a plain string", problem_mark=node.start_mark) from None
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_text)
-_StrictLoader.add_constructor("tag:yaml.org,2002:binary", _binary_text)
+def _other_tag(loader: _StrictLoader, node: yaml.Node) -> Any:
+    """A tag yaml.v3 does not know (`!foo x`): it keeps the value as written (a scalar's text)."""
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return _mapping(loader, node)
 
 
 def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            first = seen[key].start_mark
+    seen: dict[str, yaml.Node] = {}
+    for key_node, _ in node.value:  # yaml.v3 compares the keys' text, before any merge (`<<`)
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+            continue
+        if key_node.value in seen:
+            first = seen[key_node.value].start_mark
             raise yaml.MarkedYAMLError(
-                problem=f"the key {key!r} is given twice (first on line {first.line + 1}); Pulumi refuses "
-                        f"duplicate keys: keep one", problem_mark=key_node.start_mark)
-        seen[key] = key_node
+                problem=f"the key {key_node.value!r} is given twice (first on line {first.line + 1}); Pulumi "
+                        f"refuses duplicate keys: keep one", problem_mark=key_node.start_mark)
+        seen[key_node.value] = key_node
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=True)
 
 
+_StrictLoader.add_constructor("tag:yaml.org,2002:binary", _binary_text)
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+_StrictLoader.add_constructor(None, _other_tag)
 
 
 def _where(name: str, line: int, column: int) -> str:
@@ -117,12 +146,38 @@ def parse(text: str, name: str) -> dict[str, Any]:
         raise StackFileError(f"{_where(name, line, 1)}: config: got a {_type(config)}; expected a mapping of "
                              f"key: value lines, e.g. `config:` then `  azure-native:location: eastus` "
                              f"(no leading `- `)")
-    for key in config:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        line, column = _key_mark(text, key) if not _is_key(key) else (0, 0)
         if not isinstance(key, str):
-            line, column = _key_mark(text, key)
             raise StackFileError(f"{_where(name, line, column)}: the key {key!r} is a {_type(key)}; a config key is "
                                  f"a namespace and a name, e.g. aks-infiniband:ibPool or azure-native:location")
-    return dict(config)
+        if not _is_key(key):
+            raise StackFileError(f"{_where(name, line, column)}: the key {key!r} is not <namespace>:<name>, and the "
+                                 f"Pulumi CLI refuses the file for it: write "
+                                 f"{PROJECT}:{key.rsplit(':', 1)[-1]} (or azure-native:location)")
+        full = _full_key(key)
+        if full in out:
+            line, column = _key_mark(text, key)
+            raise StackFileError(f"{_where(name, line, column)}: the key {key!r} is {full}, which the file sets "
+                                 f"already; the Pulumi CLI would keep one of the two by chance: keep one")
+        out[full] = goyaml.go_values(value)
+    return out
+
+
+def _is_key(key: Any) -> bool:
+    """What the CLI reads as a key (loaders.go, config.ParseKey): a name alone (the project's key),
+    `<namespace>:<name>`, or `<namespace>:config:<name>`. Not a key that is not text or is empty: the
+    CLI refuses a number or boolean, and drops a null or keeps "" where nothing reads them."""
+    return isinstance(key, str) and key != "" and (
+        key.count(":") <= 1 or (key.count(":") == 2 and key.split(":")[1] == "config"))
+
+
+def _full_key(key: str) -> str:
+    if ":" not in key:
+        return f"{PROJECT}:{key}"  # the CLI namespaces a bare name with the project's
+    namespace, *_, short = key.split(":")  # `ns:config:name` is the CLI's old spelling of `ns:name`
+    return f"{namespace}:{short}"
 
 
 def _key_mark(text: str, key: Any) -> tuple[int, int]:

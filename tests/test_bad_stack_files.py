@@ -3,7 +3,7 @@ twice, `config:` as a list. `python -m offline synth` says so in one line naming
 the column, exits 2, writes nothing and prints no traceback. The same for a Kubernetes version that a
 pinned chart refuses inside Helm: one line naming the key.
 
-The cases are (file text, where the message points, text it must hold)."""
+The cases (tests/stack_file_cases.py) are (file text, where the message points, text it must hold)."""
 
 from __future__ import annotations
 
@@ -15,29 +15,7 @@ from conftest import dev_config
 from offline import __main__ as offline_cli
 from offline import charts, engine
 from stack_config import stackfile
-
-GOOD = "config:\n  azure-native:location: eastus\n  aks-infiniband:ibPool:\n    vmSize: Standard_ND96isr_H100_v5\n" \
-       "    nodeCount: 2\n"
-CASES = {
-    "syntax-unclosed-flow-mapping": (
-        "config:\n  azure-native:location: eastus\n  aks-infiniband:ibPool: {vmSize: Standard_ND96isr_H100_v5\n",
-        ":4:1:", "begun at line 3, column 26"),
-    "tab-indentation": (
-        "config:\n  azure-native:location: eastus\n  aks-infiniband:ibPool:\n\tvmSize: Standard_ND96isr_H100_v5\n",
-        ":4:1:", "a tab in the indentation"),
-    "config-as-a-list": ("config:\n  - azure-native:location: eastus\n", ":1:1:", "config: got a list"),
-    "file-is-a-list": ("- config\n", ":1:1:", "the file holds a list"),
-    "duplicate-top-level-key": (GOOD + "  azure-native:location: westus\n", ":6:3:",
-                                "'azure-native:location' is given twice (first on line 2)"),
-    "duplicate-nested-key": (GOOD + "    nodeCount: 4\n", ":6:5:", "'nodeCount' is given twice (first on line 5)"),
-    "number-as-a-key": (GOOD + "  5: x\n", ":6:3:", "the key 5 is a number; a config key is a namespace and a name"),
-    "null-as-a-key": (GOOD + "  ~: x\n", ":6:3:", "the key None is a null"),
-    "not-utf8": (None, ":", "not UTF-8 text"),
-    "two-documents": (GOOD + "---\nconfig: {}\n", ":6:1:", "expected a single document"),
-    "binary-not-text": (GOOD + "  aks-infiniband:clusterName: !!binary //79\n", ":6:31:", "!!binary value that is not"),
-    "bad-indentation": ("config:\n  azure-native:location: eastus\n   aks-infiniband:rdmaMode: shared\n", ":3:",
-                        "a line indented deeper than the one before it"),
-}
+from tests.stack_file_cases import CASES, GOOD
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -64,18 +42,48 @@ def test_a_stack_file_that_is_not_a_configuration_is_one_line_with_file_line_and
 
 def test_scalars_are_typed_as_the_clis_yaml_library_types_them():
     """An unquoted date in a tag, `yes`, `off`, a timestamp, a !!binary string: PyYAML's YAML 1.1 made them
-    a date, booleans and bytes, and the render ended in `TypeError ... not JSON serializable`. yaml.v3 (the
-    CLI's) keeps them strings; so does the reader, and the stack renders."""
+    a date, booleans and bytes, and the render ended in `TypeError ... not JSON serializable`. The CLI's
+    yaml.v3 keeps `yes` and `off` strings and hands a date over as Go's time.Time writes it (the values
+    here are what the CLI's own loaders printed: e2e/tests/test_stack_file.py checks them there)."""
     tags = ("  aks-infiniband:tags:\n    created: 2026-01-01\n    reviewed: 2026-01-01T10:00:00Z\n"
             "    approved: yes\n    note: !!binary aGVsbG8=\n  aks-infiniband:certifier:\n    schedule: off\n")
     config = stackfile.parse(GOOD + tags, "Pulumi.x.yaml")
-    assert config["aks-infiniband:tags"] == {"created": "2026-01-01", "reviewed": "2026-01-01T10:00:00Z",
+    assert config["aks-infiniband:tags"] == {"created": "2026-01-01 00:00:00 +0000 UTC",
+                                             "reviewed": "2026-01-01 10:00:00 +0000 UTC",
                                              "approved": "yes", "note": "hello"}
     assert config["aks-infiniband:certifier"] == {"schedule": "off"}
     assert stackfile.parse("config:\n  a:b: true\n  a:c: False\n", "x") == {"a:b": True, "a:c": False}
     rendering = engine.render("dev", config={**engine.stack_file_config("dev"), **config})
     cluster = rendering.one("azure-native:containerservice:ManagedCluster").inputs
-    assert cluster["tags"]["created"] == "2026-01-01" and cluster["tags"]["approved"] == "yes"
+    assert cluster["tags"]["created"] == "2026-01-01 00:00:00 +0000 UTC" and cluster["tags"]["approved"] == "yes"
+
+
+def test_numbers_reach_the_program_as_the_cli_writes_them():
+    """yaml.v3 reads 0x10, 017 and 1_000 as integers, 1e3 as a float; Go writes a float with no fraction
+    without one. So `featureWaitTimeoutMinutes: 30.0` is "30" to the program, as on the CLI."""
+    config = stackfile.parse("config:\n  a:hex: 0x10\n  a:octal: 017\n  a:float: 30.0\n  a:exp: 1e3\n"
+                             "  a:obj: {n: 1.0, m: 2.5, k: 1_000, 1.5: x, ~: y}\n  a:null: ~\n", "x")
+    assert engine.as_cli_config(config) == {"a:hex": "16", "a:octal": "15", "a:float": "30", "a:exp": "1000",
+                                            "a:obj": '{"1.5":"x","<nil>":"y","k":1000,"m":2.5,"n":1}',
+                                            "a:null": ""}
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    ("config:\n  a:b:c: x\n", ":2:3: the key 'a:b:c' is not <namespace>:<name>"),
+    ("config:\n  aks-infiniband:tags: {x: .inf}\n", ":2:28: `.inf` is not a number JSON can hold"),
+    ("config:\n  aks-infiniband:protect: !!bool yes\n", ":2:27: cannot decode !!str `yes` as a !!bool"),
+])
+def test_what_the_cli_refuses_the_reader_refuses_naming_the_place(text, what):
+    with pytest.raises(stackfile.StackFileError) as refused:
+        stackfile.parse(text, "Pulumi.x.yaml")
+    assert str(refused.value).startswith("Pulumi.x.yaml" + what.split(" ", 1)[0]), refused.value
+    assert what.split(" ", 1)[1] in str(refused.value)
+
+
+def test_a_bare_name_is_the_projects_key_and_the_old_spelling_is_the_key():
+    """As the CLI reads them (workspace/loaders.go namespaces a bare name with the project's)."""
+    assert stackfile.parse("config:\n  rdmaMode: sriov\n  aks-infiniband:config:protect: true\n", "x") == {
+        "aks-infiniband:rdmaMode": "sriov", "aks-infiniband:protect": True}
 
 
 def test_the_reader_returns_the_config_of_a_good_file():

@@ -9,7 +9,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 budget=0
 [ "${1:-}" = --budget ] && budget="$2"
 cache="${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aks-infiniband-e2e}"
-key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
+key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok pulumi; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
 out="$cache/bin-$key"
 start=$SECONDS
 mkdir -p "$out"
@@ -34,6 +34,8 @@ build() {  # build MODULE STAMP PACKAGE...: one `go build` for the module's main
   echo "e2e-tools: $module built in $((SECONDS - t))s" >&2
   touch "$stamp"
 }
+# The stack-file reader of the Pulumi CLI (pulumi/main.go: the SDK's own loaders), for the render's parity test.
+build pulumi .
 build etcd go.etcd.io/etcd/server/v3
 [ -f "$out/server" ] && mv -f "$out/server" "$out/etcd"  # go names the binary after the path: server
 build kwok sigs.k8s.io/kwok/cmd/kwok
