@@ -64,10 +64,22 @@ def boxes(tl: Timeline) -> dict[str, Box]:
         b.steps.append(sid)
         b.kubernetes = b.kubernetes and s.type.startswith("kubernetes:")
     for b in out.values():
-        b.deps = {box_of[d] for s in b.steps for d in tl.steps[s].deps} - {b.key}
         for scenario in SCENARIOS:
             b.start[scenario] = min(tl.start[scenario][s] for s in b.steps)
             b.finish[scenario] = max(tl.finish[scenario][s] for s in b.steps)
+
+    def waits_for(dep: str) -> set[str]:
+        """The boxes that a wait for step `dep` is a wait for. An arrow says "must finish before", so a
+        step that does not end its box (a namespace that another component's Role goes into) stands for
+        what it waits for itself, not for its whole box."""
+        box = out[box_of[dep]]
+        if tl.finish["typical"][dep] >= box.finish["typical"]:
+            return {box.key}
+        return set().union(*(waits_for(d) for d in tl.steps[dep].deps))
+
+    for b in out.values():
+        b.deps = set().union(*(waits_for(d) for s in b.steps for d in tl.steps[s].deps
+                               if box_of[d] != b.key)) - {b.key}
         chain: dict[str, float] = {}
         for sid in sorted(b.steps, key=lambda x: tl.start["typical"][x]):
             inside = [chain[d] for d in tl.steps[sid].deps if d in chain]

@@ -74,6 +74,17 @@ def test_no_arrow_is_implied_by_a_longer_chain(graph: str):
     assert not [e for e in edges if reachable(*e, skip=e)]
 
 
+def test_an_arrow_is_a_wait_for_the_whole_box(timeline: Timeline):
+    """The legend says an arrow means "must finish before": a box drawn after another has a step that
+    starts once the other has finished (the certifier, which needs only the fabric test's namespace,
+    was drawn waiting for the whole fabric test while the timeline had it done at 9 minutes)."""
+    boxes = mermaid.boxes(timeline)
+    for b in boxes.values():
+        for d in b.deps:
+            latest_start = max(timeline.start["typical"][s] for s in b.steps)
+            assert latest_start >= boxes[d].finish["typical"], f"{d} --> {b.key}, but {b.key} never waits for it"
+
+
 def test_the_critical_path_is_red_from_its_start_to_the_test_run(graph: str, timeline: Timeline):
     edges = _edges(graph)
     (styled,) = re.findall(r"^  linkStyle ([\d,]+) stroke:#c0392b", graph, re.M)
