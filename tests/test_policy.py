@@ -411,3 +411,16 @@ def test_the_private_example_passes_every_rule_as_production(stack):
     assert rules.is_production(as_args(_cluster(rendering)).props)
     advice = [v for v in all_violations(rendering, rules.ADVISORY) if not v.startswith(DIGEST_RULE)]
     assert all_violations(rendering) == [] and advice == []  # only the digests Renovate fills are advised
+
+
+def test_the_guardrails_table_lists_every_policy_with_its_level():
+    """docs/guardrails.md's table is the one list a reviewer reads: every rule of the pack is in it, and
+    an advisory rule is called advisory there (the digest rule was missing)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guardrails.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    for policy in rules.POLICIES:
+        row = next((r for r in rows if f"`{policy.name}`" in r.split(" | ")[0]), None)
+        assert row is not None, f"{policy.name} is not in docs/guardrails.md's policy table"
+        cell = row.split(" | ")[0]
+        after = cell.split(f"`{policy.name}`", 1)[1].split("·")[0]
+        assert ("advisory" in after) == (policy.enforcement == rules.ADVISORY), (policy.name, cell)
