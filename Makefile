@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test synth policy golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test time-test synth policy scan golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -116,6 +116,15 @@ synth: venv helm ## render everything the stack would apply into build/: make sy
 # What `pulumi preview --policy-pack policy` would report, without credentials.
 policy: venv ## the policy pack's rules (policy/rules.py) on the offline render of every stack
 	$(BIN)/python -m offline policy
+
+# checkov by hand, on the input tests/test_checkov.py scans (a Volcano Job as its pods: offline/scan.py),
+# from build/ so that checkov reads only the config file named. Exits 1 on a finding not excused.
+scan: venv scan-venv helm ## checkov on the render and the rendered charts, as the security-scan test runs it
+	rm -rf build/scan
+	$(BIN)/python -m offline synth --stack dev --out build
+	$(BIN)/python -m offline scan-inputs --out build/scan
+	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov.yaml -d scan --compact --skip-download
+	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov-charts.yaml -d charts --compact --skip-download
 
 # Review the diff before committing.
 golden: venv ## accept the dev stack's render as tests/golden/dev; refresh README/docs' pictures and samples

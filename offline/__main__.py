@@ -1,7 +1,9 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
 `python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
-`python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py).
+`python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py);
+`python -m offline scan-inputs --out DIR`: what checkov scans, the dev and hb renders' objects with each
+Volcano Job as its pods (offline/scan.py; `make scan`).
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pulumi
 
-from offline import charts, config_groups, engine, synth
+from offline import charts, config_groups, engine, scan, synth
 from stack_config.stackfile import StackFileError
 
 
@@ -121,6 +123,21 @@ def docs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def scan_inputs_command(args: argparse.Namespace) -> int:
+    if args.out.exists():
+        print(f"error: {args.out} exists; remove it first (checkov would scan what is left there)", file=sys.stderr)
+        return 2
+    renderings = {}
+    for stack in scan.STACKS:
+        rendering = _render(stack)
+        if rendering is None:
+            return 2
+        renderings[stack] = rendering
+    jobs = scan.write_manifests(args.out, renderings)
+    print(f"wrote {args.out}: the objects of {', '.join(scan.STACKS)}, {jobs} Volcano Jobs as their pods")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(run=pull_charts_command)
     d = sub.add_parser("docs", help="rewrite the generated blocks of README.md and docs/ (pictures, samples)")
     d.set_defaults(run=docs_command)
+    s = sub.add_parser("scan-inputs", help="write what checkov scans: the dev and hb objects, Volcano Jobs as pods")
+    s.add_argument("--out", required=True, type=Path, help="directory to create")
+    s.set_defaults(run=scan_inputs_command)
     args = parser.parse_args(argv)
     return args.run(args)
 

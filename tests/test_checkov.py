@@ -1,10 +1,8 @@
 """checkov on the offline render: every finding is fixed in the program or listed in .checkov.yaml
 with its reason, and no listed exception is stale.
 
-What is scanned: the Kubernetes objects of the dev and hb renders (`offline.synth`, as `make synth` writes
-them to build/manifests), except that a Volcano Job is replaced by one Pod per task, built from the
-task's pod template. checkov reads any `kind: Job` as a batch/v1 Job (spec.template), which a Volcano
-Job does not have, so it would check nothing real there; the pods are what the scheduler creates.
+What is scanned: the Kubernetes objects of the dev and hb renders, a Volcano Job as one Pod per task
+(offline/scan.py, the same input `make scan` gives checkov by hand).
 
 The vendors' charts as the stack renders them (build/charts/, offline/charts.py) are scanned as well,
 against their own list of accepted findings, .checkov-charts.yaml: checkov skips a check everywhere or
@@ -29,8 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline import engine, synth
-from tests.schema_checks import load_yaml
+from offline import scan
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".checkov.yaml"
@@ -38,7 +35,6 @@ CHARTS_CONFIG = ROOT / ".checkov-charts.yaml"
 # Checks that must stay fixed everywhere: never excepted in either file.
 NEVER_EXCEPTED = {"CKV_K8S_16": "privileged", "CKV_K8S_17": "hostPID", "CKV_K8S_18": "hostIPC",
                   "CKV_K8S_19": "hostNetwork", "CKV_K8S_39": "SYS_ADMIN"}
-VOLCANO_JOB_API = "batch.volcano.sh/"
 
 
 def checkov_binary() -> str:
@@ -60,55 +56,6 @@ def checkov_python() -> list[str]:
     return shlex.split(first_line[2:])
 
 
-def pods_of_volcano_job(job: dict[str, Any]) -> list[dict[str, Any]]:
-    meta = job["metadata"]
-    pods = []
-    for task in job["spec"]["tasks"]:
-        template = task["template"]
-        pods.append({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {**(template.get("metadata") or {}), "name": f"{meta['name']}-{task['name']}",
-                         "namespace": meta.get("namespace", "default")},
-            "spec": template["spec"],
-        })
-    return pods
-
-
-def write_manifests(out: Path, renderings: dict[str, engine.Rendering]) -> None:
-    """The manifests of the dev stack (GPU: the NCCL job) and of the hb stack (CPU-only: the MPI
-    point-to-point job with its OSU build initContainer), each file prefixed with its stack.
-
-    A file the first stack already wrote with the very same bytes (most of them: the namespaces, RBAC,
-    the certifier's code) is written once: checkov names a resource by kind, namespace and name, not by
-    file, so a second copy adds no finding and no resource, only a second parse (checkov's YAML parser
-    is pure Python, and the certifier's code ConfigMap alone is half a megabyte)."""
-    out.mkdir()
-    jobs = 0
-    written: dict[str, bytes] = {}  # a file's name without its stack prefix -> its bytes
-    for stack, rendering in renderings.items():
-        files = synth.synthesize(rendering, images=False)
-        # Not Volcano's release manifest (manifests/volcano-manifest/): upstream's objects as published,
-        # pinned by sha256 and applied unchanged, not this program's to fix (.checkov.yaml skip-path).
-        manifests = {name: content for name, content in files.items()
-                     if name.startswith("manifests/") and not name.startswith("manifests/volcano-manifest/")}
-        assert manifests, f"the offline render of {stack} has no manifests"
-        files_of_stack: dict[str, bytes] = {}
-        for name, content in manifests.items():
-            doc = load_yaml(content)  # libyaml: the certifier's code ConfigMap is half a megabyte
-            if doc.get("apiVersion", "").startswith(VOLCANO_JOB_API) and doc.get("kind") == "Job":
-                jobs += 1
-                for pod in pods_of_volcano_job(doc):
-                    files_of_stack[f"pod.{pod['metadata']['name']}.yaml"] = yaml.safe_dump(pod, sort_keys=True).encode()
-            else:
-                files_of_stack[Path(name).name] = content if isinstance(content, bytes) else content.encode()
-        for name, data in files_of_stack.items():
-            if written.get(name) != data:
-                (out / f"{stack}.{name}").write_bytes(data)
-            written.setdefault(name, data)
-    assert jobs >= 2, "a Volcano Job is missing from the renders: its pods would go unscanned"
-
-
 CHECKOV_ARGS = ["--framework", "kubernetes", "-o", "json", "--compact", "--skip-download"]
 
 
@@ -120,7 +67,8 @@ def reports(request, tmp_path_factory, dev, hb) -> dict[str, dict[str, Any] | st
     checkov runs in the scans' parent directory, not the project's: it would pick up .checkov.yaml
     there by itself."""
     root = tmp_path_factory.mktemp("checkov")
-    write_manifests(root / "manifests", {"dev": dev, "hb": hb})
+    jobs = scan.write_manifests(root / "manifests", {"dev": dev, "hb": hb})
+    assert jobs >= 2, "a Volcano Job is missing from the renders: its pods would go unscanned"
     runs = {"manifests": ["-d", "manifests", *CHECKOV_ARGS],
             "manifests with .checkov.yaml": ["-d", "manifests", "--config-file", str(CONFIG), *CHECKOV_ARGS]}
     charts_unavailable = None
