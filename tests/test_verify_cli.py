@@ -416,6 +416,18 @@ def test_every_error_under_json_is_one_json_object_and_exit_2(args, capsys):
     assert "Traceback" not in captured.err
 
 
+def test_a_collect_error_under_json_prints_no_document(tmp_path, capsys):
+    """docs/fabric-result.md: `collect`'s errors are one `error:` line on stderr and nothing on stdout,
+    --json or not (only a usage error under --json is a JSON object, from the parser)."""
+    from verify import __main__ as cli
+
+    code = cli.main(["collect", "--namespace", "fabric-test", "--job", "nccl-allreduce", "--sku", "Standard_ND96asr_v4",
+                     "--nodes", "2", "--json", "--kubeconfig", str(tmp_path / "missing")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+
+
 def test_collect_without_the_deploy_requirements_says_what_to_install():
     """`python -m verify collect` run by a Python without requirements.txt: one line naming what to install,
     exit 2, no traceback (and `report` does not need them at all)."""
