@@ -65,6 +65,15 @@ class World:
         workers = {"mpimaster": self.system[:1], "mpiworker": self.ib}
         fabric_run.run(self.plane, self.job, workers, log, self.tmp / "logs")
 
+    def rerun(self, log: str) -> None:
+        """Another run of the fabric test: the last one's Job, pods and served log removed first."""
+        meta = self.job["metadata"]
+        ns = ["-n", meta["namespace"]]
+        self.kubectl("delete", "jobs.batch.volcano.sh", meta["name"], *ns, "--wait=true")
+        self.kubectl("delete", "pods", *ns, "-l", f"{fabric_run.JOB_NAME_LABEL}={meta['name']}", "--wait=true")
+        self.kubectl("delete", "logs.kwok.x-k8s.io", "--all", *ns, "--wait=true")
+        self.finished_run(log)
+
     def token_kubeconfig(self) -> Path:
         token = self.kubectl("create", "token", "fabric-certifier", "-n", "fabric-certifier").stdout.strip()
         return kubeconfig(self.tmp / "certifier.kubeconfig", self.plane.state / "pki", "fabric-certifier",
@@ -274,3 +283,33 @@ def test_a_persons_cordon_and_quarantine_stay_while_the_certifier_admits_and_qua
     assert world.fabric_taints(world.ib[1]) == [fabric.QUARANTINED], "the person's quarantine stays"
     assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
     assert world.condition(world.ib[1])["status"] == "True", "it passed: the condition says so"
+
+
+def test_a_tripped_breaker_leaves_every_node_as_it_was_and_says_why(world):
+    """Two slow nodes of four: quarantining both would hold half the pool, over the default share (0.25).
+    Nothing is applied (no hold lifted, none quarantined); each node it would have quarantined gets a
+    Warning Event that the real server accepts, and the result names the breaker."""
+    assert world.admit_once().returncode == 0
+    world.finished_run(doctor_log(slow=(2, 3)))
+    code, out, err = world.certify()
+    assert out.get("certification", {}).get("breaker", "").startswith("circuit breaker"), (code, err)
+    assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib), "every hold stays"
+    tripped = [e for e in world.events() if e["reason"] == "FabricCircuitBreakerOpen"]
+    assert sorted(e["involvedObject"]["name"] for e in tripped) == world.ib[2:]
+    assert {e["metadata"]["namespace"] for e in tripped} == {"default"}
+    assert out["certification"]["failed_writes"] == []
+
+
+def test_a_node_the_certifier_quarantined_is_released_when_it_passes(world):
+    """Day 0 quarantines the slow node (its own taint, with its annotation); the next run finds it good and
+    takes the taint off again, as its bounds allow for its own taint."""
+    assert world.admit_once().returncode == 0
+    world.finished_run(doctor_log(slow=(3,)))
+    assert world.certify()[0] == 0
+    assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
+    world.rerun(doctor_log(slow=()))
+    code, out, err = world.certify()
+    assert code == 0, err
+    assert all(world.fabric_taints(n) == [] for n in world.ib), [world.fabric_taints(n) for n in world.ib]
+    assert world.condition(world.ib[3])["status"] == "True"
+    assert out["certification"]["failed_writes"] == []
