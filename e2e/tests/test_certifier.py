@@ -313,3 +313,34 @@ def test_a_node_the_certifier_quarantined_is_released_when_it_passes(world):
     assert all(world.fabric_taints(n) == [] for n in world.ib), [world.fabric_taints(n) for n in world.ib]
     assert world.condition(world.ib[3])["status"] == "True"
     assert out["certification"]["failed_writes"] == []
+
+
+def test_fabric_wide_slowness_quarantines_no_one_and_certifies_no_one(world):
+    """Every pair slow: a cause the whole fabric shares, not a node's. No node is quarantined (the breaker
+    is not what stops it) and none is admitted: every hold stays, and the run says why."""
+    assert world.admit_once().returncode == 0
+    world.finished_run(doctor_log(slow=(), everyone_slow=True))
+    code, out, err = world.certify()
+    cert = out.get("certification", {})
+    assert cert.get("verdict") == "FAIL" and cert["suspects"] == [] and not cert["breaker"], (code, err)
+    assert any("fabric-wide" in n for n in cert["notes"])
+    assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
+
+
+def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
+    """A node whose Node Problem Detector condition (here IBLinkFlapping, as AKS's NPD reports it) is True
+    is not admitted, whatever the run says; its peers are. The condition is written to the node's status
+    as NPD writes it, and the certifier reads it back from the real server."""
+    assert world.admit_once().returncode == 0
+    npd = {"type": "IBLinkFlapping", "status": "True", "reason": "IBLinkFlapping",
+           "message": "mlx5_ib3 port 1 flapped 6 times in 10 min",
+           "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    world.kubectl("patch", "node", world.ib[0], "--subresource=status", "--type=strategic",
+                  "-p", json.dumps({"status": {"conditions": [npd]}}))
+    world.finished_run(doctor_log(slow=()))
+    code, out, err = world.certify()
+    assert code == 0, err
+    held = next(d for d in out["certification"]["decisions"] if d["node"] == world.ib[0])
+    assert held["action"] == "hold" and "IBLinkFlapping" in held["reason"], held
+    assert world.fabric_taints(world.ib[0]) == [fabric.UNCERTIFIED]
+    assert all(world.fabric_taints(n) == [] for n in world.ib[1:])
