@@ -89,13 +89,19 @@ PARTS: dict[str, dict[str, Any]] = {
 # the session's xdist workers through files in their common temporary directory.
 _RENDERED: dict[str, bytes] = {}
 _STORE: Path | None = None
+# engine.render as the session found it: a test may patch engine.render with one that calls rendered()
+# (tests/test_synth.py, tests/test_enterprise.py), and a render not yet stored must still be the real one.
+_RENDER: Callable[..., engine.Rendering] | None = None
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _render_store(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Where this session's renders are kept: the workers' common directory under xdist (pytest makes
     a new one per session), the session's own otherwise."""
-    global _STORE
+    global _STORE, _RENDER
+    from offline import engine
+
+    _RENDER = engine.render
     base = tmp_path_factory.getbasetemp()
     _STORE = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "renders"
     _STORE.mkdir(exist_ok=True)
@@ -129,7 +135,7 @@ def _stored(stack: str, config: dict[str, Any], key: str) -> bytes:
     path = _STORE / f"{hashlib.sha256(key.encode()).hexdigest()}.pickle" if _STORE else None
     if path and path.exists():
         return path.read_bytes()
-    data = pickle.dumps(engine.render(stack, config=config))
+    data = pickle.dumps((_RENDER or engine.render)(stack, config=config))
     if path:
         partial = path.with_suffix(f".{os.getpid()}")
         partial.write_bytes(data)
