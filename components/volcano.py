@@ -34,10 +34,17 @@ NAMESPACE = "volcano-system"
 # the same file under the same name.
 CACHE_ENV = "AKS_IB_VOLCANO_CACHE"
 DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "volcano"
+# Set with CACHE_ENV by the offline render: a copy missing from that folder is not fetched, and the
+# error (ManifestMissing) ends with this variable's value, which says how to get the file.
+NO_FETCH_ENV = "AKS_IB_VOLCANO_NO_FETCH"
 
 
 class ManifestError(Exception):
     """The manifest cannot be had, or its content is not the pinned one: one line that says which."""
+
+
+class ManifestMissing(ManifestError):
+    """No copy is in the cache, and none is to be fetched (NO_FETCH_ENV: the offline render)."""
 
 
 def manifest_url(version: str) -> str:
@@ -61,8 +68,9 @@ def _download(url: str) -> bytes:
 
 def checked_manifest(version: str, cache: Path | None = None, fetch: Callable[[str], bytes] = _download) -> str:
     """The manifest of `version` (a `versions.volcano` value), from the cache, or fetched once into
-    it; its sha256 checked against the pin in either case. Raises ManifestError (ValueError for a
-    value that is no release tag: no URL or file name is built from it)."""
+    it (not where NO_FETCH_ENV is set and the cache is the environment's); its sha256 checked against
+    the pin in either case. Raises ManifestError (ValueError for a value that is no release tag: no URL
+    or file name is built from it)."""
     pins.VOLCANO_TAG.require("versions.volcano", version)
     tag, expected = pins.volcano_manifest(version)
     if expected is None:
@@ -70,6 +78,8 @@ def checked_manifest(version: str, cache: Path | None = None, fetch: Callable[[s
     path = cached_path(tag, cache)
     if path.is_file():
         data, where = path.read_bytes(), str(path)
+    elif cache is None and os.environ.get(NO_FETCH_ENV):
+        raise ManifestMissing(f"Volcano {tag}: {path} not found; {os.environ[NO_FETCH_ENV]}")
     else:
         url = manifest_url(version)
         try:

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.volcano import CACHE_ENV as VOLCANO_CACHE_ENV
+from components import volcano
 from offline import pulumi_adapter as sdk
 from offline import reference as reference_material
 from offline.mocks import OfflineMocks
@@ -235,6 +235,11 @@ def as_cli_config(config: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+class ReferenceMissing(pulumi.RunError):
+    """The render needs Volcano's release manifest, and the reference material here lacks it (the
+    program's own one-line message, which says how to get it). The tests skip on it (tests/conftest.py)."""
+
+
 def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program: Path | None = None,
            monitor: RecordingMonitor | None = None) -> Rendering:
     """Run the program for `stack` under mocks, with the configuration the CLI would hand it: the
@@ -250,18 +255,26 @@ def render(stack: str = "dev", config: Mapping[str, Any] | None = None, program:
 
     cwd = os.getcwd()
     os.chdir(program.parent)  # Pulumi runs a program from its project directory
-    # Volcano's release manifest: the reference material's examples/ holds the same file under the
-    # cache's name, so the render reads and checks that copy instead of fetching (unless set already).
-    volcano_cache = None if os.environ.get(VOLCANO_CACHE_ENV) else str(reference_material.reference_dir() / "examples")
-    if volcano_cache:
-        os.environ[VOLCANO_CACHE_ENV] = volcano_cache
+    # Volcano's release manifest, which the program applies: the reference material's examples/ holds it
+    # under the cache's name (offline/reference.lock.json, checked by `make reference`), so the render
+    # reads and checks that copy and fetches nothing (unless the cache is set already). Without it the
+    # render cannot be made: the program stops with one line saying how to get it.
+    volcano_env = {} if os.environ.get(volcano.CACHE_ENV) else {
+        volcano.CACHE_ENV: str(reference_material.reference_dir() / "examples"),
+        volcano.NO_FETCH_ENV: "the offline render reads Volcano's release manifest from the reference material "
+                              f"and fetches nothing: {reference_material.HOW_TO_GET}"}
+    os.environ.update(volcano_env)
     try:
         with sdk.cli_config(cfg):
             sdk.run(lambda: runpy.run_path(str(program), run_name="__main__"))
+    except pulumi.RunError as err:
+        if volcano_env and isinstance(err.__context__, volcano.ManifestMissing):
+            raise ReferenceMissing(str(err)) from None
+        raise
     finally:
         os.chdir(cwd)
-        if volcano_cache:
-            del os.environ[VOLCANO_CACHE_ENV]
+        for key in volcano_env:
+            del os.environ[key]
 
     outputs: dict[str, Any] = {}
     secret_outputs: set[str] = set()

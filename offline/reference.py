@@ -13,8 +13,10 @@ Azure's configs, real nccl-tests outputs): where it is, and how a clone of this 
 
 `python -m offline.reference fetch --out DIR` (`make reference`) downloads what is missing or wrong
 into DIR (default `.cache/reference`) and checks each sha256 before writing it; `check --dir DIR`
-checks a folder without the network. `reference_dir()` is where the tests and the chart render look:
-$AKS_IB_REFERENCE, else ../shared/reference (the project's shared copy), else `.cache/reference`.
+checks a folder without the network. `reference_dir()` is where the tests and the chart render look,
+and where the offline render reads Volcano's release manifest (it fetches nothing; without that file
+`make synth` stops): $AKS_IB_REFERENCE, else ../shared/reference (the project's shared copy), else
+`.cache/reference`.
 Standard library only.
 """
 
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {line}", file=sys.stderr)
         if failures:
             print(f"{len(failures)} files not fetched into {args.out} (no network? a proxy?); the tests that need "
-                  "them skip, saying why", file=sys.stderr)
+                  "them skip, saying why (and without Volcano's manifest `make synth` stops)", file=sys.stderr)
             return 1
         print(f"reference material in {args.out}: every pinned file present, sha256 checked")
         return 0

@@ -37,6 +37,19 @@ def test_the_lock_pins_every_file_with_a_hash_and_a_source():
             assert e.header.startswith("# SOURCE: ") and e.header.endswith("\n") and e.lines[0] <= e.lines[1]
 
 
+def test_the_lock_holds_the_volcano_manifest_the_render_applies():
+    """`make synth` reads Volcano's release manifest from the reference material only (offline/engine.py): the
+    lock fetches the pinned tag's file under the name the render reads, with the sha256 the pin table gives."""
+    from components import volcano
+    from core import pins
+
+    pin = pins.component("volcano")
+    name = volcano.cached_path(pin.version, Path("examples"))
+    (entry,) = [e for e in ref.entries() if e.path == name.as_posix()]
+    assert entry.sha256 == pin.sha256 and entry.url and entry.url.endswith("/installer/volcano-development.yaml")
+    assert entry.url.startswith("https://raw.githubusercontent.com/volcano-sh/volcano/")
+
+
 def test_the_reference_copy_matches_every_pinned_hash(reference: Path):
     assert ref.problems(reference) == []
     on_disk = {str(p.relative_to(reference)) for p in reference.rglob("*") if p.is_file()}

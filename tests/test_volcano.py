@@ -5,6 +5,7 @@ every Volcano object and a checksum mismatch stops the program before any resour
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from pathlib import Path
@@ -179,3 +180,20 @@ def test_the_admission_webhook_is_ready_only_once_it_listens(upstream):
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert f"--port={volcano_mod.ADMISSION_PORT}" in container["args"]
     assert container["readinessProbe"]["tcpSocket"]["port"] == volcano_mod.ADMISSION_PORT
+
+
+def test_without_the_reference_material_the_offline_render_stops_with_one_line(tmp_path, monkeypatch):
+    """The offline render applies the reference material's copy and fetches nothing: without it, the program
+    stops before any resource, on one line that says to run `make reference` (engine.ReferenceMissing, which
+    the tests skip on); the Azure half, which applies no Volcano, still renders."""
+    monkeypatch.setenv("AKS_IB_REFERENCE", str(tmp_path / "none"))
+    monkeypatch.delenv(volcano.CACHE_ENV, raising=False)
+    monitor = engine.RecordingMonitor(engine.OfflineMocks())
+    with pytest.raises(engine.ReferenceMissing) as err:
+        engine.render("dev", config=dev_config(), monitor=monitor)
+    message = str(err.value)
+    assert "\n" not in message and "`make reference`" in message and "could not be fetched" not in message
+    assert str(volcano.cached_path(TAG, tmp_path / "none" / "examples")) in message
+    assert monitor.registrations == [] and not (tmp_path / "none").exists()
+    assert volcano.CACHE_ENV not in os.environ and volcano.NO_FETCH_ENV not in os.environ
+    assert engine.render("dev", config=dev_config(stackPart="azure")).resources
