@@ -242,7 +242,7 @@ def _shown(value: Any) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("stack", ["dev", "hb"])
-def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack):
+def test_every_value_builds_the_stack_or_stops_it_with_one_error(stack, volcano_manifest):
     base = engine.stack_file_config(stack)
     _parse(base, stack)  # control: the stack file itself is good
     wrong: list[str] = []

@@ -64,7 +64,7 @@ def test_no_command_is_handed_the_kubeconfig(dev):
         assert not [k for k, v in c.inputs.items() if leaks(v)], f"{c.name} is handed the kubeconfig"
 
 
-def test_nothing_secret_in_the_logs_or_the_offline_render(tmp_path, caplog, capfd):
+def test_nothing_secret_in_the_logs_or_the_offline_render(volcano_manifest, tmp_path, caplog, capfd):
     """`make synth` output (run here into a temporary directory), its console output and its log: the
     command's own main() in this process (a fresh interpreter added a second to this test; the
     program's logging then reaches caplog rather than stderr, so both are read). The command renders
