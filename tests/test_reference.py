@@ -51,9 +51,13 @@ def test_the_lock_holds_the_volcano_manifest_the_render_applies():
 
 
 def test_the_reference_copy_matches_every_pinned_hash(reference: Path):
-    assert ref.problems(reference) == []
+    """Every file the lock lists; the chart archives where the copy has a charts/ (CI fetches the pinned files
+    into .cache/reference and pulls the stack's charts into AKS_IB_CHARTS instead: .github/workflows/offline.yml)."""
+    charts = (reference / "charts").is_dir()
+    assert [p for p in ref.problems(reference) if charts or not p.startswith("charts/")] == []
     on_disk = {str(p.relative_to(reference)) for p in reference.rglob("*") if p.is_file()}
-    assert on_disk - NOT_UPSTREAM == {e.path for e in ref.entries()}, "a reference file the lock does not list"
+    listed = {e.path for e in ref.entries() if charts or not e.helm_pull}
+    assert on_disk - NOT_UPSTREAM == listed, "a reference file the lock does not list"
 
 
 def _serve(reference: Path):

@@ -133,9 +133,11 @@ def test_offline_render_is_credential_free_and_comments_only_when_allowed() -> N
     assert "secrets." not in text and "azure/login" not in text
     runs = [s.get("run", "") for s in _steps(doc)]
     assert "make test" in runs and "make synth" in runs
-    # the pinned charts are fetched before the tests and the render (the only download of the job)
+    # the reference material and the pinned charts are fetched before the tests and the render (the job's only
+    # downloads); the reference first: pull-charts renders the stack, which applies Volcano's manifest from it
     pull = next(i for i, r in enumerate(runs) if "offline pull-charts" in r and "AKS_IB_CHARTS" in r)
     assert "make helm" in runs[pull] and pull < runs.index("make test") < runs.index("make synth")
+    assert -1 < runs[pull].find("-m offline.reference fetch --out .cache/reference") < runs[pull].find("pull-charts")
     # the policy verdict on the render reaches the summary and the comment, then fails the job
     steps = _steps(doc)
     (policy,) = [s for s in steps if "policy" in s.get("run", "") and "make" in s.get("run", "")]
