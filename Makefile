@@ -112,6 +112,7 @@ time-test: venv tools scan-venv helm ## time `make test` over RUNS runs (default
 
 # With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
 synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]
+	$(BIN)/python -m offline render-inputs
 	$(BIN)/python -m offline synth --stack $(STACK) --out build
 
 # What `pulumi preview --policy-pack policy` would report, without credentials.
@@ -122,7 +123,7 @@ policy: venv ## the policy pack's rules (policy/rules.py) on the offline render 
 # from build/ so that checkov reads only the config file named. Exits 1 on a finding not excused.
 scan: venv scan-venv helm ## checkov on the render and the rendered charts, as the security-scan test runs it
 	rm -rf build/scan
-	$(BIN)/python -m offline synth --stack dev --out build
+	$(MAKE) --no-print-directory synth STACK=dev
 	$(BIN)/python -m offline scan-inputs --out build/scan
 	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov.yaml -d scan --compact --skip-download
 	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov-charts.yaml -d charts --compact --skip-download

@@ -2,6 +2,8 @@
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
 `python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
 `python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py);
+`python -m offline render-inputs`: what the render reads from the reference material (Volcano's release
+manifest), fetched into .cache/reference where it is missing there (`make synth` runs it first);
 `python -m offline scan-inputs --out DIR`: what checkov scans, the dev and hb renders' objects with each
 Volcano Job as its pods (offline/scan.py; `make scan`).
 
@@ -21,7 +23,9 @@ from pathlib import Path
 
 import pulumi
 
-from offline import charts, config_groups, engine, scan, synth
+from components import volcano
+from core import pins
+from offline import charts, config_groups, engine, reference, scan, synth
 from stack_config.stackfile import StackFileError
 
 
@@ -123,6 +127,27 @@ def docs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def render_inputs_command(args: argparse.Namespace) -> int:
+    """The offline render reads Volcano's release manifest from the reference material and fetches nothing
+    itself; a fresh clone has no material yet, so `make synth` gets that one file first (sha256 checked)."""
+    needed = frozenset({volcano.cached_path(pins.component("volcano").version, Path("examples")).as_posix()})
+    folder = reference.reference_dir()
+    missing = sorted(p for p in needed if not (folder / p).is_file())
+    if not missing:
+        return 0
+    if folder != reference.CACHE:  # a copy someone pointed us at: not ours to add to
+        print(f"error: {folder} lacks {', '.join(missing)}, which the render applies: {reference.HOW_TO_GET}",
+              file=sys.stderr)
+        return 2
+    failures = reference.fetch(folder, only=frozenset(missing))
+    for line in failures:
+        print(f"error: {line}; the render applies this file: {reference.HOW_TO_GET}", file=sys.stderr)
+    if failures:
+        return 1
+    print(f"fetched {', '.join(missing)} into {folder} (sha256 checked)")
+    return 0
+
+
 def scan_inputs_command(args: argparse.Namespace) -> int:
     if args.out.exists():
         print(f"error: {args.out} exists; remove it first (checkov would scan what is left there)", file=sys.stderr)
@@ -158,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(run=pull_charts_command)
     d = sub.add_parser("docs", help="rewrite the generated blocks of README.md and docs/ (pictures, samples)")
     d.set_defaults(run=docs_command)
+    r = sub.add_parser("render-inputs", help="fetch what the render reads from the reference material, if missing")
+    r.set_defaults(run=render_inputs_command)
     s = sub.add_parser("scan-inputs", help="write what checkov scans: the dev and hb objects, Volcano Jobs as pods")
     s.add_argument("--out", required=True, type=Path, help="directory to create")
     s.set_defaults(run=scan_inputs_command)

@@ -117,12 +117,16 @@ def content(e: Entry, download: Callable[[str], bytes] | None = None, root: Path
     return data
 
 
-def fetch(folder: Path, download: Callable[[str], bytes] | None = None, lock: Path = LOCK) -> list[str]:
-    """Write every pinned file that is missing or wrong under `folder`, each checked before it is
-    written. Returns the failures, one line each (chart archives are left to `offline pull-charts`)."""
+def fetch(folder: Path, download: Callable[[str], bytes] | None = None, lock: Path = LOCK,
+          only: frozenset[str] | None = None) -> list[str]:
+    """Write every pinned file that is missing or wrong under `folder` (of `only`'s paths, where given),
+    each checked before it is written. Returns the failures, one line each (chart archives are left to
+    `offline pull-charts`)."""
     failures: list[str] = []
     for e in entries(lock):
         target = folder / e.path
+        if only is not None and e.path not in only:
+            continue
         if not e.pinned or (target.is_file() and _sha256(target.read_bytes()) == e.sha256):
             continue
         try:

@@ -123,3 +123,44 @@ def test_check_reports_a_changed_file(reference: Path, tmp_path: Path, capsys: p
     assert ref.main(["check", "--dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert f"{changed.path}: sha256" in err and "charts/gpu-operator-v26.7.0.tgz: missing" in err
+
+
+def _render_inputs(monkeypatch, cache: Path, download) -> int:
+    """`python -m offline render-inputs` (what `make synth` runs first) in a clone whose material would be
+    .cache/reference (`cache`), the network replaced by `download`."""
+    from offline import __main__ as offline_cli
+
+    monkeypatch.delenv("AKS_IB_REFERENCE", raising=False)
+    monkeypatch.setattr(ref, "SHARED", cache.parent / "no-shared-copy")
+    monkeypatch.setattr(ref, "CACHE", cache)
+    monkeypatch.setattr(ref, "_download", download)
+    return offline_cli.main(["render-inputs"])
+
+
+def test_make_synth_in_a_fresh_clone_fetches_the_manifest_it_applies_and_only_that(reference, tmp_path,
+                                                                                    monkeypatch, capsys):
+    from components import volcano
+    from core import pins
+
+    name = volcano.cached_path(pins.component("volcano").version, Path("examples")).as_posix()
+    fetched: list[str] = []
+
+    def serve(url: str) -> bytes:
+        fetched.append(url)
+        return _serve(reference)(url)
+
+    cache = tmp_path / "cache"
+    assert _render_inputs(monkeypatch, cache, serve) == 0
+    assert [p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file()] == [name]
+    assert len(fetched) == 1
+    assert _render_inputs(monkeypatch, cache, lambda url: pytest.fail(f"{url} fetched again")) == 0
+
+
+def test_without_the_network_make_synth_stops_on_one_line_saying_what_to_do(tmp_path, monkeypatch, capsys):
+    def offline(url: str) -> bytes:
+        raise OSError("no network")
+
+    assert _render_inputs(monkeypatch, tmp_path / "cache", offline) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "volcano-development" in err and "make reference" in err, err
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.yaml"))
