@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test synth policy scan golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test time-test bench-log synth policy scan golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -109,6 +109,12 @@ e2e: venv helm ## the real-control-plane tier (starts and stops its own control 
 RUNS ?= 10
 time-test: venv tools scan-venv helm ## time `make test` over RUNS runs (default 10): median, quartiles, CPU
 	$(BIN)/python tools/time_runs.py --runs $(RUNS) --budget 30 -- $(MAKE) --no-print-directory test
+
+# The log reader's figures in docs/verify-cli.md: `verify report` on a generated log of SIZE_MB, written to a
+# temporary folder and removed after.
+SIZE_MB ?= 1024
+bench-log: venv ## time `verify report` on a generated 1 GB log: throughput and peak memory (SIZE_MB=...)
+	$(BIN)/python tools/bench_log_reader.py --size-mb $(SIZE_MB)
 
 # With helm installed it also renders the three pinned charts with the stack's values into build/charts/.
 synth: venv helm ## render everything the stack would apply into build/: make synth [STACK=name]
