@@ -40,10 +40,9 @@ import importlib.util
 import json
 import os
 import sys
-from pathlib import Path
 
 from core import catalog, kinds
-from verify import certify_cli, cli_args, p2p, readers, sections, wait_access
+from verify import certify_cli, cli_args, logread, p2p, readers, wait_access
 from verify import collect as collect_mod
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
@@ -197,11 +196,13 @@ def _fail_exit(args: argparse.Namespace, out: FabricResult, what: str) -> int:
     return EXIT_FAIL
 
 
-def _read_log(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+def _read_log(path: str, kind: str) -> logread.LogFold:
+    """The log read once, line by line, in memory that does not grow with it (verify.logread)."""
     try:
-        return Path(path).read_bytes().decode("utf-8", errors="replace")
+        if path == "-":
+            return logread.read(getattr(sys.stdin, "buffer", sys.stdin), kind)
+        with open(path, "rb") as f:
+            return logread.read(f, kind)
     except OSError as exc:
         raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -215,19 +216,16 @@ def _report(args: argparse.Namespace) -> int:
     if missing := cli_args.missing_file(args):
         return _error(missing, args.json)
     try:
-        text = _read_log(args.log)
+        log = _read_log(args.log, args.kind)
     except ParseError as exc:
         return _error(str(exc), args.json)
-    kind = args.kind if args.kind != "auto" else (
-        # a doctor's log holds ib_write_bw tables too: its all-reduce section makes it nccl
-        kinds.NCCL if any(s.name == sections.ALLREDUCE for s in sections.split(text))
-        else kinds.P2P if p2p.detect(text) else kinds.NCCL)
+    kind = args.kind if args.kind != "auto" else log.kind()
     reader = readers.reader(kind)
     problem = _problem(args, reader)
     if problem:
         return _error(f"{args.log}: {problem}" if args.kind == "auto" else problem, args.json)
     try:
-        judged = reader.judge(text, _settings(args, reader))
+        judged = reader.judge(log, _settings(args, reader))
     except readers.PARSE_ERRORS as exc:
         return _error(f"{args.log}: {exc}", args.json)
     out = judged.result

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from core import catalog, kinds
-from verify import certify, certify_admit, certify_kube, cli_args, readers
+from verify import certify, certify_admit, certify_kube, cli_args, logread, readers
 from verify.kube import iso
 from verify.kube_api import ApiError, connect
 from verify.result import Collected, FabricResult
@@ -75,7 +75,7 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     judging_args(p)
 
 
-def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricResult:
+def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str) -> FabricResult:
     """The same judgement as `collect` (verify/readers.py), with where the run was found."""
     reader = readers.reader(args.kind)
     threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
@@ -87,7 +87,7 @@ def _judge(args: argparse.Namespace, log: str, phase: str, pod: str) -> FabricRe
     except readers.PARSE_ERRORS as exc:
         judged = reader.unread(log, settings, exc)
     collected = Collected(namespace=args.namespace, job=args.job, job_phase=phase, pod=pod,
-                          log_tail=tuple(log.rstrip("\n").splitlines()[-LOG_TAIL_LINES:]), diagnosis=(), gave_up=None,
+                          log_tail=tuple(log.last_lines()), diagnosis=(), gave_up=None,
                           waited_minutes=None, sharp=args.sharp if reader.measures_sharp else None)
     return dataclasses.replace(judged.result, collected=collected)
 
@@ -220,7 +220,7 @@ def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tup
             raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
                            "pass --wait-minutes to wait for it")
     pods = certify_kube.job_pods(api, args.namespace, args.job)
-    pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task)
+    pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task, args.kind, LOG_TAIL_LINES)
     result = _judge(args, log, phase, pod)
     if member.reason:  # the split explains the run: its finding comes first
         result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import fabric
-from verify import certify, kube
+from verify import certify, kube, logread
 from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
 from verify.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError
 
@@ -95,14 +95,18 @@ def wait_for_job(api: Api, namespace: str, job: str, *, timeout_seconds: float, 
         sleep(poll_seconds)
 
 
-def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], task: str) -> tuple[str, str]:
+def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], task: str, kind: str,
+                 tail: int) -> tuple[str, logread.LogFold]:
+    """The launcher pod's name and its log, read as it arrives (the pod's memory limit is below what a big
+    run's log can reach), as `kind`, with its last `tail` lines."""
     launchers = [p for p in pods if (kube.get(p, "metadata", "labels") or {}).get(TASK_SPEC_LABEL) == task]
     if not launchers:
         raise ApiError(f"no launcher pod (task {task}) among the job's pods in {namespace}")
     pod = max(launchers, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
     containers = kube.get(pod, "spec", "containers") or [{}]
-    text = api.text(f"/api/v1/namespaces/{namespace}/pods/{kube.name(pod)}/log", container=containers[0].get("name"))
-    return kube.name(pod), text
+    log = api.stream(f"/api/v1/namespaces/{namespace}/pods/{kube.name(pod)}/log",
+                     lambda body: logread.read(body, kind, tail=tail), container=containers[0].get("name"))
+    return kube.name(pod), log
 
 
 def reporting_instance() -> str:

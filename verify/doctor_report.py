@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from core import catalog
-from verify import result, sections
+from verify import logread, result, sections
 from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
 from verify.verdict import Verdict
 
@@ -54,7 +54,7 @@ class DoctorAssessment:
             hca_bw=tuple(result.HcaBandwidth(hosts=tuple(b.hosts), hca=b.device, bw_gbits=b.bw_gbits,
                                              failure=b.failure, memory=b.memory) for b in run.hca_bws),
             skipped=tuple(dict(s) for s in run.skipped),
-            notes=tuple(self.diagnosis.notes),
+            notes=(*self.diagnosis.notes, *run.not_kept),
             # per tier (within-torset, across-torsets) and per path between torsets ("A|B"), when the
             # caller gave the nodes' torsets; {} otherwise
             tiers={k: dict(v) for k, v in self.diagnosis.tiers.items()},
@@ -80,20 +80,18 @@ def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
         return Expectations(pair_threshold_gbps=threshold_gbps)
 
 
-def assess(log: str, *, sku: str | None, threshold_gbps: float | None,
+def assess(log: str | logread.LogFold, *, sku: str | None, threshold_gbps: float | None,
            torsets: Mapping[str, str] | None = None) -> DoctorAssessment:
-    """The doctor's findings in `log`. A 2-node run's all-nodes section is its one pair (round 0),
-    so that the per-HCA figures and the per-node checks have a slow pair to explain. `torsets`: host
-    (as the log's markers name it) -> torset, when known (verify.doctor.diagnose)."""
-    parts = sections.split(log)
-    run = sections.read_doctor(parts)
+    """The doctor's findings in `log` (its text, or the one pass over it: verify.logread). A 2-node run's
+    all-nodes section is its one pair (round 0), so that the per-HCA figures and the per-node checks have
+    a slow pair to explain. `torsets`: host (as the log's markers name it) -> torset, when known
+    (verify.doctor.diagnose)."""
+    read = logread.fold(log, p2p=False)
+    run = read.doctor_run()
     exp = expectations(sku, threshold_gbps)
     pairs = list(run.pairs)
-    if run.ran and not pairs:
-        allreduce = next((s for s in parts if s.name == sections.ALLREDUCE), None)
-        if allreduce is not None and len(allreduce.hosts()) == 2:
-            a, b = allreduce.hosts()
-            pairs.append(sections.pair_run(0, (a, b), allreduce.text))
+    if run.ran and not pairs and (round0 := read.round0_pair()) is not None:
+        pairs.append(round0)
     return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp, torsets), exp)
 
 
@@ -125,7 +123,7 @@ def text(assessment: DoctorAssessment) -> str:
             lines.append("  skipped: " + " ".join(f"{k}={v}" for k, v in s.items()))
     for s in assessment.diagnosis.suspects:
         lines.append(f"  SUSPECT {s.host}" + (f" {s.hca}" if s.hca else "") + f" [{s.verdict.value}]: {s.reason}")
-    for n in assessment.diagnosis.notes:
+    for n in (*assessment.diagnosis.notes, *run.not_kept):
         lines.append(f"  note: {n}")
     for tier, f in assessment.diagnosis.tiers.items():
         lines.append(f"  {tier}: {f['pairs']} pair(s), {f['slow']} slow, median {f['median_busbw_gbps']} GB/s, "

@@ -23,6 +23,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,8 @@ class Api:
             self._ssl = ctx
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
-                content_type: str = "application/json", text: bool = False) -> Any:
+                content_type: str = "application/json", text: bool = False,
+                read: Callable[[Any], Any] | None = None) -> Any:
         url = self.creds.server + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -187,6 +189,8 @@ class Api:
             req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:  # noqa: S310 (the API server)
+                if read is not None:  # the answer as it arrives, never whole (a pod's log: verify.logread)
+                    return read(resp)
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raise ApiError(f"{method} {path}: Kubernetes API answered {exc.code} {_message(exc)}".rstrip(),
@@ -203,6 +207,10 @@ class Api:
 
     def text(self, path: str, **query: Any) -> str:
         return self.request("GET", path, query=query, text=True)
+
+    def stream(self, path: str, read: Callable[[Any], Any], **query: Any) -> Any:
+        """`read` of the answer's body, a binary file read as it arrives; what it returns."""
+        return self.request("GET", path, query=query, text=True, read=read)
 
     def patch(self, path: str, body: Any, content_type: str) -> Any:
         return self.request("PATCH", path, body=body, content_type=content_type)

@@ -16,6 +16,9 @@ Formats handled, each seen in ../shared/reference/nccl-tests or read from NVIDIA
 - failure lines printed by nccl-tests' CUDACHECK / NCCLCHECK / TESTCHECK macros and timeouts;
 - the JSON document that `-J FILE.json` writes (JSON_FILE_VERSION 3), optionally preceded by `#` lines.
 
+`Stream` reads a log one line at a time (`parse` feeds it a whole text), keeping what the result needs,
+not the lines, so its memory does not grow with the log (verify.bounded).
+
 A log with no table and no failure line is not an nccl-tests result: `ParseError`, with a message
 that says what was looked for. Everything else returns an `NcclResult`; whether it is good is the
 verdict's business, not the parser's.
@@ -29,7 +32,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify import bounded
 from verify import transport as transport_mod
+from verify.bounded import Kept
 from verify.loglines import ROW_COLUMNS, untag
 from verify.transport import Transport
 
@@ -101,6 +106,7 @@ class NcclResult:
     warnings: tuple[str, ...] = ()  # NCCL WARN lines: worth showing, not failures by themselves
     source_format: str = "text"  # "text" | "json"
     transport: Transport | None = None  # NCCL's INFO lines (verify.transport); None for the JSON format
+    not_kept: tuple[str, ...] = ()  # what the reader counted but did not keep (verify.bounded), in words
 
     # ---- derived figures -------------------------------------------------------------------
     @property
@@ -169,6 +175,8 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
 _FAILURE = re.compile(
     r"Test (?:CUDA |NCCL )?failure|: Test timeout \(|^#\s*error:|Invalid number of GPUs"
 )
+# A word each of _FAILURE's patterns holds, looked for first: one search, not two, on most lines (NCCL's INFO).
+_MAYBE_FAILURE = re.compile(r"failure|timeout|error:|Invalid number")
 # A row's first five columns (verify.loglines). What follows is either the rest of the row or, when
 # NCCL logged in between, the start of a log line.
 _PREAMBLE = ROW_COLUMNS
@@ -236,105 +244,118 @@ def _infer_allreduce_ranks(rows: tuple[Row, ...]) -> int | None:
     return fits[0] if fits else None
 
 
-def _parse_text(text: str) -> NcclResult:
-    rows: list[Row] = []
-    ranks: list[Rank] = []
-    errors: list[str] = []
-    info: dict = {}
-    pending: tuple | None = None  # a row's first five columns waiting for the rest
-    header_seen = False
-    nccl_lines = transport_mod.Collector()  # NCCL's own lines, read in the same pass
+class TextParser:
+    """The text format, one line at a time (`feed`), then `result`. What a log can hold without end (rows,
+    "Rank" lines, failure lines) is kept up to `verify.bounded`'s limits and counted beyond them, so the
+    memory does not grow with the log; NCCL's own lines are folded into counts (`verify.transport`)."""
 
-    for raw in text.splitlines():
+    def __init__(self) -> None:
+        self.rows: Kept[Row] = Kept(bounded.ROWS, "result rows")
+        self.ranks: Kept[Rank] = Kept(bounded.RANKS, "'Rank' lines")
+        self.errors: Kept[str] = Kept(bounded.LINES, "failure lines")
+        self.info: dict = {}
+        self.pending: tuple | None = None  # a row's first five columns waiting for the rest
+        self.header_seen = False
+        self.nccl_lines = transport_mod.Collector()  # NCCL's own lines, read in the same pass
+
+    def feed(self, raw: str) -> None:
         line = untag(raw)
         stripped = line.strip()
         if not stripped:
-            continue
-        nccl_lines.feed(line)
-        if _FAILURE.search(stripped) or _FAILURE.search(line):
-            errors.append(stripped)
-        if m := _NCCL_VERSION.search(line):
+            return
+        info = self.info
+        self.nccl_lines.feed(line)
+        if _MAYBE_FAILURE.search(line) and (_FAILURE.search(stripped) or _FAILURE.search(line)):
+            self.errors.append(stripped)
+        if "NCCL version" in line and (m := _NCCL_VERSION.search(line)):
             info.setdefault("nccl_version", m.group(1))
         if line.lstrip().startswith("#"):
-            if m := _VERSION.match(stripped):
-                info["nccl_tests_version"] = m.group(1)
-                if m.group(2) and "nccl_code" not in info:
-                    info["nccl_code"] = int(m.group(2))
-                header_seen = True
-            elif m := _STARTING.match(stripped):
-                info["test"] = m.group(1)
-                header_seen = True
-            elif m := _CONCLUDED.match(stripped):
-                info["concluded"] = True
-                info.setdefault("test", m.group(1))
-            elif m := _PARAMS.match(stripped):
-                info["gpus_per_process"] = int(m.group(1)) * int(m.group(2))
-                info["min_bytes"], info["max_bytes"] = int(m.group(3)), int(m.group(4))
-                if v := _VALIDATION.search(stripped):
-                    info["validation"] = v.group(1) != "0"
-                header_seen = True
-            elif m := _RANK.match(stripped):
-                ranks.append(
-                    Rank(
-                        rank=int(m.group(1)),
-                        group=int(m.group(2)) if m.group(2) is not None else None,
-                        pid=int(m.group(3)),
-                        host=m.group(4),
-                        device=int(m.group(5)),
-                        pci=m.group(6),
-                        gpu=m.group(7),
-                    )
-                )
-            elif m := _OOB.match(stripped):
-                info["out_of_bounds"] = int(m.group(1))
-            elif m := _AVG.match(stripped):
-                info["avg"] = _num(m.group(1))
-            elif "size" in stripped and "busbw" in stripped:
-                header_seen = True
-            continue
+            self._comment(stripped)
+            return
 
         if m := _PREAMBLE.match(line):
             rest = line[m.end() :]
             head = (int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)))
             body = _body(rest)
             if body is not None:
-                rows.append(Row(*head, out_of_place=body[0], in_place=body[1]))
-                pending = None
+                self.rows.append(Row(*head, out_of_place=body[0], in_place=body[1]))
+                self.pending = None
             else:
-                pending = head  # NCCL logged between the columns; the rest comes on a later line
-            continue
-        if pending is not None and (body := _body(line)) is not None:
-            rows.append(Row(*pending, out_of_place=body[0], in_place=body[1]))
-            pending = None
+                self.pending = head  # NCCL logged between the columns; the rest comes on a later line
+            return
+        if self.pending is not None and (body := _body(line)) is not None:
+            self.rows.append(Row(*self.pending, out_of_place=body[0], in_place=body[1]))
+            self.pending = None
 
-    if not rows and not errors and not header_seen:
-        raise ParseError(
-            "no nccl-tests result found: expected a table of rows 'size count type redop root time algbw busbw "
-            "#wrong ...' (all_reduce_perf output) or an nccl-tests -J JSON document"
+    def _comment(self, stripped: str) -> None:
+        info = self.info
+        if m := _VERSION.match(stripped):
+            info["nccl_tests_version"] = m.group(1)
+            if m.group(2) and "nccl_code" not in info:
+                info["nccl_code"] = int(m.group(2))
+            self.header_seen = True
+        elif m := _STARTING.match(stripped):
+            info["test"] = m.group(1)
+            self.header_seen = True
+        elif m := _CONCLUDED.match(stripped):
+            info["concluded"] = True
+            info.setdefault("test", m.group(1))
+        elif m := _PARAMS.match(stripped):
+            info["gpus_per_process"] = int(m.group(1)) * int(m.group(2))
+            info["min_bytes"], info["max_bytes"] = int(m.group(3)), int(m.group(4))
+            if v := _VALIDATION.search(stripped):
+                info["validation"] = v.group(1) != "0"
+            self.header_seen = True
+        elif m := _RANK.match(stripped):
+            self.ranks.append(
+                Rank(
+                    rank=int(m.group(1)),
+                    group=int(m.group(2)) if m.group(2) is not None else None,
+                    pid=int(m.group(3)),
+                    host=m.group(4),
+                    device=int(m.group(5)),
+                    pci=m.group(6),
+                    gpu=m.group(7),
+                )
+            )
+        elif m := _OOB.match(stripped):
+            info["out_of_bounds"] = int(m.group(1))
+        elif m := _AVG.match(stripped):
+            info["avg"] = _num(m.group(1))
+        elif "size" in stripped and "busbw" in stripped:
+            self.header_seen = True
+
+    def result(self) -> NcclResult:
+        rows, errors, info = self.rows.items, self.errors.items, self.info
+        if not rows and not errors and not self.header_seen:
+            raise ParseError(
+                "no nccl-tests result found: expected a table of rows 'size count type redop root time algbw "
+                "busbw #wrong ...' (all_reduce_perf output) or an nccl-tests -J JSON document"
+            )
+        transport = self.nccl_lines.result()
+        nccl_version = info.get("nccl_version")
+        if nccl_version is None and "nccl_code" in info:
+            nccl_version = _decode_nccl_code(info["nccl_code"])
+        return _finish(
+            rows=tuple(rows),
+            ranks_listed=tuple(self.ranks.items),
+            test=info.get("test"),
+            gpus_per_process=info.get("gpus_per_process"),
+            min_bytes=info.get("min_bytes"),
+            max_bytes_requested=info.get("max_bytes"),
+            validation=info.get("validation"),
+            out_of_bounds=info.get("out_of_bounds"),
+            avg_busbw_gbps=info.get("avg"),
+            concluded=bool(info.get("concluded")),
+            nccl_tests_version=info.get("nccl_tests_version"),
+            nccl_version=nccl_version,
+            errors=tuple(errors),
+            warnings=transport.warnings,
+            source_format="text",
+            transport=transport,
+            not_kept=tuple(n for n in (k.note() for k in (self.rows, self.ranks, self.errors)) if n),
+            listed_entries_are_processes=False,
         )
-    transport = nccl_lines.result()
-    nccl_version = info.get("nccl_version")
-    if nccl_version is None and "nccl_code" in info:
-        nccl_version = _decode_nccl_code(info["nccl_code"])
-    return _finish(
-        rows=tuple(rows),
-        ranks_listed=tuple(ranks),
-        test=info.get("test"),
-        gpus_per_process=info.get("gpus_per_process"),
-        min_bytes=info.get("min_bytes"),
-        max_bytes_requested=info.get("max_bytes"),
-        validation=info.get("validation"),
-        out_of_bounds=info.get("out_of_bounds"),
-        avg_busbw_gbps=info.get("avg"),
-        concluded=bool(info.get("concluded")),
-        nccl_tests_version=info.get("nccl_tests_version"),
-        nccl_version=nccl_version,
-        errors=tuple(errors),
-        warnings=transport.warnings,
-        source_format="text",
-        transport=transport,
-        listed_entries_are_processes=False,
-    )
 
 
 def _finish(*, ranks_listed: tuple[Rank, ...], listed_entries_are_processes: bool, **fields) -> NcclResult:
@@ -441,21 +462,63 @@ def _parse_json(doc: object) -> NcclResult:
 # ------------------------------------------------------------------------------------------------
 
 
+class Stream:
+    """`parse`, one line at a time: the text format as it comes (`TextParser`), or, when the first line
+    that is neither blank nor a `#` line opens a JSON object, the `-J` document (kept, up to
+    `verify.bounded.JSON_CHARS`). `transport` is what NCCL's lines say even where `result` raises."""
+
+    def __init__(self) -> None:
+        self.text = TextParser()
+        self.content = False  # a line that is not blank
+        self.body_seen = False  # a line that is neither blank nor a `#` line
+        self.json: list[str] | None = None  # the JSON document's lines, once the log turned out to be one
+        self.json_chars = 0
+
+    def feed(self, line: str) -> None:
+        self.text.feed(line)
+        first = line.lstrip()
+        self.content = self.content or bool(first)
+        if first.startswith("#"):
+            return
+        if self.json is not None:
+            self.json_chars += len(line) + 1
+            if self.json_chars <= bounded.JSON_CHARS:
+                self.json.append(line)
+        elif first and not self.body_seen:
+            self.body_seen = True
+            if first.startswith("{"):
+                self.json, self.json_chars = [line], len(line) + 1
+
+    def transport(self) -> Transport:
+        return self.text.nccl_lines.result()
+
+    def result(self) -> NcclResult:
+        if self.json is not None:
+            if self.json_chars > bounded.JSON_CHARS:
+                limit = bounded.chars(bounded.JSON_CHARS)
+                raise ParseError(f"the input looks like nccl-tests -J JSON but is over {limit}, far more than "
+                                 "nccl-tests writes for a run")
+            try:
+                doc = json.loads("\n".join(self.json).strip())
+            except json.JSONDecodeError as exc:
+                raise ParseError(
+                    f"the input looks like nccl-tests -J JSON but does not parse ({exc.msg} at line {exc.lineno}); "
+                    "nccl-tests completes the file only when the run ends, so a cut-off run leaves it unfinished"
+                ) from None
+            return _parse_json(doc)
+        if not self.content:
+            raise ParseError("the input is empty: no nccl-tests output to parse")
+        return self.text.result()
+
+
 def parse(text: str) -> NcclResult:
     """Parse nccl-tests output: the text a run prints, or the JSON document `-J` writes."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("the input is empty: no nccl-tests output to parse")
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip()
-    if body.startswith("{"):
-        try:
-            doc = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise ParseError(
-                f"the input looks like nccl-tests -J JSON but does not parse ({exc.msg} at line {exc.lineno}); "
-                "nccl-tests completes the file only when the run ends, so a cut-off run leaves it unfinished"
-            ) from None
-        return _parse_json(doc)
-    return _parse_text(text)
+    stream = Stream()
+    for line in text.splitlines():
+        stream.feed(line)
+    return stream.result()
 
 
 def parse_file(path: str | Path) -> NcclResult:
@@ -466,4 +529,4 @@ def parse_file(path: str | Path) -> NcclResult:
     return parse(data.decode("utf-8", errors="replace"))
 
 
-__all__ = ["Measurement", "NcclResult", "ParseError", "Rank", "Row", "parse", "parse_file"]
+__all__ = ["Measurement", "NcclResult", "ParseError", "Rank", "Row", "Stream", "parse", "parse_file"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from verify import bounded
+from verify.bounded import Kept
 from verify.series import BANDWIDTH, LATENCY, OSU_MBPS_TO_GBITS, ParseError, Point, Series
 
 _TITLE = re.compile(
@@ -32,41 +34,50 @@ def looks_like(text: str) -> bool:
     return any(_TITLE.match(line) for line in text.splitlines())
 
 
-def parse_all(text: str) -> list[Series]:
-    """Every osu_bw / osu_latency block in `text`, in order. Other OSU benchmarks are skipped."""
-    blocks: list[Series] = []
-    current: dict | None = None
+class Parser:
+    """`parse_all`, one line at a time (`feed`); `titled` says whether an OSU title was seen (`looks_like`).
+    It keeps the last `verify.bounded.SERIES` tables and the first `verify.bounded.POINTS` rows of each."""
 
-    def close() -> None:
+    def __init__(self) -> None:
+        self.blocks: Kept[Series] = Kept(bounded.SERIES, "OSU tables", keep_last=True)
+        self.current: dict | None = None
+        self.titled = False
+        self.tables_cut = 0  # tables with more than bounded.POINTS rows
+
+    def _close(self) -> None:
+        current = self.current
         if current and current["tool"] and current["points"]:
-            blocks.append(Series(
-                tool=current["tool"], kind=current["kind"], points=tuple(current["points"]),
+            self.blocks.append(Series(
+                tool=current["tool"], kind=current["kind"], points=tuple(current["points"].items),
                 version=current["version"], unit_printed=current["unit"], accelerator=current["accel"],
-                validation_failed_sizes=tuple(current["failed"]),
+                validation_failed_sizes=tuple(current["failed"].items),
             ))
+            self.tables_cut += bool(current["points"].dropped)
 
-    for line in text.splitlines():
-        title = _TITLE.match(line)
-        if title:
-            close()
+    def feed(self, line: str) -> None:
+        if "OSU" in line and (title := _TITLE.match(line)):
+            self.titled = True
+            self._close()
             tool, kind = TOOLS.get(title["bench"].strip(), (None, None))
-            current = {"tool": tool, "kind": kind, "version": title["version"], "accel": title["accel"],
-                       "unit": "", "header": False, "validation_col": None, "points": [], "failed": []}
-            continue
+            self.current = {"tool": tool, "kind": kind, "version": title["version"], "accel": title["accel"],
+                            "unit": "", "header": False, "validation_col": None,
+                            "points": Kept(bounded.POINTS, "rows"), "failed": Kept(bounded.POINTS, "rows")}
+            return
+        current = self.current
         if current is None or current["tool"] is None:
-            continue
+            return
         header = _HEADER.match(line)
         if header:
             cols = re.split(r"\s{2,}", header["cols"])
             current["header"] = True
             current["unit"] = "MB/s" if current["kind"] == BANDWIDTH else "us"
             current["validation_col"] = next((i for i, c in enumerate(cols) if c.lower() == "validation"), None)
-            continue
+            return
         if not current["header"]:
-            continue
+            return
         row = _ROW.match(line)
         if not row:
-            continue
+            return
         value = float(row["value"])
         if current["kind"] == BANDWIDTH:
             value *= OSU_MBPS_TO_GBITS
@@ -76,8 +87,23 @@ def parse_all(text: str) -> list[Series]:
         vcol = current["validation_col"]
         if vcol is not None and vcol >= 1 and len(rest) >= vcol and rest[vcol - 1].lower() == "fail":
             current["failed"].append(size)
-    close()
-    return blocks
+
+    def series(self) -> list[Series]:
+        """The tables read so far, the one still open included."""
+        self._close()
+        self.current = None
+        return list(self.blocks.items)
+
+    def not_kept(self) -> list[str]:
+        return bounded.notes(self.blocks, self.tables_cut)
+
+
+def parse_all(text: str) -> list[Series]:
+    """Every osu_bw / osu_latency block in `text`, in order. Other OSU benchmarks are skipped."""
+    parser = Parser()
+    for line in text.splitlines():
+        parser.feed(line)
+    return parser.series()
 
 
 def parse(text: str) -> list[Series]:

@@ -38,13 +38,17 @@ PASS, WARN, FAIL, UNKNOWN = Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.UN
 def parse(text: str) -> list[Series]:
     """Every OSU and perftest result table in `text` (one launcher log may hold osu_bw then
     osu_latency). Raises ParseError when there is none."""
-    found = osu.parse_all(text) + perftest.parse_all(text)
-    if not found:
+    return found(osu.parse_all(text) + perftest.parse_all(text))
+
+
+def found(series: list[Series]) -> list[Series]:
+    """`series`, or the ParseError that says no table was found."""
+    if not series:
         raise ParseError(
             "no osu_bw / osu_latency table ('# OSU MPI ... Test' then '# Size ...' rows) and no perftest "
             "table (' #bytes  #iterations  BW ...' or '... t_avg[usec] ...' rows) in the log"
         )
-    return found
+    return series
 
 
 def detect(text: str) -> str | None:

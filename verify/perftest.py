@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from verify import bounded
+from verify.bounded import Kept
 from verify.series import BANDWIDTH, LATENCY, PERFTEST_MIBPS_TO_GBITS, ParseError, Point, Series
 
 _BW_HEADER = re.compile(r"^\s*#bytes\s+(?P<sl>#sl\s+)?#iterations\s+BW peak\[(?P<unit>[A-Za-z/]+)\]\s+BW average")
@@ -35,60 +37,95 @@ def looks_like(text: str) -> bool:
     return any(_BW_HEADER.match(line) or _LAT_HEADER.match(line) for line in text.splitlines())
 
 
-def parse_all(text: str) -> list[Series]:
-    """Every perftest result table in `text`, in order."""
-    found: list[Series] = []
-    tool_hint: str | None = None
-    table: dict | None = None
+class Parser:
+    """`parse_all`, one line at a time (`feed`); `headed` says whether a table header was seen (`looks_like`).
+    It keeps the last `verify.bounded.SERIES` tables and the first `verify.bounded.POINTS` rows of each;
+    a header in a unit it does not know is a ParseError, raised by `series`."""
 
-    def close() -> None:
-        nonlocal table
+    def __init__(self) -> None:
+        self.found: Kept[Series] = Kept(bounded.SERIES, "perftest tables", keep_last=True)
+        self.tool_hint: str | None = None
+        self.table: dict | None = None
+        self.headed = False
+        self.error: ParseError | None = None
+        self.tables_cut = 0  # tables with more than bounded.POINTS rows
+
+    def _close(self) -> None:
+        table = self.table
         if table and table["points"]:
-            found.append(Series(tool=table["tool"], kind=table["kind"], points=tuple(table["points"]),
-                                unit_printed=table["unit"]))
-        table = None
+            self.found.append(Series(tool=table["tool"], kind=table["kind"], points=tuple(table["points"].items),
+                                     unit_printed=table["unit"]))
+            self.tables_cut += bool(table["points"].dropped)
+        self.table = None
 
-    for line in text.splitlines():
-        title = _TITLE.match(line)
+    def feed(self, line: str) -> None:
+        bw = _BW_HEADER.match(line) if "#bytes" in line else None
+        lat = None if bw or "#bytes" not in line else _LAT_HEADER.match(line)
+        self.headed = self.headed or bool(bw or lat)
+        if self.error is None:
+            try:
+                self._feed(line, bw, lat)
+            except ParseError as exc:  # parse_all stops at it
+                self.error = exc
+
+    def _feed(self, line: str, bw: re.Match | None, lat: re.Match | None) -> None:
+        title = _TITLE.match(line) if "Test" in line else None
         if title:
             verb = _VERBS.get(title["verb"], "atomic")
-            tool_hint = f"ib_{verb}_{'bw' if title['what'] == 'BW' else 'lat'}"
-            continue
-        named = _TOOL_NAME.search(line)
-        if named and table is None:
-            tool_hint = named.group(1)
-        bw = _BW_HEADER.match(line)
-        lat = None if bw else _LAT_HEADER.match(line)
+            self.tool_hint = f"ib_{verb}_{'bw' if title['what'] == 'BW' else 'lat'}"
+            return
+        named = _TOOL_NAME.search(line) if "ib_" in line else None
+        if named and self.table is None:
+            self.tool_hint = named.group(1)
+        tool_hint = self.tool_hint
         if bw or lat:
-            close()
+            self._close()
             if bw:
                 unit = bw["unit"]
                 if unit not in _GBITS:
                     raise ParseError(f"perftest bandwidth unit {unit!r} is not one of {', '.join(_GBITS)}")
                 tool = tool_hint if tool_hint and tool_hint.endswith("_bw") else "ib_write_bw"
                 # columns: bytes, [sl,] iterations, peak, average, msgrate
-                table = {"tool": tool, "kind": BANDWIDTH, "unit": unit, "col": 4 if bw["sl"] else 3,
-                         "factor": _GBITS[unit], "points": []}
+                self.table = {"tool": tool, "kind": BANDWIDTH, "unit": unit, "col": 4 if bw["sl"] else 3,
+                              "factor": _GBITS[unit], "points": Kept(bounded.POINTS, "rows")}
             else:
                 tokens = line.split()
                 col = next(i for i, t in enumerate(tokens) if t.startswith("t_avg"))
                 tool = tool_hint if tool_hint and tool_hint.endswith("_lat") else "ib_write_lat"
-                table = {"tool": tool, "kind": LATENCY, "unit": "usec", "col": col, "factor": 1.0, "points": []}
-            continue
+                self.table = {"tool": tool, "kind": LATENCY, "unit": "usec", "col": col, "factor": 1.0,
+                              "points": Kept(bounded.POINTS, "rows")}
+            return
+        table = self.table
         if table is None:
-            continue
+            return
         if _RULE.match(line):
             if table["points"]:
-                close()
-            continue
+                self._close()
+            return
         if _ROW.match(line):
             cells = line.split()
             if len(cells) > table["col"]:
                 table["points"].append(Point(size_bytes=int(cells[0]),
                                              value=float(cells[table["col"]]) * table["factor"]))
         # anything else inside a table (CPU frequency warnings, "...") is skipped
-    close()
-    return found
+
+    def series(self) -> list[Series]:
+        """The tables read so far, the one still open included; the unit's ParseError if there was one."""
+        if self.error is not None:
+            raise self.error
+        self._close()
+        return list(self.found.items)
+
+    def not_kept(self) -> list[str]:
+        return bounded.notes(self.found, self.tables_cut)
+
+
+def parse_all(text: str) -> list[Series]:
+    """Every perftest result table in `text`, in order."""
+    parser = Parser()
+    for line in text.splitlines():
+        parser.feed(line)
+    return parser.series()
 
 
 def parse(text: str) -> list[Series]:

@@ -10,12 +10,13 @@ refused (never converted), the nodes a result spans, and the fabric doctor's fin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
 from core import catalog, kinds
-from verify import doctor_report, p2p, sections
-from verify.nccl import ParseError, parse
+from verify import doctor_report, logread, p2p
+from verify.nccl import ParseError
 from verify.report import summary, table
 from verify.result import FabricResult
 from verify.verdict import Verdict, headline, judge, plural
@@ -54,10 +55,11 @@ class Reader(Protocol):
     def nodes(self, args: argparse.Namespace) -> int | None:
         """The nodes a result of this kind spans, as the command line says."""
 
-    def judge(self, log: str, settings: Settings) -> Judged:
-        """The log's result, judged; one of PARSE_ERRORS when the log holds none."""
+    def judge(self, log: str | logread.LogFold, settings: Settings) -> Judged:
+        """The log's result, judged; one of PARSE_ERRORS when the log holds none. The log is its text
+        or the one pass over it (verify.logread)."""
 
-    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+    def unread(self, log: str | logread.LogFold, settings: Settings, exc: ValueError) -> Judged:
         """A FAIL for a run whose log holds no result (`exc` says why), with what else the log tells."""
 
     def where(self, sku: str | None, nodes: int | None) -> str:
@@ -97,8 +99,9 @@ class AllReduce:
     def nodes(self, args: argparse.Namespace) -> int | None:
         return args.nodes
 
-    def judge(self, log: str, settings: Settings) -> Judged:
-        result = parse(sections.allreduce_text(log))
+    def judge(self, log: str | logread.LogFold, settings: Settings) -> Judged:
+        read = logread.fold(log, p2p=False)
+        result = read.nccl()
         rack = {"expectation": catalog.lookup(settings.sku).allreduce_rack} if settings.rack and settings.sku else {}
         judgement = judge(result, sku=settings.sku, nodes=settings.nodes, threshold_gbps=settings.threshold,
                           job_failed=settings.job_failed, **rack)
@@ -107,9 +110,9 @@ class AllReduce:
             from verify.plot import write_png
 
             out = out.with_plot(str(write_png(result, judgement, settings.plot)))
-        return self._with_doctor(log, settings, out, table(result, judgement))
+        return self._with_doctor(read, settings, out, table(result, judgement))
 
-    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+    def unread(self, log: str | logread.LogFold, settings: Settings, exc: ValueError) -> Judged:
         out = _no_result(self.kind, "nccl-tests", settings, settings.nodes, exc)
         # the doctor may still name the node that broke the all-nodes run
         return self._with_doctor(log, settings, out, verdict_text(out))
@@ -118,7 +121,7 @@ class AllReduce:
         return f" on {sku}" + (f" x {plural(nodes, 'node')}" if nodes else "") if sku else ""
 
     @staticmethod
-    def _with_doctor(log: str, settings: Settings, out: FabricResult, text: str) -> Judged:
+    def _with_doctor(log: str | logread.LogFold, settings: Settings, out: FabricResult, text: str) -> Judged:
         """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
         `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
         assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold)
@@ -150,15 +153,18 @@ class PointToPoint:
     def nodes(self, args: argparse.Namespace) -> int | None:
         return p2p.NODES
 
-    def judge(self, log: str, settings: Settings) -> Judged:
-        verdict = p2p.judge(p2p.parse(log), settings.sku, threshold_gbits=settings.threshold,
+    def judge(self, log: str | logread.LogFold, settings: Settings) -> Judged:
+        read = logread.fold(log, nccl=False)
+        verdict = p2p.judge(read.p2p(), settings.sku, threshold_gbits=settings.threshold,
                             job_failed=settings.job_failed)
+        if notes := read.p2p_not_kept():  # a log unlike any run's: what the bounded reader left out
+            verdict = dataclasses.replace(verdict, reasons=(*verdict.reasons, *notes))
         out = verdict.result()
         if settings.plot:
             out = out.with_plot(str(p2p.plot(verdict, settings.plot)))
         return Judged(out, p2p.table(verdict))
 
-    def unread(self, log: str, settings: Settings, exc: ValueError) -> Judged:
+    def unread(self, log: str | logread.LogFold, settings: Settings, exc: ValueError) -> Judged:
         out = _no_result(self.kind, "point-to-point", settings, p2p.NODES, exc)
         return Judged(out, verdict_text(out))
 

@@ -103,11 +103,11 @@ def transport_block(transport: Transport | None, nodes: int | None) -> list[str]
                  + ("  (connection ends: [send] and [receive] lines)" if channels else ""))
     if transport.plugins:
         lines.append(f"  plugins:    {', '.join(transport.plugins)}")
-    warnings = transport.warnings
-    lines.append(f"  NCCL WARN:  {len(warnings) or 'none'}")
+    warnings, count = transport.warnings, transport.warning_count
+    lines.append(f"  NCCL WARN:  {count or 'none'}")
     lines += [f"    {w}" for w in warnings[:10]]
-    if len(warnings) > 10:
-        lines.append(f"    (+{len(warnings) - 10} more)")
+    if count > 10:
+        lines.append(f"    (+{count - 10} more)")
     return lines
 
 

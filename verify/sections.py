@@ -17,11 +17,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from verify import perftest, transport
+from verify import bounded, perftest
+from verify.bounded import Kept
 from verify.doctor import HcaBandwidth, NodeCheck, PairRun
 from verify.hca import parse_gpus, parse_ports
 from verify.loglines import untag
-from verify.nccl import NcclResult, ParseError, parse
+from verify.nccl import NcclResult, ParseError, Stream
 from verify.p2p import BANDWIDTH
 
 PREFIX = "# aks-infiniband "
@@ -40,7 +41,7 @@ class Section:
     line: int  # the marker's line number (1-based; 0 for the text before the first marker)
 
     def hosts(self) -> tuple[str, ...]:
-        return tuple(h for h in self.attrs.get("hosts", "").split(",") if h)
+        return hosts_of(self.attrs)
 
 
 def marker(name: str, **attrs: object) -> str:
@@ -49,15 +50,20 @@ def marker(name: str, **attrs: object) -> str:
     return " ".join([PREFIX + name, *parts]).rstrip()
 
 
+def parse_marker(line: str) -> tuple[str, dict[str, str]] | None:
+    """A marker line's section name and attributes; None for any other line."""
+    m = _MARKER.match(untag(line)) if PREFIX in line else None  # the prefix test first: most lines are not
+    return (m["name"], dict(_ATTR.findall(m["attrs"]))) if m else None
+
+
 def split(text: str) -> list[Section]:
     sections: list[Section] = []
     name, attrs, start, body = None, {}, 0, []
     for number, line in enumerate(text.splitlines(), start=1):
-        m = _MARKER.match(untag(line))
-        if m:
+        if found := parse_marker(line):
             if name is not None or any(b.strip() for b in body):
                 sections.append(Section(name, attrs, "\n".join(body), start))
-            name, attrs, start, body = m["name"], dict(_ATTR.findall(m["attrs"])), number, []
+            (name, attrs), start, body = found, number, []
         else:
             body.append(line)
     if name is not None or any(b.strip() for b in body):
@@ -95,6 +101,7 @@ class DoctorRun:
     pairs: tuple[PairRun, ...] = ()
     hca_bws: tuple[HcaBandwidth, ...] = ()
     skipped: tuple[dict[str, str], ...] = ()
+    not_kept: tuple[str, ...] = ()  # what the reader counted but did not keep (verify.bounded), in words
 
 
 # The launcher's reason codes for running the doctor or not, in words.
@@ -121,15 +128,43 @@ def _int(value: str | None) -> int | None:
 
 def nccl_figure(text: str) -> tuple[float | None, str | None]:
     """(busbw at the largest size, why there is none)."""
-    return _nccl_figure(text)[1:]
+    return _lines(NcclFigure(), text).figure()[1:]
 
 
-def _nccl_figure(text: str) -> tuple[NcclResult | None, float | None, str | None]:
-    try:
-        result: NcclResult = parse(text)
-    except ParseError as exc:
-        return None, None, f"no nccl-tests result ({exc})" if text.strip() else "no output"
-    return result, *_figure(result)
+class NcclFigure:
+    """A section's nccl-tests run, one line at a time: its result and figure (`figure`), and as a pair
+    (`pair`) with what NCCL's lines say of the transport, even where it printed no table."""
+
+    def __init__(self) -> None:
+        self.stream = Stream()
+
+    def feed(self, line: str) -> None:
+        self.stream.feed(line)
+
+    def figure(self) -> tuple[NcclResult | None, float | None, str | None]:
+        try:
+            result = self.stream.result()
+        except ParseError as exc:
+            return None, None, f"no nccl-tests result ({exc})" if self.stream.content else "no output"
+        return result, *_figure(result)
+
+    def pair(self, round_: int, hosts: tuple[str, str]) -> PairRun:
+        """The section as a 2-node all-reduce (`pair_run`)."""
+        result, busbw, failure = self.figure()
+        # a run that printed no table may still say it fell back to sockets
+        t = result.transport if result is not None and result.transport else self.stream.transport()
+        if not t.seen:
+            return PairRun(round_, hosts, busbw, failure)
+        named = {h.split(".")[0]: h for h in hosts}
+        return PairRun(round_, hosts, busbw, failure, transport=t.summary(2),
+                       socket_hosts=tuple(named.get(h, h) for h in t.socket_hosts),
+                       no_gdr_hosts=tuple(named.get(h, h) for h in t.hosts_without_gdr()))
+
+
+def _lines(sink, text: str):
+    for line in text.splitlines():
+        sink.feed(line)
+    return sink
 
 
 def _figure(result: NcclResult) -> tuple[float | None, str | None]:
@@ -149,66 +184,147 @@ def _figure(result: NcclResult) -> tuple[float | None, str | None]:
 def pair_run(round_: int, hosts: tuple[str, str], text: str) -> PairRun:
     """A 2-node all-reduce section: its figure, and what NCCL's INFO lines in it say about the
     transport (hosts named as the marker names them; NCCL names a host by its first label)."""
-    result, busbw, failure = _nccl_figure(text)
-    # a run that printed no table may still say it fell back to sockets
-    t = result.transport if result is not None and result.transport else transport.parse(text)
-    if not t.seen:
-        return PairRun(round_, hosts, busbw, failure)
-    named = {h.split(".")[0]: h for h in hosts}
-    return PairRun(round_, hosts, busbw, failure, transport=t.summary(2),
-                   socket_hosts=tuple(named.get(h, h) for h in t.socket_hosts),
-                   no_gdr_hosts=tuple(named.get(h, h) for h in t.hosts_without_gdr()))
+    return _lines(NcclFigure(), text).pair(round_, hosts)
 
 
-def _last_line(text: str) -> str | None:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else None
+class _Text:
+    """A section read as a whole (an ibstatus listing, nvidia-smi -L): its text, up to bounded.SECTION_CHARS."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.chars = 0
+
+    def feed(self, line: str) -> None:
+        self.chars += len(line) + 1
+        if self.chars <= bounded.SECTION_CHARS:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
 
-def _write_bw(text: str) -> tuple[float | None, str | None]:
-    series = [s for s in perftest.parse_all(text) if s.kind == BANDWIDTH]
-    if not series:
-        last = _last_line(text)
-        return None, "no ib_write_bw result" + (f": {last}" if last else "")
-    return series[-1].largest.value, None
+class _WriteBw:
+    """An hca-bw section: ib_write_bw's table, and the last line it printed (for a run that printed none)."""
+
+    def __init__(self) -> None:
+        self.parser = perftest.Parser()
+        self.last: str | None = None
+
+    def feed(self, line: str) -> None:
+        self.parser.feed(line)
+        self.last = line.strip() or self.last
+
+    def figure(self) -> tuple[float | None, str | None]:
+        series = [s for s in self.parser.series() if s.kind == BANDWIDTH]
+        if not series:
+            return None, "no ib_write_bw result" + (f": {self.last}" if self.last else "")
+        return series[-1].largest.value, None
+
+
+class DoctorReader:
+    """What the doctor's sections say (`run`), read one section at a time (`begin` with its marker's name
+    and attributes, `feed` its lines, `end`), so that no section's text need be kept whole; `read_doctor`
+    reads split sections with it. A ParseError in a section is raised by `run`, as read_doctor raises it."""
+
+    def __init__(self) -> None:
+        self.decision: dict[str, str] | None = None  # the first doctor marker's attributes
+        self.end_attrs: dict[str, str] | None = None  # the first doctor-end marker's
+        self.per_node: dict[str, dict] = {}
+        self.pairs: Kept[PairRun] = Kept(bounded.ROWS, "pair sections")
+        self.bws: Kept[HcaBandwidth] = Kept(bounded.ROWS, "hca-bw sections")
+        self.skipped: Kept[dict[str, str]] = Kept(bounded.ROWS, "doctor-skip markers")
+        self.error: ParseError | None = None
+        self.cut = 0  # sections over bounded.SECTION_CHARS, read in part
+        self._open: tuple | None = None  # (name, attrs, sink) of the section being read
+
+    def begin(self, name: str | None, attrs: dict[str, str]) -> None:
+        self.end()
+        sink: object | None = None
+        if name == DOCTOR and self.decision is None:
+            self.decision = attrs
+        elif name == DOCTOR_END and self.end_attrs is None:
+            self.end_attrs = attrs
+        elif name == DOCTOR_SKIP:
+            self.skipped.append(attrs)
+        elif name == NODE and attrs.get("host"):
+            self.per_node.setdefault(attrs["host"], {})
+            check = attrs.get("check")
+            sink = NcclFigure() if check == "allreduce" else _Text() if check in ("hca", "gpus") else None
+        elif name == PAIR and len(hosts_of(attrs)) == 2:
+            sink = NcclFigure()
+        elif name == HCA_BW and len(hosts_of(attrs)) == 2 and attrs.get("hca"):
+            sink = _WriteBw()
+        self._open = (name, attrs, sink) if sink is not None else None
+
+    def feed(self, line: str) -> None:
+        if self._open is not None:
+            self._open[2].feed(line)
+
+    def end(self) -> None:
+        if self._open is None:
+            return
+        (name, attrs, sink), self._open = self._open, None
+        if self.error is not None:
+            return
+        try:
+            self._read(name, attrs, sink)
+        except ParseError as exc:
+            self.error = exc
+
+    def _read(self, name: str, attrs: dict[str, str], sink) -> None:
+        if isinstance(sink, _Text):
+            self.cut += sink.chars > bounded.SECTION_CHARS
+        if name == NODE:
+            entry = self.per_node[attrs["host"]]
+            if isinstance(sink, NcclFigure):
+                entry["allreduce_busbw_gbps"], entry["allreduce_failure"] = sink.figure()[1:]
+            elif attrs.get("check") == "hca":
+                entry["ports"] = parse_ports(sink.text())
+            else:
+                entry["gpus"] = len(parse_gpus(sink.text()))
+        elif name == PAIR:
+            a, b = hosts_of(attrs)
+            self.pairs.append(sink.pair(_int(attrs.get("round")) or 0, (a, b)))
+        else:
+            bw, failure = sink.figure()
+            a, b = hosts_of(attrs)
+            self.bws.append(HcaBandwidth((a, b), attrs["hca"], bw, failure, attrs.get("memory")))
+
+    def run(self) -> DoctorRun:
+        self.end()
+        if self.error is not None:
+            raise self.error
+        decision, end = self.decision, self.end_attrs
+        if decision is None:
+            return DoctorRun()
+        cut = f"{self.cut} doctor section(s) over {bounded.chars(bounded.SECTION_CHARS)}: the start of each read"
+        known = {"mode", "run", "reason"}
+        return DoctorRun(
+            mode=decision.get("mode"),
+            ran=decision.get("run") == "yes",
+            reason=decision.get("reason"),
+            decision={k: v for k, v in decision.items() if k not in known},
+            finished=end is not None,
+            elapsed_s=_int(end.get("elapsed_s")) if end else None,
+            budget_s=_int((end or decision).get("budget_s")),
+            nodes=tuple(NodeCheck(host, **checks) for host, checks in self.per_node.items()),
+            pairs=tuple(self.pairs.items),
+            hca_bws=tuple(self.bws.items),
+            skipped=tuple(self.skipped.items),
+            not_kept=tuple(n for n in (*(k.note() for k in (self.pairs, self.bws, self.skipped)),
+                                       cut if self.cut else None) if n),
+        )
+
+
+def hosts_of(attrs: dict[str, str]) -> tuple[str, ...]:
+    """A marker's `hosts`, a comma-separated list."""
+    return tuple(h for h in attrs.get("hosts", "").split(",") if h)
 
 
 def read_doctor(sections: Sequence[Section]) -> DoctorRun:
-    decision = next((s for s in sections if s.name == DOCTOR), None)
-    end = next((s for s in sections if s.name == DOCTOR_END), None)
-    per_node: dict[str, dict] = {}
-    pairs: list[PairRun] = []
-    bws: list[HcaBandwidth] = []
+    reader = DoctorReader()
     for s in sections:
-        if s.name == NODE and s.attrs.get("host"):
-            entry = per_node.setdefault(s.attrs["host"], {})
-            check = s.attrs.get("check")
-            if check == "hca":
-                entry["ports"] = parse_ports(s.text)
-            elif check == "gpus":
-                entry["gpus"] = len(parse_gpus(s.text))
-            elif check == "allreduce":
-                entry["allreduce_busbw_gbps"], entry["allreduce_failure"] = nccl_figure(s.text)
-        elif s.name == PAIR and len(s.hosts()) == 2:
-            a, b = s.hosts()
-            pairs.append(pair_run(_int(s.attrs.get("round")) or 0, (a, b), s.text))
-        elif s.name == HCA_BW and len(s.hosts()) == 2 and s.attrs.get("hca"):
-            bw, failure = _write_bw(s.text)
-            a, b = s.hosts()
-            bws.append(HcaBandwidth((a, b), s.attrs["hca"], bw, failure, s.attrs.get("memory")))
-    if decision is None:
-        return DoctorRun()
-    known = {"mode", "run", "reason"}
-    return DoctorRun(
-        mode=decision.attrs.get("mode"),
-        ran=decision.attrs.get("run") == "yes",
-        reason=decision.attrs.get("reason"),
-        decision={k: v for k, v in decision.attrs.items() if k not in known},
-        finished=end is not None,
-        elapsed_s=_int(end.attrs.get("elapsed_s")) if end else None,
-        budget_s=_int((end or decision).attrs.get("budget_s")),
-        nodes=tuple(NodeCheck(host, **checks) for host, checks in per_node.items()),
-        pairs=tuple(pairs),
-        hca_bws=tuple(bws),
-        skipped=tuple(s.attrs for s in sections if s.name == DOCTOR_SKIP),
-    )
+        reader.begin(s.name, s.attrs)
+        _lines(reader, s.text)
+        reader.end()
+    return reader.run()

@@ -33,6 +33,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from verify import bounded
+from verify.bounded import Kept
 from verify.loglines import nccl_line, untag
 
 SOCKET = "Socket"  # NCCL's built-in TCP network; every other name is an RDMA transport
@@ -82,7 +84,8 @@ class Transport:
     local_ranks: int | None = None  # the largest localRanks
     ranks: int | None = None  # nRanks
     plugins: tuple[str, ...] = ()  # "net IBext_v8", "collnet SHARP": plugins NCCL loaded
-    warnings: tuple[str, ...] = ()  # every NCCL WARN line, as printed
+    warnings: tuple[str, ...] = ()  # the NCCL WARN lines, as printed (the first verify.bounded.LINES)
+    warnings_total: int = 0  # every WARN line, those not kept too (0: as many as `warnings`)
     hosts: tuple[str, ...] = ()  # every host that printed an NCCL line (natural order: node-2 < node-10)
 
     # ---- derived -------------------------------------------------------------------------------
@@ -90,6 +93,10 @@ class Transport:
     def seen(self) -> bool:
         """Whether the log says anything about the transport (NCCL_DEBUG=INFO with INIT,NET)."""
         return bool(self.networks_by_host or self.hcas_by_host or self.channels_by_host or self.no_ib_device_hosts)
+
+    @property
+    def warning_count(self) -> int:
+        return max(self.warnings_total, len(self.warnings))
 
     @property
     def networks(self) -> tuple[str, ...]:
@@ -173,14 +180,14 @@ class Transport:
             "local_ranks": self.local_ranks,
             "plugins": list(self.plugins),
             "nccl_warnings": list(self.warnings[:WARNINGS_SHOWN]),
-            "nccl_warnings_total": len(self.warnings),
+            "nccl_warnings_total": self.warning_count,
         }
 
 
 class Collector:
     """Reads lines one at a time (so that `verify.nccl` feeds it from its own pass over the log)."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # every field is bounded by the hosts, paths and names, not by the lines
         self._hosts: dict[str, None] = {}
         self._networks: dict[str, dict[str, None]] = defaultdict(dict)
         self._hcas: dict[str, dict[str, None]] = {}
@@ -189,7 +196,7 @@ class Collector:
         self._distance_off: dict[str, None] = {}
         self._channels: dict[str, Counter[str]] = defaultdict(Counter)
         self._plugins: dict[str, None] = {}
-        self._warnings: list[str] = []
+        self._warnings: Kept[str] = Kept(bounded.LINES, "NCCL WARN lines")
         self._nodes: int | None = None
         self._local: int | None = None
         self._ranks: int | None = None
@@ -249,7 +256,8 @@ class Collector:
             local_ranks=self._local,
             ranks=self._ranks,
             plugins=tuple(self._plugins),
-            warnings=tuple(self._warnings),
+            warnings=tuple(self._warnings.items),
+            warnings_total=len(self._warnings) + self._warnings.dropped,
             hosts=tuple(sorted(self._hosts, key=natural_key)),
         )
 

@@ -282,6 +282,7 @@ def judge(
                 (Verdict.PASS, f"busbw {_gbps(judged)} GB/s at {_size(size)} ({ref}threshold {threshold:g} GB/s)")
             )
 
+    notes += result.not_kept  # a log unlike any run's: what the bounded reader left out (verify.bounded)
     verdict = max((v for v, _ in findings), key=lambda v: v.severity, default=Verdict.UNKNOWN)
     reasons = tuple(r for v, r in sorted(findings, key=lambda f: -f[0].severity)) + tuple(notes)
     if not reasons:
