@@ -66,7 +66,7 @@ def can_pair(sku: Sku) -> bool:
 
 def needs(sku: Sku, rdma_mode: str) -> str | None:
     """Why this stack needs DRA, or None: the one rule every layer asks."""
-    if modes.MODES.get(rdma_mode, modes.SHARED).dra:
+    if modes.rdma_mode(rdma_mode).dra:  # an unknown mode is an error, never "shared"
         return f"rdmaMode {rdma_mode!r} (GPUs and NICs as DRA claims)"
     if sku.has_mnnvl:
         return f"{sku.vm_size} (multi-node NVLink through the NVIDIA DRA driver's ComputeDomain)"
@@ -92,7 +92,7 @@ def ubuntu_2404_need(sku: Sku, rdma_mode: str) -> str | None:
     kubernetes-sigs/dranet examples/azure_aks_examples/README.md, "Cluster prerequisites")."""
     if sku.needs_ubuntu_2404:
         return f"{sku.vm_size} needs Ubuntu 24.04 ({catalog.SRC_AKS_GB200_FLAG.split(': ', 1)[0]})"
-    if modes.MODES.get(rdma_mode, modes.SHARED).dra:
+    if modes.rdma_mode(rdma_mode).dra:  # an unknown mode is an error, never "shared"
         return f"rdmaMode {rdma_mode!r} needs Ubuntu 24.04's containerd 2 for DRANET's NRI plugin"
     return None
 

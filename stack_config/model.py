@@ -254,7 +254,9 @@ def _matrix_problems(values: dict[str, Any], prefix: str,
     if not values["kubernetesVersion"]:
         return problems, ()
     # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
-    why = sku is not None and dra.kubernetes_problem(values["kubernetesVersion"], sku, values["rdmaMode"] or "")
+    # an rdmaMode of None was refused on its own line: the DRA rule cannot judge it (an unknown mode is not shared)
+    why = sku is not None and values["rdmaMode"] is not None and dra.kubernetes_problem(
+        values["kubernetesVersion"], sku, values["rdmaMode"])
     if why:
         problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
         return problems, ()  # one line for the key

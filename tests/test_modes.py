@@ -88,3 +88,13 @@ def test_a_mode_without_an_extended_resource_adds_no_limit():
     claim_mode = replace(modes.SHARED, name="claims", resource=None, device_plugin=None)
     assert claim_mode.request(A100) is None and claim_mode.limits(A100) == {}
     assert modes.extended_resources() == ("rdma/shared_ib", "rdma/ib")
+
+
+def test_an_unknown_mode_is_refused_by_the_dra_rules_not_read_as_shared():
+    """core/dra.py read an unknown mode as `shared` (issue 37): the rules ask the one lookup, which refuses it."""
+    from core import catalog, dra
+
+    sku = catalog.SKUS["Standard_ND96isr_H100_v5"]
+    for rule in (dra.needs, dra.ubuntu_2404_need):
+        with pytest.raises(ValueError, match="rdmaMode: got 'drа'"):
+            rule(sku, "drа")  # a Cyrillic а: looks like dra, is no mode
