@@ -6,6 +6,9 @@ version (kubernetes-validate)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,8 +83,7 @@ def test_the_code_is_the_checkouts_own_by_content_hash_and_runs_on_the_standard_
     files = certify.code_files(ROOT)
     code = dev.one(CM, "certifier-code").inputs
     assert code["data"] == {certifier_mod.config_key(p): t for p, t in files.items()}
-    assert set(files) >= {"verify/__main__.py", "verify/certify.py", "verify/kube_api.py", "core/fabric.py",
-                          "verify/schema/fabric-result.v1.json"}
+    assert set(files) >= {"verify/__main__.py", "verify/certify.py", "verify/kube_api.py", "core/fabric.py"}
     sha = certify.code_sha256(files)
     assert code["metadata"]["annotations"]["aks-infiniband.io/code-sha256"] == sha
     for pod in pods(dev):
@@ -93,6 +95,37 @@ def test_the_code_is_the_checkouts_own_by_content_hash_and_runs_on_the_standard_
         assert {i["path"] for i in volume["configMap"]["items"]} == set(files)
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert pod["serviceAccountName"] == certifier_mod.SERVICE_ACCOUNT
+
+
+def _shipped(tmp_path, files) -> Path:
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    return tmp_path
+
+
+def test_the_shipped_code_is_what_the_pod_imports_and_imports_alone(tmp_path):
+    """Only CODE_ENTRY's imports are shipped, and each shipped module imports with nothing else there, on the
+    standard library alone (python -S, as the pod runs)."""
+    files = certify.code_files(ROOT)
+    assert "core/pins.py" not in files and "verify/topology.py" not in files, "the pod never imports these"
+    modules = [p.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for p in files]
+    code = _shipped(tmp_path, files)
+    done = subprocess.run([sys.executable, "-S", "-c", f"import importlib; [importlib.import_module(m) for m in "
+                           f"{modules!r}]"], cwd=code, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_edit_to_a_module_the_pod_does_not_import_leaves_the_code_hash(tmp_path):
+    """The pin table changes with every version bump: it must not re-roll the certifier's pods."""
+    tree = _shipped(tmp_path, {p.relative_to(ROOT).as_posix(): p.read_text()
+                               for package in certify.CODE_PACKAGES for p in (ROOT / package).rglob("*.py")
+                               if "__pycache__" not in p.parts})
+    before = certify.code_sha256(certify.code_files(tree))
+    (tree / "core" / "pins.py").write_text((tree / "core" / "pins.py").read_text() + "\n# a bump\n")
+    assert certify.code_sha256(certify.code_files(tree)) == before
+    (tree / "verify" / "certify.py").write_text((tree / "verify" / "certify.py").read_text() + "\n# a fix\n")
+    assert certify.code_sha256(certify.code_files(tree)) != before
 
 
 def test_a_pod_refuses_code_that_is_not_what_the_preview_showed(monkeypatch, capsys):

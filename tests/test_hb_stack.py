@@ -209,7 +209,7 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render_kubernet
     stack = render_kubernetes(ibPool={"vmSize": hbv3})
     args, job = _certify_argv(stack), _job(stack)
     ns, name = job.inputs["metadata"]["namespace"], job.inputs["metadata"]["name"]
-    code = tmp_path / "code"  # what the ConfigMap mounts: core/ and verify/ only
+    code = tmp_path / "code"  # what the ConfigMap mounts: the modules the pod imports, only
     for path, text in certify.code_files(ROOT).items():
         (code / path).parent.mkdir(parents=True, exist_ok=True)
         (code / path).write_text(text)

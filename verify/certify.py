@@ -18,6 +18,7 @@ never a peer. Evidence comes from three places, in this order:
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -360,17 +361,38 @@ def relative_warnings(history: Mapping[str, Sequence[Mapping[str, Any]]], decisi
 
 # --- the shipped code (components/certifier.py mounts it; the pod checks it) -------------------------
 CODE_PACKAGES = ("core", "verify")
+CODE_ENTRY = "verify.__main__"  # every pod of the certifier runs `python3 -S -m verify ...`
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    path = root.joinpath(*module.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def code_files(root: Path) -> dict[str, str]:
-    """The files the certifier runs: every .py and .json of `core/` and `verify/` under `root`, by
-    relative path (caches excluded)."""
-    out = {}
-    for package in CODE_PACKAGES:
-        for path in sorted((root / package).rglob("*")):
-            if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
-                out[path.relative_to(root).as_posix()] = path.read_text()
-    return out
+    """The files the certifier runs, by relative path: `CODE_ENTRY` and every module of CODE_PACKAGES it
+    imports, at any depth and wherever the import is written (a function's lazy import included), with
+    their packages' `__init__.py`. Computed from the imports, so an edit to a module the pod never loads
+    (the pin table, the DRA rules, the labeler) does not re-roll the certifier's pods."""
+    found: dict[str, Path] = {}
+    todo = [CODE_ENTRY]
+    while todo:
+        module = todo.pop()
+        path = _module_file(root, module)
+        if module in found or module.split(".")[0] not in CODE_PACKAGES or path is None:
+            continue
+        found[module] = path
+        parents = module.split(".")
+        todo += [".".join(parents[:i]) for i in range(1, len(parents))]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(found.values())}
 
 
 def code_sha256(files: Mapping[str, str]) -> str:
