@@ -315,7 +315,9 @@ def test_an_unknown_sku_is_a_usage_error_naming_the_closest(kind, reference, hbv
                        else (hbv3_log, "Standard_HB120rs_v4", "Standard_HB120rs_v3"))
     p = run("report", str(log), "--sku", typo)
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
-    assert p.stderr.startswith("usage: ") and f"argument --sku: '{typo}' is not an InfiniBand-capable size" in p.stderr
+    assert p.stderr.count("\n") == 1, "one line, not the usage block"
+    assert p.stderr.startswith("python -m verify report: error: argument --sku: ")
+    assert f"argument --sku: '{typo}' is not an InfiniBand-capable size" in p.stderr
     assert f"did you mean {near}" in p.stderr
 
 

@@ -107,14 +107,16 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool, plot: bool = Tru
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error under --json is also one JSON object on stdout (still exit 2)."""
+    """argparse, but a usage error is one line on stderr, pointing at --help instead of printing the usage
+    (exit 2), and under --json also one JSON object on stdout."""
 
     json_errors = False  # set by main() from its argv
 
     def error(self, message: str):  # type: ignore[override]
+        line = f"{self.prog}: error: {message}"
         if _Parser.json_errors:
-            print(json.dumps(FabricResult.failure(f"{self.prog}: error: {message}").to_json()))
-        super().error(message)
+            print(json.dumps(FabricResult.failure(line).to_json()))
+        self.exit(2, f"{line} (--help lists the flags)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

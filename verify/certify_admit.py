@@ -97,15 +97,16 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
     done = 0
     while True:
         writer = certify_kube.Writer(api, args.certifier_namespace or args.namespace, dry_run=args.dry_run)
+        unread = False
         try:
             nodes = admit_pass(api, writer, policy, at=iso(clock()))
         except ApiError as exc:  # the API is away: say it, try again next pass
             _say(f"could not read the IB nodes: {exc}")
-            nodes = []
+            nodes, unread = [], True
         for line in writer.writes:
             _say(line)
-        if once:
-            return 2 if writer.failed else 0
+        if once:  # a pass that could not read the nodes did nothing: no result, exit 2 as for any API error
+            return 2 if writer.failed or unread else 0
         waiting = due(nodes, last_tested, clock(), args.retest_after_minutes * 60)
         if waiting and (retest is None or not retest.is_alive()):
             _say(f"held and ready for a test: {', '.join(waiting)}: starting a re-test")

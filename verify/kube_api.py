@@ -133,6 +133,18 @@ def from_kubeconfig(path: str, allow_exec: bool = False) -> Credentials:
         raise ApiError(f"--kubeconfig {path}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
 
 
+def server_problem(server: str) -> str | None:
+    """Why `server` is no API server URL urllib can open (a traceback there, not an answer), or None."""
+    try:
+        url = urllib.parse.urlsplit(server)
+        url.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if url.scheme not in ("https", "http") or not url.hostname or any(c.isspace() for c in server):
+        return "is not a URL of the form https://HOST[:PORT]"
+    return None
+
+
 def _credentials(path: str, doc: Any, allow_exec: bool = False) -> Credentials:
     if not isinstance(doc, dict):
         raise ApiError(f"--kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
@@ -142,6 +154,8 @@ def _credentials(path: str, doc: Any, allow_exec: bool = False) -> Credentials:
     user = by_name("users").get(context.get("user")) or {}
     if not cluster.get("server"):
         raise ApiError(f"--kubeconfig {path}: its current context names no cluster server")
+    if problem := server_problem(str(cluster["server"])):
+        raise ApiError(f"--kubeconfig {path}: the cluster's server {cluster['server']!r} {problem}")
     if (user.get("exec") and not allow_exec) or user.get("auth-provider"):
         raise ApiError(f"--kubeconfig {path}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
                        "the certifier takes a token or a client certificate (e.g. `az aks get-credentials --admin`, "

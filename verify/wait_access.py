@@ -59,8 +59,8 @@ def run(args: argparse.Namespace, sleep=time.sleep, now=time.monotonic) -> int:
                 return 2
             print(f"[verify wait-access] not yet ({why}); again in {args.poll_seconds:g}s", file=sys.stderr, flush=True)
             sleep(args.poll_seconds)
-    except ApiError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ApiError as exc:  # named as the user gave it: $KUBECONFIG_JSON, not this temporary file
+        print(f"error: {str(exc).replace(f'--kubeconfig {f.name}', '$KUBECONFIG_JSON')}", file=sys.stderr)
         return 2
     finally:
         os.unlink(f.name)
