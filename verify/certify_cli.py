@@ -36,8 +36,8 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (token or client certificate); default: the pod's "
                                         "ServiceAccount (in-cluster)")
     p.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL)
-    p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where Events and "
-                                                      "the certifier's ConfigMaps are written)")
+    p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where the "
+                                                      "certifier's ConfigMaps are written; Node Events go to default)")
     p.add_argument("--job", help="the Volcano Job to judge; without it only membership and NPD are checked")
     p.add_argument("--task", default=LAUNCHER_TASK, help="the launcher task (default %(default)s)")
     p.add_argument("--wait-minutes", type=float, default=0.0,
@@ -52,7 +52,8 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--history-configmap", help="keep the last --history-size records per node in this ConfigMap")
     p.add_argument("--history-size", type=int, default=certify_kube.HISTORY_KEEP)
     p.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
-    p.add_argument("--certifier-namespace", help="where Events and the ConfigMaps are (default: --namespace)")
+    p.add_argument("--certifier-namespace",
+                   help="where the ConfigMaps are (default: --namespace; Node Events go to default)")
     p.add_argument("--run-id", help="what this run judges (the stack passes the test job's spec hash): a re-run "
                                     "whose job is gone reports the result recorded for it")
     p.add_argument("--template-configmap", default="fabric-certifier-template",
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     policy = certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
     now = time.time()
     at = iso(now)
-    home = args.certifier_namespace or args.namespace  # Events and the ConfigMaps
+    home = args.certifier_namespace or args.namespace  # the ConfigMaps (Node Events: certify_kube)
     if args.admit:
         try:
             api = connect(args.kubeconfig)
