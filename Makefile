@@ -137,6 +137,7 @@ scan: venv scan-venv helm ## checkov on the render and the rendered charts, as t
 # Review the diff before committing.
 golden: venv ## accept the dev stack's render as tests/golden/dev; refresh README/docs' pictures and samples
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts --index-groups
+	$(BIN)/python -m offline urns --out tests/golden/urns
 	$(BIN)/python -m offline docs
 
 # To look at the pictures as a reader will: Mermaid (pinned in tools/mermaid/package-lock.json) in Debian's

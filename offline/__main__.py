@@ -5,7 +5,8 @@ offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's ru
 `python -m offline render-inputs`: what the render reads from the reference material (Volcano's release
 manifest), fetched into .cache/reference where it is missing there (`make synth` runs it first);
 `python -m offline scan-inputs --out DIR`: what checkov scans, the dev and hb renders' objects with each
-Volcano Job as its pods (offline/scan.py; `make scan`).
+Volcano Job as its pods (offline/scan.py; `make scan`);
+`python -m offline urns --out DIR`: every example stack's resource identities, one file each (offline/urns.py).
 
 `synth` runs the real program under Pulumi's mock engine (no cloud, no CLI, no credentials) and
 writes plan.md, manifests/, helm/, timeline.json and the pictures under DIR (default build/), and,
@@ -25,7 +26,7 @@ import pulumi
 
 from components import volcano
 from core import pins
-from offline import charts, config_groups, engine, reference, scan, synth
+from offline import charts, config_groups, engine, reference, scan, synth, urns
 from stack_config.stackfile import StackFileError
 
 
@@ -163,6 +164,17 @@ def scan_inputs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def urns_command(args: argparse.Namespace) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stack in _stacks():
+        rendering = _render(stack)
+        if rendering is None:
+            return 2
+        urns.golden_path(args.out, stack).write_text(urns.identity_text(rendering))
+    print(f"wrote {args.out}: the resource identities of {', '.join(_stacks())}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("scan-inputs", help="write what checkov scans: the dev and hb objects, Volcano Jobs as pods")
     s.add_argument("--out", required=True, type=Path, help="directory to create")
     s.set_defaults(run=scan_inputs_command)
+    u = sub.add_parser("urns", help="write every example stack's resource identities (URN and parent), one file each")
+    u.add_argument("--out", required=True, type=Path, help="directory for <stack>.txt")
+    u.set_defaults(run=urns_command)
     args = parser.parse_args(argv)
     return args.run(args)
 
