@@ -4,7 +4,8 @@ them (the pool's taints under AKS's rule, e2e/aks_rules.py), and a finished fabr
 and phase are written as Volcano would (e2e/fabric_run.py), its launcher log served by kwok.
 
 The launcher logs are CONSTRUCTED from tests/nccl_logs.py (lines in the formats of real logs; nothing here
-was measured), as in tests/test_certify.py: no recorded run has four InfiniBand nodes or a slow one.
+was measured), as in tests/test_certify.py: no recorded run has four InfiniBand nodes or a slow one. A real
+recorded log is judged on this path in e2e/tests/test_recorded_run.py.
 Each scenario's assertions read what the real server kept (taints, conditions, labels, Events).
 """
 
@@ -40,9 +41,9 @@ KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Ro
 
 
 class World:
-    def __init__(self, planes, tmp_path: Path):
-        self.rendering = engine.render("dev", config=CONFIG)
-        self.plane, self.facts, names = planes.fresh("dev", CONFIG)
+    def __init__(self, planes, tmp_path: Path, config: dict = CONFIG):
+        self.rendering = engine.render("dev", config=config)
+        self.plane, self.facts, names = planes.fresh("dev", config)
         self.ib = sorted(n for n in names if "-ibpool-" in n)
         self.system = sorted(n for n in names if "-system-" in n)
         self.tmp = tmp_path
