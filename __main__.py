@@ -1,19 +1,18 @@
 """aks-infiniband: an AKS cluster whose GPU nodes talk InfiniBand RDMA from inside pods, proven by
-an NCCL all-reduce. Reads the configuration, builds the parts, exports the outputs.
+an NCCL all-reduce. Reads the configuration, declares the stack's halves, exports the outputs.
 
 One stack by default (`stackPart: all`). A private cluster can be split into two stacks of this
-project (docs/enterprise-deployment.md): `azure` (rows 1-3 of the design: parts/azure.py) and
-`kubernetes` (rows 4-9: parts/kubernetes.py), the second reading the first's outputs
-(parts/handoff.OUTPUTS) through a StackReference, run from a runner inside the network.
+project (docs/enterprise-deployment.md): `azure` (rows 1-3 of the design: stack/azure.py) and
+`kubernetes` (rows 4-11: stack/kubernetes.py), the second reading the first's outputs
+(stack/handoff.OUTPUTS) through a StackReference, run from a runner inside the network.
 """
 
 import pulumi
 
 import stack_config
-from components.volcano import ManifestError, checked_manifest
-from parts import azure as azure_part
-from parts import handoff
-from parts import kubernetes as kubernetes_part
+from stack import azure as azure_half
+from stack import handoff
+from stack import kubernetes as kubernetes_half
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 if cfg.untested:
@@ -21,18 +20,13 @@ if cfg.untested:
                     + ", ".join(f"{k} {v}" for k, v in cfg.untested) + "; the compatibility matrix is in core/pins.py")
 
 # Volcano's release manifest, checked against its pinned sha256 before any resource exists.
-volcano_manifest = None
-if cfg.stack_part != "azure":
-    try:
-        volcano_manifest = checked_manifest(cfg.versions.volcano)
-    except ManifestError as err:
-        raise pulumi.RunError(f"{err} (nothing was created)") from None
+volcano_manifest = kubernetes_half.checked_volcano_manifest(cfg) if cfg.stack_part != "azure" else None
 
 # 1-3. Feature registration, cluster (and its Kubernetes provider), InfiniBand pool.
-azure = azure_part.declare(cfg) if cfg.stack_part != "kubernetes" else None
-# 4-9. Operators, Volcano, the fabric test and its verdict, on that cluster or the Azure stack's.
+azure = azure_half.declare(cfg) if cfg.stack_part != "kubernetes" else None
+# 4-11. Operators, Volcano, the fabric test, its verdict and the certifier, on that cluster or the Azure stack's.
 cluster = azure.handle if azure else handoff.from_stack_reference(cfg)
-kubernetes = kubernetes_part.declare(cfg, cluster, volcano_manifest) if cfg.stack_part != "azure" else None
+kubernetes = kubernetes_half.declare(cfg, cluster, volcano_manifest) if cfg.stack_part != "azure" else None
 
 if azure:
     c, pool = azure.cluster, azure.ib_pool

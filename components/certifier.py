@@ -59,6 +59,18 @@ def config_key(path: str) -> str:
 
 
 @dataclass(frozen=True)
+class RackAccess:
+    """The GB200/GB300 rack's NVLink run, which the certifier judges too (into its own result ConfigMap): the
+    namespace where it reads that run's job and log (rack_rules), through the `{name}-rack` Role there."""
+
+    namespace_name: str
+    # The run's namespace, which that Role waits for. The run is declared after the certifier (it waits for
+    # the verdict's certify Job: both take every GPU), so the assembly passes a pulumi.deferred_output and
+    # resolves it once the run is declared (stack/rack.py).
+    namespace: pulumi.Input[pulumi.Resource]
+
+
+@dataclass(frozen=True)
 class CertifierArgs:
     fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
     image: str = DEFAULT_IMAGE
@@ -71,8 +83,8 @@ class CertifierArgs:
     retest: Mapping[str, Any] | None = None
     # the fabric test job's namespace (it must exist before the Role in it)
     wait_for: Sequence[pulumi.Resource] = ()
-    # GB200/GB300: the rack's NVLink run is judged too, into its own result ConfigMap (rack_access)
-    rack: bool = False
+    # GB200/GB300: the rack's NVLink run is judged too, into its own result ConfigMap; None: no rack run
+    rack: RackAccess | None = None
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
@@ -171,8 +183,8 @@ def role(name: str, namespace: pulumi.Input[str], rules: list[rbac.PolicyRuleArg
 
 class Certifier(pulumi.ComponentResource):
     """`{name}-namespace` (restricted), `{name}-sa`, `{name}-nodes` ClusterRole (+ `-binding`), `{name}-fabric`
-    Role in the fabric test's namespace, `{name}-own` in its own and `{name}-events` in `default` (each +
-    `-binding`), `{name}-code`,
+    Role in the fabric test's namespace, `{name}-own` in its own, `{name}-events` in `default` and with `rack`
+    `{name}-rack` in the rack run's (each + `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
     PriorityClass, `{name}-template` (the re-test job) with `retest`, `{name}-admission` Deployment unless the
     mode is off, and `{name}-recurring` CronJob unless `schedule` is off."""
@@ -197,8 +209,10 @@ class Certifier(pulumi.ComponentResource):
             subjects=[subject], opts=child)
         in_fabric = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
         role(f"{name}-fabric", args.fabric_namespace, fabric_rules(), in_fabric)
-        role(f"{name}-own", ns, own_rules(args.rack), child)
+        role(f"{name}-own", ns, own_rules(args.rack is not None), child)
         role(f"{name}-events", certify_kube.EVENTS_NAMESPACE, event_rules(), child)
+        self.rack_role = role(f"{name}-rack", args.rack.namespace_name, rack_rules(), pulumi.ResourceOptions(
+            parent=self, depends_on=[args.rack.namespace])) if args.rack else None
         # what RBAC cannot say: which Jobs and which node fields (components/certifier_bounds.py)
         certifier_bounds.declare(name, f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
                                  certifier_bounds.images(args.retest) if args.retest else [], LABELS, child)

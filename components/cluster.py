@@ -47,7 +47,7 @@ class ClusterArgs:
     network: Network = Network()
     production: bool = False  # tags the cluster fabric.PRODUCTION_TAG: the policy pack's guardrails go mandatory
     # False in the Azure part of a split stack: its runner may not reach the API server, and the
-    # Kubernetes part makes its own provider (parts/handoff.py).
+    # Kubernetes part makes its own provider (stack/handoff.py).
     kubernetes_provider: bool = True
 
 

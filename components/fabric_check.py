@@ -66,7 +66,7 @@ class FabricCheckArgs:
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
     fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
-    # what the certify Job waits for besides the job and the certifier (the rack run's Role: rack_access)
+    # what the certify Job waits for besides the job and the certifier (the rack run's Role: Certifier.rack_role)
     wait_for: Sequence[pulumi.Resource] = ()
 
     @property

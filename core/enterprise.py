@@ -16,7 +16,7 @@ from typing import Any
 from core import fabric
 
 MAX_TAGS = 50  # Azure's limit of tags on a resource (Azure Resource Manager, "Tag resources": limitations)
-# The split of the program into an Azure stack and a Kubernetes stack (parts/).
+# The split of the program into an Azure stack and a Kubernetes stack (stack/).
 STACK_PARTS = ("all", "azure", "kubernetes")
 KUBELOGIN_MODES = ("azurecli", "workloadidentity", "spn", "msi")  # kubelogin get-token --login <mode>
 PRINCIPAL_TYPES = ("User", "ServicePrincipal")  # of the identity that runs `pulumi up`

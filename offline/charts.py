@@ -147,7 +147,7 @@ def releases(rendering: Rendering) -> list[Release]:
 
 def kube_version(rendering: Rendering) -> str:
     """The cluster's Kubernetes version (the ManagedCluster's kubernetesVersion). The Kubernetes half of a
-    split stack (parts/) declares no cluster: there it is the stack's own kubernetesVersion, which is
+    split stack (stack/) declares no cluster: there it is the stack's own kubernetesVersion, which is
     the Azure half's (docs/enterprise-deployment.md)."""
     clusters = rendering.of_type(MANAGED_CLUSTER)
     if clusters:

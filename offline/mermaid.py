@@ -124,7 +124,7 @@ def kubernetes_layer(all_boxes: dict[str, Box]) -> list[str]:
     they install while the pool is created: drawn as one box, fed by one arrow."""
     azure = {k for k, b in all_boxes.items() if not b.kubernetes and not b.on_node}
     kubernetes = [b for b in all_boxes.values() if b.kubernetes]
-    if not kubernetes:  # the Azure half of a split stack (parts/): no Kubernetes layer to draw
+    if not kubernetes:  # the Azure half of a split stack (stack/): no Kubernetes layer to draw
         return []
     feeds = set.intersection(*(b.ancestors & azure for b in kubernetes))
     return sorted(k for k, b in all_boxes.items() if b.kubernetes and b.ancestors <= feeds | {

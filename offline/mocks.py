@@ -68,7 +68,7 @@ COMMAND_STDOUT: dict[str, str] = {
 }
 
 # What a StackReference to the Azure part reads under the mocks: each output of the contract
-# (parts/handoff.OUTPUTS) as an obvious placeholder; the kubeconfig in the exec form, secret as there.
+# (stack/handoff.OUTPUTS) as an obvious placeholder; the kubeconfig in the exec form, secret as there.
 STACK_REFERENCE_OUTPUTS: dict[str, object] = {
     "resourceGroupName": "offline-placeholder-rg",
     "clusterName": "offline-placeholder-cluster",

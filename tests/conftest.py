@@ -77,7 +77,7 @@ def dev_config(**overrides: Any) -> dict[str, Any]:
 
 
 # The halves of a stack (`stackPart`, docs/enterprise-deployment.md), as a test may render them: each
-# half is declared by the same function as in the whole stack (parts/azure.py, parts/kubernetes.py;
+# half is declared by the same function as in the whole stack (stack/azure.py, stack/kubernetes.py;
 # tests/test_stack_parts.py holds them equal), at a third to a half of a whole render's cost.
 PARTS: dict[str, dict[str, Any]] = {
     "all": {},

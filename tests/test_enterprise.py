@@ -14,7 +14,7 @@ from conftest import rendered
 from components.cluster import with_kubelogin
 from core import enterprise, fabric, prices
 from offline import engine, mocks
-from parts import handoff
+from stack import handoff
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "components", "offline", "parts", "stack_config", "verify", "policy")
+PACKAGES = ("core", "components", "offline", "stack", "stack_config", "verify", "policy")
 
 
 def _modules() -> dict[str, Path]:
@@ -95,8 +95,8 @@ def test_the_check_sees_a_cycle_hidden_in_a_function():
 # Each package's layer (docs/architecture.md): a module imports only from a lower layer or its own
 # package. core holds the pure rules (catalog, fabric contract, pins, modes, kinds); verify runs in the
 # pod and the policy pack in Pulumi's analyzer, so both read only core; stack_config and components are
-# peers that __main__ joins (config -> typed Args); offline renders everything.
-LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "parts": 3, "offline": 3,
+# peers that the assembly (stack/) joins (config -> typed Args); offline renders everything.
+LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "stack": 3, "offline": 3,
           "__main__": 4}
 
 
@@ -120,6 +120,12 @@ def test_imports_point_down():
     graph = _graph_with_main()
     assert {_package(m) for m in graph} == set(LAYERS)  # a new package gets a layer
     assert upward_imports(graph) == []
+
+
+def test_the_program_declares_its_resources_only_through_the_assembly():
+    """__main__.py reads the configuration, asks stack/ for the halves and exports their outputs: it reaches
+    no component itself (Volcano's manifest check included: stack/kubernetes.py)."""
+    assert {_package(m) for m in _graph_with_main()["__main__"]} == {"stack", "stack_config"}
 
 
 def test_the_layer_check_sees_an_upward_and_a_sideways_import():

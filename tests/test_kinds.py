@@ -41,3 +41,15 @@ def test_the_configuration_refuses_what_the_kind_of_the_size_does_not_have(key, 
         stack_config.parse(dev_config(ibPool={"vmSize": "Standard_HB176rs_v4"}, fabricTest={key: value}), "dev")
     # the all-reduce has both
     assert stack_config.parse(dev_config(fabricTest={key: value}), "dev").fabric_test
+
+
+def test_the_assembly_has_a_job_for_every_kind_and_refuses_a_kind_without_one():
+    """stack/fabric_test.py JOBS: one entry per kind, so a kind added to core/kinds.py without its job fails
+    here, not on the first stack of a size that runs it."""
+    from dataclasses import replace
+
+    from stack import fabric_test
+
+    assert set(fabric_test.JOBS) == set(kinds.BY_NAME)
+    with pytest.raises(ValueError, match="fabricTest: no job runs the 'ib_write_bw' fabric test"):
+        fabric_test.job_of(replace(kinds.POINT_TO_POINT, name="ib_write_bw"))

@@ -1,4 +1,4 @@
-"""The Azure part: rows 1-3 of the design (feature registration, cluster, InfiniBand pool)."""
+"""The Azure half: rows 1-3 of the design (feature registration, cluster, InfiniBand pool)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from components.cluster import Cluster, ClusterArgs
 from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
 from components.ib_node_pool import IbNodePool, IbNodePoolArgs
 from core import prices
-from parts.handoff import ClusterHandle
+from stack.handoff import ClusterHandle
 from stack_config import StackConfig
 
 
 @dataclass(frozen=True)
-class AzurePart:
+class AzureHalf:
     feature: FeatureRegistration
     cluster: Cluster
     ib_pool: IbNodePool
@@ -40,7 +40,7 @@ class AzurePart:
                              cluster_name=self.cluster.managed_cluster.name, pool=[self.ib_pool.agent_pool])
 
 
-def declare(cfg: StackConfig) -> AzurePart:
+def declare(cfg: StackConfig) -> AzureHalf:
     sku = cfg.sku
     # 1. The AKSInfinibandSupport feature on the subscription Pulumi deploys to: registered and waited
     # for, or, on sizes that must not have it (GB200), checked to be absent.
@@ -92,4 +92,4 @@ def declare(cfg: StackConfig) -> AzurePart:
             min_node_count=cfg.ib_pool.min_node_count,
         ),
     )
-    return AzurePart(feature=feature, cluster=cluster, ib_pool=ib_pool)
+    return AzureHalf(feature=feature, cluster=cluster, ib_pool=ib_pool)

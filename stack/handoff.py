@@ -1,4 +1,4 @@
-"""What the Kubernetes part needs of the cluster, in one stack or across two.
+"""What the Kubernetes half needs of the cluster, in one stack or across two.
 
 In one stack it is the Cluster and IbNodePool just declared; in the split it is the Azure stack's
 outputs named in `OUTPUTS`, read through a `pulumi.StackReference` (kubeconfig stays secret there).
@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 from components.cluster import kubernetes_provider, with_kubelogin
 from stack_config import StackConfig
 
-# The Azure part's stack outputs that the Kubernetes part reads: the contract between the two stacks.
+# The Azure half's stack outputs that the Kubernetes half reads: the contract between the two stacks.
 OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig")
 
 
@@ -31,7 +31,7 @@ class ClusterHandle:
 
 def from_stack_reference(cfg: StackConfig) -> ClusterHandle:
     """The cluster of the Azure stack `cfg.azure_stack`, and a provider that signs in with this
-    stack's own kubelogin mode (the runner inside the network is not the laptop that ran the Azure part)."""
+    stack's own kubelogin mode (the runner inside the network is not the laptop that ran the Azure half)."""
     ref = pulumi.StackReference("azure-stack", stack_name=cfg.azure_stack)
     kubeconfig = ref.require_output("kubeconfig")
     if cfg.entra_id.enabled:

@@ -1,0 +1,79 @@
+"""The platform the fabric test runs on: rows 4-7 and 11 of the design (NFD, the Network Operator and its
+NicClusterPolicy, the GPU Operator on GPU sizes, the NVIDIA DRA driver and DRANET where claims carry the
+GPUs or HCAs, Volcano, the topology labeler). Each waits only for the cluster's provider (and its own
+CRDs), never for the IB pool, so all of it installs while the pool is still being created."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from components.dra_driver import DraDriver, DraDriverArgs
+from components.dranet import Dranet, DranetArgs
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.network_operator import NetworkOperator, NetworkOperatorArgs
+from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from components.volcano import Volcano, VolcanoArgs
+from core import dra, fabric, modes
+from stack_config import StackConfig
+
+
+@dataclass(frozen=True)
+class Operators:
+    """What the fabric test jobs wait for and report of the platform."""
+
+    network_operator: NetworkOperator
+    gpu_operator: GpuOperator | None  # GPU sizes only
+    volcano: Volcano
+    # the DRA driver's release, DRANET's release and DeviceClass, those of them the stack declares
+    dra: Sequence[pulumi.Resource]
+    dra_versions: Mapping[str, str]  # their driver versions, as the jobs record them
+
+
+def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOptions) -> Operators:
+    """`volcano_manifest`: Volcano's release manifest as checked against its pin (stack/kubernetes.py);
+    `opts`: the Kubernetes provider's."""
+    sku, v = cfg.sku, cfg.versions
+    NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=opts)
+    network_operator = NetworkOperator(
+        "network-operator",
+        NetworkOperatorArgs(
+            version=v.network_operator,
+            doca_driver_version=v.doca_driver,
+            rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
+            sriov_device_plugin_version=v.sriov_device_plugin,
+            rdma_mode=cfg.rdma_mode,
+        ),
+        opts=opts,
+    )
+    # GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
+    uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
+    gpu_operator = (
+        GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra), opts=opts)
+        if sku.has_gpus else None
+    )
+    # The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode
+    # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
+    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
+                           opts=opts) if uses_dra else None
+    dranet = (Dranet("dranet", DranetArgs(version=v.dranet), opts=opts)
+              if modes.rdma_mode(cfg.rdma_mode).dra else None)
+    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra), opts=opts)
+    # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
+    # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
+    # With the DRA driver, also the label its kubelet plugin selects, through the API (the driver manager
+    # rewrites it, which AKS refuses for a pool label; Azure's deploy script labels the nodes by hand too).
+    TopologyLabeler("topology", TopologyLabelerArgs(
+        cpu_arch=sku.cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+        opts=opts)
+    return Operators(
+        network_operator=network_operator,
+        gpu_operator=gpu_operator,
+        volcano=volcano,
+        dra=[*([dra_driver.release] if dra_driver else []), *([dranet.release, dranet.device_class] if dranet else [])],
+        dra_versions={**(dra_driver.driver_versions if dra_driver else {}),
+                      **(dranet.driver_versions if dranet else {})},
+    )
