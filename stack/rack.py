@@ -31,6 +31,9 @@ def applies(cfg: StackConfig) -> bool:
 
 
 class RackRun:
+    """`access` goes into the certifier's Args; `declare` must follow in the same program, since the
+    certifier's `certifier-rack` Role waits for the namespace it resolves."""
+
     def __init__(self) -> None:
         namespace, self._resolve_namespace = pulumi.deferred_output()
         self.access = RackAccess(namespace_name=NAMESPACE, namespace=namespace)
