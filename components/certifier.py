@@ -4,11 +4,11 @@ the lowest PriorityClass, and the CronJob that re-certifies idle nodes. The day-
 awaits is components/fabric_check.py's; both run `pod_spec`.
 
 How the code reaches the cluster (docs/fabric-certifier.md weighs it against ACR Tasks): the modules of
-`core/` and `verify/` in this checkout that `python -m verify` imports (verify/certify.py `code_files`), as
+`core/` and `verify/` in this checkout that `python -m verify` imports (clusterside/certify.py `code_files`), as
 ConfigMap data, mounted into a public Python image pinned by digest. The pod imports only the standard
-library (verify/kube_api.py), so nothing is downloaded when it starts and a cluster with no egress runs it
+library (clusterside/kube_api.py), so nothing is downloaded when it starts and a cluster with no egress runs it
 once the image is mirrored (`az acr import` keeps the digest). The pods carry the code's sha256
-(CODE_SHA256_ENV) and the certifier refuses to run code whose hash differs (verify/certify_cli.py): what
+(CODE_SHA256_ENV) and the certifier refuses to run code whose hash differs (clusterside/certify_cli.py): what
 runs is what the preview showed.
 """
 
@@ -23,12 +23,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from clusterside import certify, certify_kube, certify_recurring
+from clusterside.certify_cli import CODE_SHA256_ENV
+from clusterside.kube import VOLCANO_GROUP
 from components import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import pins
-from verify import certify, certify_kube, certify_recurring
-from verify.certify_cli import CODE_SHA256_ENV
-from verify.kube import VOLCANO_GROUP
 
 core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
 
@@ -39,8 +39,9 @@ CODE_CONFIGMAP = "fabric-certifier-code"
 RESULT_CONFIGMAP = "fabric-certifier-result"
 HISTORY_CONFIGMAP = "fabric-certifier-history"
 RACK_RESULT_CONFIGMAP = "fabric-certifier-rack-result"  # the rack's NVLink run, apart from the verdict
-TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (verify/certify_recurring.py)
-ADMISSION_DEPLOYMENT = "fabric-certifier-admission"  # holds new boots, re-tests held nodes (verify/certify_admit.py)
+TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (clusterside/certify_recurring.py)
+# holds new boots, re-tests held nodes (clusterside/certify_admit.py)
+ADMISSION_DEPLOYMENT = "fabric-certifier-admission"
 CODE_DIR = "/opt/aks-infiniband"
 # The pin table's pythonImage (python:3.12-slim by digest; the code needs 3.11+: datetime.UTC). Any image
 # with python3 >= 3.11 works (certifier.image).
@@ -74,7 +75,7 @@ class RackAccess:
 class CertifierArgs:
     fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
     image: str = DEFAULT_IMAGE
-    mode: str = "taint"  # verify.certify.MODES
+    mode: str = "taint"  # clusterside.certify.MODES
     schedule: str = DEFAULT_SCHEDULE  # cron, or "off": no recurring certification
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10
@@ -245,7 +246,8 @@ class Certifier(pulumi.ComponentResource):
                 name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
                 data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
         if args.mode != "off" and self.template is not None:
-            # One loop at a time (Recreate): it holds every new boot and re-tests held nodes (verify/certify_admit.py).
+            # One loop at a time (Recreate): it holds every new boot and re-tests held nodes
+            # (clusterside/certify_admit.py).
             argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args)]
             selector = {**LABELS, "app.kubernetes.io/component": "admission"}
             self.admission = k8s.apps.v1.Deployment(

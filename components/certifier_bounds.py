@@ -19,9 +19,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from clusterside import certify, certify_recurring
+from clusterside.kube import VOLCANO_GROUP
 from core import fabric
-from verify import certify, certify_recurring
-from verify.kube import VOLCANO_GROUP
 
 adm, meta = k8s.admissionregistration.v1, k8s.meta.v1
 

@@ -27,7 +27,8 @@ cs = azure_native.containerservice
 # Built-in role "Azure Kubernetes Service RBAC Cluster Admin" (learn.microsoft.com/azure/role-based-access-control/
 # built-in-roles/containers): with Azure RBAC, what the deploying identity needs to install the operators.
 AKS_RBAC_CLUSTER_ADMIN_ROLE = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
-WAIT_ACCESS_MINUTES = 10  # how long an Azure RBAC assignment may take to reach the API server (verify/wait_access.py)
+# how long an Azure RBAC assignment may take to reach the API server (clusterside/wait_access.py)
+WAIT_ACCESS_MINUTES = 10
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ class Cluster(pulumi.ComponentResource):
             # With Azure RBAC the provider's identity (the deployer's) needs a role before anything applies.
             admin = (self._deployer_cluster_admin(name, entra.deployer_principal_type)
                      if entra.enabled and entra.grant_deployer_cluster_admin else None)
-            # An Azure RBAC assignment takes effect after a while: wait for it (verify/wait_access.py) rather
+            # An Azure RBAC assignment takes effect after a while: wait for it (clusterside/wait_access.py) rather
             # than let the provider's first writes fail with 403
             waited = [admin, self._wait_for_access(name, admin)] if admin else None
             self.provider = kubernetes_provider(f"{name}-k8s", self.kubeconfig, pulumi.ResourceOptions(

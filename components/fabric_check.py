@@ -30,19 +30,19 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from clusterside.certify_cli import CERTIFICATION_KEY, RESULT_KEY
+from clusterside.collect import NODE_SETUP_BUDGET_MINUTES
 from components import certifier as certifier_mod
 from components.certifier import Certifier
 from components.fabric_test import FabricTestJob, number_arg
 from core.kinds import COLLECT_DEFAULT, POINT_TO_POINT, Kind
-from verify.certify_cli import CERTIFICATION_KEY, RESULT_KEY
-from verify.collect import NODE_SETUP_BUDGET_MINUTES
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
 
 # How long the certifier waits. The job is created as soon as the pool and the operators' releases
 # exist, but its pods start only once the nodes advertise GPUs and RDMA devices: the DOCA driver
 # build, then the GPU driver container (it waits for the DOCA driver), the device plugins, and the
-# test image's pull come first (NODE_SETUP_BUDGET_MINUTES, verify/collect.py, which also gives up
+# test image's pull come first (NODE_SETUP_BUDGET_MINUTES, clusterside/collect.py, which also gives up
 # once that much time has passed since the IB nodes became Ready and a resource is still missing).
 # The pods' own deadline (activeDeadlineSeconds = timeoutMinutes, plus doctorMinutes when the fabric
 # doctor may run: the job's deadline_minutes) starts only when they do. So the

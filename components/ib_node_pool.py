@@ -49,7 +49,7 @@ def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
 def pool_taints(args: IbNodePoolArgs) -> list[str]:
     """The pool taint only. The certifier's hold is not a pool taint: AKS refuses changes to pool-set
     taints through the Kubernetes API, so it could never be lifted; the admission loop puts it on each new
-    boot through the API instead (verify/certify_admit.py, docs/fabric-certifier.md)."""
+    boot through the API instead (clusterside/certify_admit.py, docs/fabric-certifier.md)."""
     return [fabric.IB_TAINT]
 
 

@@ -129,7 +129,7 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
 
 
 def retest_template(args: NcclJobArgs, spec: dict[str, Any]) -> dict[str, Any]:
-    """What the recurring certifier needs to run this job again on n idle nodes (verify/certify_recurring.py):
+    """What the recurring certifier needs to run this job again on n idle nodes (clusterside/certify_recurring.py):
     the spec, and per n from 2 to the pool's size the launcher inputs that depend on n, with the doctor
     always on (its pairs are what certify a node), all computed here as for the day-0 job."""
     by_nodes = {str(n): {"NODES": str(n), **doctor_env(dataclasses.replace(args, node_count=n, doctor="always"))}

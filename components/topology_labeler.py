@@ -1,13 +1,13 @@
 """The fabric's shape on every IB node: torset, partition key, physical host and placement group
-labels, written as Azure's own labelers write them (verify/topology.py says where each comes from).
+labels, written as Azure's own labelers write them (labeler/topology.py says where each comes from).
 
-One DaemonSet on the IB pool. Two init containers run verify/topology.py (shipped in a ConfigMap, its
+One DaemonSet on the IB pool. Two init containers run labeler/topology.py (shipped in a ConfigMap, its
 sha256 in the pod template, so a change rolls the pods): `sharp`, privileged and with no API token, in
 Azure's node-health image, which has the SHARP tools and python3 (Azure's torset labeler runs `python3`
 and `sharp_cmd` in that image), asks SHARP for the node's topology; `label`, as nobody with no
 capabilities, in the pin table's multi-arch Python image, reads every fact and patches the node. The
 node-health image is amd64 only, so on an arm64 size (Grace Blackwell) the `sharp` step is left out and
-the node gets the fallback torset (verify/topology.py); everything else is labelled as on amd64.
+the node gets the fallback torset (labeler/topology.py); everything else is labelled as on amd64.
 A pause container then holds the pod, so the labels are written once per node, when it joins or is
 reimaged. Azure's labelers are not run as they are: a one-off Job names torsets by discovery order
 (`torset-00`, …), so a node that joins later gets no torset, or a name that clashes; here each node
@@ -34,10 +34,10 @@ rbac = k8s.rbac.v1
 
 NAMESPACE = "fabric-topology"
 NAME = "fabric-topology-labeler"
-SCRIPT = Path(__file__).resolve().parent.parent / "verify" / "topology.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "labeler" / "topology.py"
 SCRIPT_KEY = "topology.py"
 SCRIPT_MOUNT = "/opt/aks-infiniband"
-HYPERV_DIR = "/var/lib/hyperv"  # Hyper-V's KVP pools (.kvp_pool_3: the host's name), read by verify/topology.py
+HYPERV_DIR = "/var/lib/hyperv"  # Hyper-V's KVP pools (.kvp_pool_3: the host's name), read by labeler/topology.py
 # Azure's node-health image with the SHARP tools and python3: the image Azure's node_labeler and
 # torset_labeler charts use (Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm). Both in
 # the pin table (core/pins.py); Renovate (renovate.json) pins the labeler's digest.

@@ -26,7 +26,7 @@ FABRIC_TAINT_KEY = "aks-infiniband.io/fabric"
 # starting, not as capacity that pods cannot use, so it adds no node for the pods waiting on a certification.
 HOLD_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aks-infiniband-fabric"
 
-# The fabric's shape, labelled on each IB node (verify/topology.py). Azure's own names, so Azure's NCCL
+# The fabric's shape, labelled on each IB node (labeler/topology.py). Azure's own names, so Azure's NCCL
 # chart (`ib/torset` affinity) and labelers work unchanged here (Azure/ai-infrastructure-on-azure@a01b073
 # utilities/aks/node_labeler, torset_labeler).
 TORSET_LABEL = "ib/torset"
@@ -42,7 +42,7 @@ TOPOLOGY_TIERS = (TORSET_LABEL, PLACEMENT_GROUP_LABEL)
 
 
 def topology_names() -> dict[str, str]:
-    """Each fact verify/topology.py writes -> its label (or annotation) name."""
+    """Each fact labeler/topology.py writes -> its label (or annotation) name."""
     return {"pkey": PKEY_LABEL, "physical_host": PHYSICAL_HOST_LABEL, "placement_group": PLACEMENT_GROUP_LABEL,
             "interconnect_subgroup": INTERCONNECT_SUBGROUP_LABEL, "hca_guids": HCA_GUIDS_ANNOTATION,
             "torset": TORSET_LABEL}
@@ -104,9 +104,9 @@ def pool_node_selector() -> dict[str, str]:
 # access guardrails are mandatory on a cluster that carries it, advisory elsewhere.
 PRODUCTION_TAG = "aks-infiniband-production"
 
-# --- the certifier's marks (verify/certify.py, docs/fabric-certifier.md) ---------------------------
+# --- the certifier's marks (clusterside/certify.py, docs/fabric-certifier.md) ---------------------------
 # `uncertified` (HOLD_TAINT_KEY) is put on every new boot of an IB node by the admission loop
-# (verify/certify_admit.py) and lifted when the node passes; `quarantined` (FABRIC_TAINT_KEY) is set by the
+# (clusterside/certify_admit.py) and lifted when the node passes; `quarantined` (FABRIC_TAINT_KEY) is set by the
 # certifier on a FAIL suspect. Both NoSchedule: running pods are never evicted by the certifier.
 UNCERTIFIED = "uncertified"
 QUARANTINED = "quarantined"

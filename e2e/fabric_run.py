@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusterside.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL
 from e2e.cluster import Plane, wait
-from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL
 
 
 def cri_log(text: str, at: str = "2026-12-01T00:00:00.000000000Z") -> str:

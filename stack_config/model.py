@@ -84,7 +84,7 @@ class FabricTest:
 
 @dataclass(frozen=True)
 class Certifier:
-    mode: str  # verify.certify.MODES
+    mode: str  # clusterside.certify.MODES
     schedule: str  # cron, or "off"
     max_quarantine_percent: int
     history_size: int

@@ -3,10 +3,11 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
+from clusterside import certify
 from core import enterprise, fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
-from verify import certify, gate
+from verify import gate
 from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"

@@ -18,10 +18,10 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from clusterside import collect, kube
 from core import fabric, modes
 from tests.fake_server import LoopbackServer
 from verify import __main__ as cli
-from verify import collect, kube
 
 ROOT = Path(__file__).resolve().parent.parent
 NS, JOB, TOKEN = "fabric-test", "nccl-allreduce", "fake-token-123"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import stack_config
+from clusterside import certify, certify_cli
 from components import certifier as certifier_mod
 from core import fabric
 from stack_config.schema import DEFAULT_CERTIFIER_SCHEDULE
 from tests import schema_checks as sc
-from verify import certify, certify_cli
 
 ROOT = certifier_mod.ROOT
 CRONJOB, JOB, CM = "kubernetes:batch/v1:CronJob", "kubernetes:batch/v1:Job", "kubernetes:core/v1:ConfigMap"
@@ -83,7 +83,7 @@ def test_the_code_is_the_checkouts_own_by_content_hash_and_runs_on_the_standard_
     files = certify.code_files(ROOT)
     code = dev.one(CM, "certifier-code").inputs
     assert code["data"] == {certifier_mod.config_key(p): t for p, t in files.items()}
-    assert set(files) >= {"verify/__main__.py", "verify/certify.py", "verify/kube_api.py", "core/fabric.py"}
+    assert set(files) >= {"verify/__main__.py", "clusterside/certify.py", "clusterside/kube_api.py", "core/fabric.py"}
     sha = certify.code_sha256(files)
     assert code["metadata"]["annotations"]["aks-infiniband.io/code-sha256"] == sha
     for pod in pods(dev):
@@ -108,7 +108,9 @@ def test_the_shipped_code_is_what_the_pod_imports_and_imports_alone(tmp_path):
     """Only CODE_ENTRY's imports are shipped, and each shipped module imports with nothing else there, on the
     standard library alone (python -S, as the pod runs)."""
     files = certify.code_files(ROOT)
-    assert "core/pins.py" not in files and "verify/topology.py" not in files, "the pod never imports these"
+    never = ("core/pins.py", "verify/launcher_env.py")  # the pin table; the launcher's patterns (the stack's)
+    assert not set(never) & set(files), "the pod never imports these"
+    assert not [p for p in files if p.startswith("labeler/")], "the node labeler ships alone, in its own ConfigMap"
     modules = [p.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for p in files]
     code = _shipped(tmp_path, files)
     done = subprocess.run([sys.executable, "-S", "-c", f"import importlib; [importlib.import_module(m) for m in "
@@ -124,7 +126,7 @@ def test_an_edit_to_a_module_the_pod_does_not_import_leaves_the_code_hash(tmp_pa
     before = certify.code_sha256(certify.code_files(tree))
     (tree / "core" / "pins.py").write_text((tree / "core" / "pins.py").read_text() + "\n# a bump\n")
     assert certify.code_sha256(certify.code_files(tree)) == before
-    (tree / "verify" / "certify.py").write_text((tree / "verify" / "certify.py").read_text() + "\n# a fix\n")
+    (tree / "clusterside" / "certify.py").write_text((tree / "clusterside" / "certify.py").read_text() + "\n# a fix\n")
     assert certify.code_sha256(certify.code_files(tree)) != before
 
 
@@ -184,7 +186,7 @@ def test_the_pool_sets_no_hold_and_everything_that_must_run_there_tolerates_the_
 def test_the_recurring_runs_deadline_covers_the_wait_it_computes(dev):
     """The CronJob's Job must outlive the run's own wait for its re-test (the job's deadline plus the
     scheduling margin) and the judgement after it, or Kubernetes kills it mid-run."""
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     cron = dev.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]
     template = json.loads(dev.one("kubernetes:core/v1:ConfigMap", "certifier-template").inputs["data"]["job.json"])

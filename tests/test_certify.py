@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from clusterside import certify
 from core import catalog, fabric
 from tests.fake_kube_store import FakeApi
 from tests.nccl_logs import launcher_log
 from verify import __main__ as cli
-from verify import certify, doctor, sections
+from verify import doctor, sections
 from verify.result import FabricResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,7 +306,7 @@ def test_history_is_a_bounded_ring_and_a_node_below_its_own_median_is_flagged():
     records = {name(0): [{"busbw_gbps": GOOD} for _ in range(12)]}
     plan = certify.Plan((certify.Decision(name(0), None, certify.CERTIFY, "passed", "PASS",
                                           {"against": [{"peer": name(1), "busbw_gbps": GOOD * 0.7}]}),), None)
-    from verify import certify_kube
+    from clusterside import certify_kube
 
     ring = json.loads(certify_kube.history_update(records, plan, at="t", run="r", keep=10)[name(0)])
     assert len(ring) == 10 and ring[-1]["busbw_gbps"] == GOOD * 0.7
@@ -314,7 +315,7 @@ def test_history_is_a_bounded_ring_and_a_node_below_its_own_median_is_flagged():
 
 
 def test_metrics_for_a_pushgateway():
-    from verify import certify_kube
+    from clusterside import certify_kube
 
     nodes = [certify.facts(node(0)), certify.facts(node(1, fabric.QUARANTINED))]
     text = certify_kube.metrics_text(certify.Plan((), "tripped"), nodes, 1.0)
@@ -435,7 +436,7 @@ def test_a_recurring_dry_run_says_which_job_it_would_create_and_creates_none(tmp
 
 
 def test_nothing_idle_nothing_created():
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     nodes = [certify.facts(node(0)), certify.facts(node(1, None, certified=True))]
     busy = certify_recurring.busy_nodes([gpu_pod(name(1))])
@@ -447,7 +448,7 @@ def test_nothing_idle_nothing_created():
 def test_a_pod_whose_devices_are_dra_claims_makes_its_node_busy():
     """With DRA a pod asks for its GPUs and HCAs through spec.resourceClaims, and its containers request no
     extended resource: it is busy all the same."""
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     claimed = {**gpu_pod(name(1)), "spec": {"nodeName": name(1), "resourceClaims": [
         {"name": "gpus", "resourceClaimTemplateName": "gpu-claim"}], "containers": [{"name": "t"}]}}
@@ -458,7 +459,7 @@ def test_a_pod_whose_devices_are_dra_claims_makes_its_node_busy():
 def test_a_stale_re_test_is_deleted_and_no_longer_blocks_the_next_run(tmp_path, capsys):
     """A re-test left Pending (its run ended before it could be scheduled) is older than any run may take:
     the next run deletes it instead of doing nothing forever; a recent unfinished one still blocks."""
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
                                                                       "namespace": NS},

@@ -1,4 +1,4 @@
-"""The admission loop (`python -m verify certify --admit`, verify/certify_admit.py) against the fake API
+"""The admission loop (`python -m verify certify --admit`, clusterside/certify_admit.py) against the fake API
 server (tests/fake_kube_store.py): every new boot of an IB node is held through the API, nothing a person
 did is undone, and held nodes that can run a test are re-tested. The real server's answer to the same
 writes, under AKS's pool rule, is e2e/tests/test_certifier.py's."""
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
+from clusterside import certify, certify_admit, certify_cli
+from clusterside.kube_api import connect
 from core import fabric
 from tests.fake_kube_store import FakeApi
 from tests.test_certify import NS, POOL, UNCERT, name, node, retest_template, run_retest
 from verify import __main__ as cli
-from verify import certify, certify_admit, certify_cli
-from verify.kube_api import connect
 
 
 def ready(n: dict, gpus: str = "8") -> dict:

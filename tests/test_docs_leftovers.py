@@ -16,7 +16,8 @@ LEFTOVERS = re.compile(
     r"|research notes|compiled ~"
     r"|\b(?:issues|code|pages|docs) corpus\b"  # the search index a fact was found through
 )
-PRODUCT_DIRS = ("components", "stack", "stack_config", "verify", "offline", "policy", "scripts")
+PRODUCT_DIRS = ("components", "stack", "stack_config", "verify", "clusterside", "labeler", "offline", "policy",
+                "scripts")
 
 
 def _read_by_a_user() -> list[Path]:

@@ -14,10 +14,11 @@ from test_osu_perftest import HBV3_BW, HBV3_LAT, PT_BW
 from test_verify_cli import run
 from test_verify_collect import P2P_JOB, P2P_NS, SOCKET_2X1, argv, p2p_argv
 
+from clusterside import collect
 from core import kinds
 from tests.fake_kube import FakeClock, FakeKube
 from verify import __main__ as cli
-from verify import collect, result
+from verify import result
 from verify.result import FabricResult, ResultError
 
 SCHEMA = json.loads(result.SCHEMA_PATH.read_text())

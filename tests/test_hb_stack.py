@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from clusterside import collect as collect_mod
 from components.fabric_check import PENDING, parse_result
 from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
 from core import catalog, fabric, kinds, modes
 from offline import engine
-from verify import collect as collect_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -201,9 +201,9 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render_kubernet
     parse_result. The figure is the one the fixture's last row gives."""
     from test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
 
+    from clusterside import certify
     from components import certifier as certifier_mod
     from tests.fake_kube_store import FakeApi
-    from verify import certify
 
     hbv3 = "Standard_HB120rs_v3"
     stack = render_kubernetes(ibPool={"vmSize": hbv3})

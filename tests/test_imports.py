@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "components", "offline", "stack", "stack_config", "verify", "policy")
+PACKAGES = ("core", "components", "offline", "stack", "stack_config", "verify", "clusterside", "labeler", "policy")
 
 
 def _modules() -> dict[str, Path]:
@@ -93,15 +93,23 @@ def test_the_check_sees_a_cycle_hidden_in_a_function():
 
 # --- imports point down ---------------------------------------------------------------------------
 # Each package's layer (docs/architecture.md): a module imports only from a lower layer or its own
-# package. core holds the pure rules (catalog, fabric contract, pins, modes, kinds); verify runs in the
-# pod and the policy pack in Pulumi's analyzer, so both read only core; stack_config and components are
+# package. core holds the pure rules (catalog, fabric contract, pins, modes, kinds); verify (the pure
+# judge: parsers, verdicts, the result) and the policy pack (in Pulumi's analyzer) read only core, and
+# the labeler (one script shipped alone to the nodes) reads nothing of the project; clusterside (the
+# collector and the certifier, what talks to a cluster) reads the judge; stack_config and components are
 # peers that the assembly (stack/) joins (config -> typed Args); offline renders everything.
-LAYERS = {"core": 0, "verify": 1, "policy": 1, "stack_config": 2, "components": 2, "stack": 3, "offline": 3,
-          "__main__": 4}
+LAYERS = {"core": 0, "verify": 1, "policy": 1, "labeler": 1, "clusterside": 2, "stack_config": 3, "components": 3,
+          "stack": 4, "offline": 4, "__main__": 5}
+# Entry points that join packages of their layer or below, each its own unit above what it joins:
+# `python -m verify` is the name users, the docs and the certifier's pods run, so the command line is
+# verify/__main__.py, and it dispatches to the cluster side (collect, certify, wait-access). No other
+# module of verify may import clusterside, and nothing imports an entry point but a higher layer.
+ENTRIES = {"verify.__main__": LAYERS["clusterside"] + 0.5}
+LAYERS.update(ENTRIES)
 
 
 def _package(module: str) -> str:
-    return module.split(".")[0]
+    return module if module in ENTRIES else module.split(".")[0]
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -135,13 +143,39 @@ def test_the_layer_check_sees_an_upward_and_a_sideways_import():
     assert upward_imports(graph) == ["components.cluster -> stack_config", "core.catalog -> stack_config.schema"]
 
 
+def test_the_judge_does_not_import_the_cluster_side_and_only_its_command_line_may():
+    graph = _graph_with_main()
+    assert "clusterside.certify_cli" in graph["verify.__main__"]  # the entry point dispatches to it
+    assert not any(_package(b) == "clusterside" for a, targets in graph.items() if _package(a) == "verify"
+                   for b in targets)
+    graph["verify.readers"] = {*graph["verify.readers"], "clusterside.kube"}
+    graph["clusterside.collect"] = {*graph["clusterside.collect"], "verify.__main__"}
+    assert upward_imports(graph) == ["clusterside.collect -> verify.__main__", "verify.readers -> clusterside.kube"]
+
+
+def _roots(path: Path) -> set[str]:
+    """The top-level names a module imports."""
+    roots = set()
+    for node in _nodes(path):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+        roots.update(n.split(".")[0] for n in names)
+    return roots
+
+
 def test_core_imports_nothing_but_the_standard_library_and_itself():
     """The pure rules run in every layer, the pod's verify and the policy pack's analyzer included."""
     for name, path in _modules().items():
         if _package(name) != "core":
             continue
-        for node in _nodes(path):
-            roots = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            for root in (r.split(".")[0] for r in roots):
-                assert root == "core" or root in sys.stdlib_module_names, f"{name} imports {root}"
+        for root in _roots(path):
+            assert root == "core" or root in sys.stdlib_module_names, f"{name} imports {root}"
+
+
+def test_the_labeler_imports_nothing_but_the_standard_library():
+    """labeler/topology.py is shipped alone (one ConfigMap key) and run by the nodes' python3: it can import
+    nothing else, not even core."""
+    labeler = {name: path for name, path in _modules().items() if _package(name) == "labeler"}
+    assert "labeler.topology" in labeler
+    for name, path in labeler.items():
+        assert all(root in sys.stdlib_module_names for root in _roots(path)), f"{name} imports {_roots(path)}"

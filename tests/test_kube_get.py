@@ -1,4 +1,4 @@
-"""Canary: verify/kube.py's get_json / get_text send what the pinned kubernetes client's generated
+"""Canary: clusterside/kube.py's get_json / get_text send what the pinned kubernetes client's generated
 methods send (method, URL with quoted path parameters and query, headers, timeout) and raise the same
 exception for a non-2xx answer. The collector calls the ApiClient directly (kube.py says why); this
 fails first when a client upgrade changes what a generated method does."""
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verify import kube
+from clusterside import kube
 
 NAME = "odd name/with?chars"  # a path parameter that needs quoting
 SELECTOR = "volcano.sh/job-name=j,app!=x y"

@@ -1,4 +1,4 @@
-"""The fabric's shape: the labeler's facts from sysfs, the Hyper-V KVP pool, IMDS and SHARP (verify/topology.py),
+"""The fabric's shape: the labeler's facts from sysfs, the Hyper-V KVP pool, IMDS and SHARP (labeler/topology.py),
 the node PATCH it sends (against a fake API server that applies it), the DaemonSet that runs it on every IB
 node, and Volcano's HyperNode discovery and topology-aware scheduling built from the same labels."""
 
@@ -14,9 +14,9 @@ import yaml
 
 from components import topology_labeler, volcano_topology
 from core import fabric, pins
+from labeler import topology
 from tests.fake_kube_store import TOKEN, FakeApi
 from tests.schema_checks import as_api, core_errors, crd_errors, load_yaml_all, pinned_name
-from verify import topology
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 LABELER = "topology-daemonset"

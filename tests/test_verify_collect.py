@@ -10,6 +10,7 @@ import os
 import pytest
 from test_osu_perftest import AKS_DROP, HBV3_BW, HBV3_LAT, raw_rows
 
+from clusterside import collect
 from components.mpi_job import MASTER_TASK
 from components.p2p_job import P2pJobArgs
 from core import catalog
@@ -26,7 +27,6 @@ from tests.fake_kube import (
 )
 from tests.schema_checks import load_yaml, pinned_name
 from verify import __main__ as cli
-from verify import collect
 
 
 @pytest.fixture(autouse=True)

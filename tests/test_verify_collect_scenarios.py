@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterside import collect, kube
 from core import fabric
 from tests.fake_kube import (
     ALLOWANCE,
@@ -43,7 +44,6 @@ from tests.fake_kube import (
     system_node,
 )
 from tests.schema_checks import load_yaml, pinned_name
-from verify import collect, kube
 
 # --- scripted scenarios: a stuck fabric test, diagnosed, by the scenario's clock ----------------------
 # Each scenario is a timeline (seconds after T0 -> the cluster), the collector starts at T0 with the
@@ -129,7 +129,7 @@ def test_job_image_pull_backs_off(stack_job, monkeypatch, capsys, failing_since_
     for a collector started when the back-off had lasted 10 min."""
     image = "ghcr.io/coreweave/nccl-tests:no-such-tag"
     since = failing_since_minutes * MIN
-    from verify.diagnose import IMAGE_PULL_GIVE_UP_MINUTES
+    from clusterside.diagnose import IMAGE_PULL_GIVE_UP_MINUTES
 
     def scenario(t: float) -> Cluster:
         failing = t >= since
@@ -425,8 +425,8 @@ def test_the_not_ready_allowance_waits_while_enough_nodes_may_still_come_up(stac
                                                                              gives_up):
     """The job needs 2 nodes. With fewer Ready, each NotReady node has the allowance from when it went
     NotReady; the wait ends once fewer of them are within it than nodes are missing."""
-    from verify.diagnose import Diagnoser
-    from verify.snapshot import Snapshot
+    from clusterside.diagnose import Diagnoser
+    from clusterside.snapshot import Snapshot
 
     now = T0
     node_list = [ib_node(i, 0, ready_at=-60 * MIN) for i in range(ready)]
@@ -479,7 +479,7 @@ def test_the_custom_resources_read_match_their_crds(reference):
 
 
 def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stack_job):
-    from verify.snapshot import tasks_of
+    from clusterside.snapshot import tasks_of
 
     crd = _crd(reference, pinned_name("batch.volcano.sh_jobs", "volcano"))
     version = next(v for v in crd["spec"]["versions"] if v["name"] == collect.VOLCANO_VERSION)
@@ -500,7 +500,7 @@ def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stac
     ({"key": fabric.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}, False),
 ])
 def test_tolerations_follow_kubernetes_rules(toleration, tolerated):
-    from verify.diagnose import _tolerates
+    from clusterside.diagnose import _tolerates
 
     taint = {"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE, "effect": fabric.IB_TAINT_EFFECT}
     assert _tolerates(toleration, taint) is tolerated

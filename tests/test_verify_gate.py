@@ -163,10 +163,10 @@ def test_fail_on_warn_makes_a_warn_fail_the_stacks_certifier(tmp_path, capsys):
     """The dev stack's own certifier command against a fake cluster whose job logs a WARN run: exit 1 (the
     Job, and `pulumi up`, fail) with failOn: warn; exit 0 with the default level. The nodes are judged
     and acted on first either way."""
+    from clusterside import collect as collect_mod
     from components import certifier as certifier_mod
     from core import fabric
     from tests.fake_kube_store import FakeApi
-    from verify import collect as collect_mod
 
     for fabric_test, expected in (({"failOnLowBandwidth": True}, 0),
                                   ({"failOnLowBandwidth": True, "failOn": "warn"}, 1)):

@@ -1,4 +1,4 @@
-"""`python -m verify wait-access` (verify/wait_access.py): kubelogin's exec credential run as kubectl runs
+"""`python -m verify wait-access` (clusterside/wait_access.py): kubelogin's exec credential run as kubectl runs
 it, and the wait for an Azure RBAC assignment, bounded, against a fake API server whose reviews say no,
 then yes."""
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from verify import kube_api, wait_access
+from clusterside import kube_api, wait_access
 
 
 def plugin(tmp_path, token: str = "t-123") -> dict:

@@ -2,8 +2,10 @@
 nccl-tests all-reduce on GPU sizes (here); OSU / perftest point to point on CPU-only sizes
 (`verify.p2p`). `core.kinds` names the two.
 
-Pure Python, no Pulumi: the same code runs inside the stack (the collect step) and from a shell
-(`python -m verify report LOG`, `python -m verify collect ...`). SKU expectations come from
+Pure Python, no Pulumi and no cluster: the same code judges a saved log (`python -m verify report LOG`),
+the stack's collect step and the in-cluster certifier. What reads or writes a cluster (the collector, the
+certifier, their Kubernetes clients) is `clusterside/`, which imports this package and is never imported
+by it; only the command line, verify/__main__.py, dispatches to it. SKU expectations come from
 `core.catalog`, the one place that holds them.
 """
 

@@ -1,7 +1,10 @@
 """python -m verify report LOG ... | python -m verify collect ... | python -m verify certify ...
 
-`certify` (verify/certify_cli.py, docs/fabric-certifier.md) judges a finished job as `collect` does and
-certifies or quarantines the IB nodes it ran on; it is what the stack runs in the cluster.
+The command line of the judge (`report`, this package) and of the cluster side (`collect`, `certify`,
+`wait-access`: clusterside/), kept at `python -m verify` because users, the docs and the certifier's pods
+run it by that name; the one module of verify/ that imports clusterside/ (tests/test_imports.py).
+`certify` (clusterside/certify_cli.py, docs/fabric-certifier.md) judges a finished job as `collect` does
+and certifies or quarantines the IB nodes it ran on; it is what the stack runs in the cluster.
 
 Two kinds of result (core/kinds.py; each read and judged by its verify.readers.Reader, one path
 for both): `nccl` (nccl-tests all_reduce_perf on GPU sizes, judged in GB/s of bus bandwidth) and
@@ -41,9 +44,10 @@ import json
 import os
 import sys
 
+from clusterside import certify_cli, wait_access
+from clusterside import collect as collect_mod
 from core import catalog, kinds
-from verify import certify_cli, cli_args, logread, p2p, readers, wait_access
-from verify import collect as collect_mod
+from verify import cli_args, logread, p2p, readers
 from verify.nccl import ParseError
 from verify.result import Collected, FabricResult, Finding
 from verify.verdict import Verdict

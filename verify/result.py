@@ -193,7 +193,7 @@ class Doctor(_Part):
 
 @dataclass(frozen=True)
 class Finding(_Part):
-    """One cause of a failed or stuck run, from the cluster's state (verify/diagnose.py, verify/snapshot.py)."""
+    """One cause of a failed or stuck run, from the cluster's state (clusterside/diagnose.py and snapshot.py)."""
 
     what: str = _f("the kind of finding")
     where: str = _f("the object it is about")

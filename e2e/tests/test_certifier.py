@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from clusterside import certify_kube
 from components import certifier as certifier_mod
 from core import fabric
 from e2e import apply, fabric_run, pools
 from e2e.cluster import ROOT, kubeconfig
 from offline import engine
 from tests.test_certify import doctor_log
-from verify import certify_kube
 
 H100 = "Standard_ND96isr_H100_v5"
 CONFIG = {**engine.stack_file_config("dev"), "ibPool": {"vmSize": H100, "nodeCount": 4}}
@@ -239,7 +239,7 @@ def test_the_api_server_bounds_what_the_certifiers_account_may_create_and_change
     template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
                                                    certifier_mod.TEMPLATE_CONFIGMAP, "-o", "json").stdout)
                           ["data"]["job.json"])
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     good = certify_recurring.retest_job(template, world.ib[:2], "fabric-retest-bounds")
     ns = world.job["metadata"]["namespace"]

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 SHARP_TIMEOUT_SECONDS = 120
-FALLBACK_TORSET_PREFIX = "torset-none-"  # a node SHARP could not place (verify/topology.py fallback_torset)
+FALLBACK_TORSET_PREFIX = "torset-none-"  # a node SHARP could not place (fallback_torset, below)
 LABEL_ATTEMPTS = 5
 KVP_RECORD_KEY, KVP_RECORD_VALUE = 512, 2048  # Hyper-V KVP pool records: NUL-padded key, NUL-padded value
 DEFAULT_PKEY = 0xFFFF

@@ -7,11 +7,11 @@ get-credentials ... --file -`, read from az's stdout and never written to a file
 kubeconfig is an input of that step: a credential rotation then changes nothing in the stack, and a
 second `pulumi up` does not re-run the collector (`api_client` gives the order of the sources).
 
-While the job is not running, each poll reads the cluster (verify/diagnose.py: the job's pods and
+While the job is not running, each poll reads the cluster (clusterside/diagnose.py: the job's pods and
 events, its PodGroup, the IB pool's nodes, the operators) and prints what changed: a new phase, a new
 cause. Between changes a heartbeat every HEARTBEAT_MINUTES says how long it has waited and what is
 still missing. It gives up (`Incomplete`) when diagnose.py says success is impossible, or at the
-timeout, with the diagnosis. The Kubernetes facts it relies on are in verify/kube.py.
+timeout, with the diagnosis. The Kubernetes facts it relies on are in clusterside/kube.py.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from verify import kube
-from verify.diagnose import Diagnoser
-from verify.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
+from clusterside import kube
+from clusterside.diagnose import Diagnoser
+from clusterside.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
     JOB_NAME_LABEL,
     TASK_SPEC_LABEL,
     VOLCANO_GROUP,
     VOLCANO_PLURAL,
     VOLCANO_VERSION,
 )
-from verify.snapshot import Finding, read_snapshot
+from clusterside.snapshot import Finding, read_snapshot
 
 LAUNCHER_TASK = "mpimaster"
 # Phases after which the job does nothing more. Completing/Aborting/Terminating are on their way there.
@@ -342,7 +342,7 @@ def wait_for_job(
     heartbeat_seconds: float = HEARTBEAT_MINUTES * 60,
 ) -> Waited:
     """Poll the Volcano Job until its phase is final; return it. Progress on stderr. Raises
-    Incomplete when success is impossible (verify/diagnose.py) or at the timeout."""
+    Incomplete when success is impossible (clusterside/diagnose.py) or at the timeout."""
     clock = clock or CLOCK
     job_path = {"group": VOLCANO_GROUP, "version": VOLCANO_VERSION, "namespace": namespace, "plural": VOLCANO_PLURAL,
                 "name": job}

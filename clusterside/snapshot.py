@@ -1,11 +1,11 @@
-"""What one look at the cluster reads for the diagnosis (verify/diagnose.py), and what the job needs.
+"""What one look at the cluster reads for the diagnosis (clusterside/diagnose.py), and what the job needs.
 
 `read_snapshot` does GETs and LISTs only: the job's pods and the events in its namespace, its Volcano
 PodGroup, the IB pool's nodes (by the label the node pool sets, fabric.IB_POOL_ROLE_LABEL), and the two
 operators (NicClusterPolicy, GPU Operator ClusterPolicy, their pods) when the job asks for their
 resources. A read that fails becomes a `Finding`; it never ends the wait. What the job needs (its
 device resources, tolerations, replicas) is read from the Job's own pod templates (`tasks_of`), so no
-fact is copied here. Field names and their sources: verify/kube.py.
+fact is copied here. Field names and their sources: clusterside/kube.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterside import kube
+from clusterside.kube import get, items, name
 from core import fabric
-from verify import kube
-from verify.kube import get, items, name
 
 
 @dataclass(frozen=True)

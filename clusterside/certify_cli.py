@@ -1,5 +1,5 @@
 """`python -m verify certify`: judge a fabric test job that has finished (or wait for it, `--wait-minutes`),
-then certify, hold or quarantine the IB nodes it ran on (verify/certify.py decides, verify/certify_kube.py
+then certify, hold or quarantine the IB nodes it ran on (clusterside/certify.py decides, clusterside/certify_kube.py
 writes). Runs in the cluster (the stack's day-0 Job and CronJob: the pod's ServiceAccount) or anywhere
 with `--kubeconfig`. Exit codes as the other commands: 0 judged (and applied); 1 the verdict tripped
 --fail-on (fail: FAIL; warn: anything but PASS; --fail-on-low-bandwidth is --fail-on fail); 2 no result
@@ -16,10 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from clusterside import certify, certify_admit, certify_kube
+from clusterside.kube import iso
+from clusterside.kube_api import ApiError, connect
 from core import catalog, kinds
-from verify import certify, certify_admit, certify_kube, cli_args, logread, readers
-from verify.kube import iso
-from verify.kube_api import ApiError, connect
+from verify import cli_args, logread, readers
 from verify.result import Collected, FabricResult
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -62,7 +63,7 @@ def add_parser(sub, judging_args, epilog: str) -> None:
                    help="re-certify idle IB nodes: create a test job on them (lowest priority), wait, judge")
     p.add_argument("--admit", action="store_true",
                    help="hold every new boot of an IB node and re-test held nodes once they can run a test, pass "
-                        "after pass (the stack's admission Deployment; verify/certify_admit.py)")
+                        "after pass (the stack's admission Deployment; clusterside/certify_admit.py)")
     p.add_argument("--once", action="store_true", help="with --admit: one pass (hold and lift), no re-test")
     p.add_argument("--interval-seconds", type=float, default=certify_admit.DEFAULT_INTERVAL_SECONDS,
                    help="with --admit: seconds between passes (default %(default)s)")
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         writer = certify_kube.Writer(api, home, dry_run=args.dry_run or args.mode == "off")
         reporter = certify_kube.Writer(api, home, dry_run=args.dry_run)
         if args.recurring:
-            from verify import certify_recurring
+            from clusterside import certify_recurring
 
             args.job, args.nodes = certify_recurring.launch(api, args, nodes, member, writer)
             if args.job is None:  # nothing idle to certify (said on stderr), or a dry run
@@ -254,7 +255,7 @@ def _report(args: argparse.Namespace, out: dict, writes: list[str], run_id: str)
 
 
 def _phase(api, args: argparse.Namespace) -> str:
-    from verify.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, get
+    from clusterside.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, get
 
     job = api.get(f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/{VOLCANO_PLURAL}/{args.job}")
     return get(job, "status", "state", "phase") or "Pending"

@@ -1,6 +1,6 @@
 """Why the fabric test job is not running, and whether waiting longer can help.
 
-A read-only look (`verify.snapshot.read_snapshot`) at the job's pods and their events, its Volcano PodGroup, the IB
+A read-only look (`clusterside.snapshot.read_snapshot`) at the job's pods and their events, its Volcano PodGroup, the IB
 pool's nodes, and the two operators (NicClusterPolicy, GPU Operator ClusterPolicy, their pods),
 turned by `Diagnoser.assess` into one `Finding` per cause and, when success has become impossible,
 the one-line reason to stop waiting:
@@ -17,17 +17,17 @@ the one-line reason to stop waiting:
 
 What the job needs (its device resources, tolerations, replicas) is read from the Job's own pod
 templates, and the pool's nodes by the label the node pool sets (fabric.IB_POOL_ROLE_LABEL), so no
-fact is copied here. Field names and their sources: verify/kube.py.
+fact is copied here. Field names and their sources: clusterside/kube.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clusterside import kube
+from clusterside.kube import get, name
+from clusterside.snapshot import Finding, Snapshot, Task, count, pool_selector, tasks_of, wants_gpu
 from core import fabric
-from verify import kube
-from verify.kube import get, name
-from verify.snapshot import Finding, Snapshot, Task, count, pool_selector, tasks_of, wants_gpu
 
 # A pull that has failed for this long, by the events' firstTimestamp, is not a registry hiccup: the
 # kubelet backs off 10 s, 20 s, 40 s ... (so three or four attempts by then); a wrong name or tag, a

@@ -25,10 +25,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clusterside import certify, kube
+from clusterside.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
+from clusterside.kube_api import Api, ApiError
 from core import fabric
-from verify import certify, kube
-from verify.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
-from verify.kube_api import Api, ApiError
 
 PRIORITY_CLASS = "aks-infiniband-idle"  # components/certifier.py creates it
 RETEST_LABEL = "aks-infiniband.io/fabric-retest"

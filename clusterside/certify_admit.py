@@ -19,7 +19,7 @@ What it writes, and nothing else: the hold (fabric.HOLD_TAINT_KEY=uncertified, w
 state label and the record of the boot it held (certify.HELD_ANNOTATION), in one JSON Patch that `test`s
 the resourceVersion; it lifts only its own hold from a boot that has already passed (it held the node while
 a run certified it). A hold a person lifts stays lifted (the record says this boot was held once). When held
-nodes can be tested (Ready, a GPU allocatable) it runs the recurring certification (verify/certify_recurring.py)
+nodes can be tested (Ready, a GPU allocatable) it runs the recurring certification (clusterside/certify_recurring.py)
 on them and up to three certified idle peers, one run at a time and at most once per `--retest-after-minutes`
 for the same node.
 """
@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from clusterside import certify, certify_kube, kube
+from clusterside.kube import iso
+from clusterside.kube_api import Api, ApiError
 from core import fabric
-from verify import certify, certify_kube, kube
-from verify.kube import iso
-from verify.kube_api import Api, ApiError
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_RETEST_AFTER_MINUTES = 30.0

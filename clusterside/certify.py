@@ -1,9 +1,9 @@
 """The certifier's decisions, as pure functions: which IB node is certified, held or quarantined after a
-judged fabric test, within the circuit breaker. No I/O here: verify/certify_kube.py reads the cluster
+judged fabric test, within the circuit breaker. No I/O here: clusterside/certify_kube.py reads the cluster
 and writes what is decided; docs/fabric-certifier.md tells a node's life.
 
 A node's state is read from its taints and its FabricCertified condition: `uncertified` (the hold,
-fabric.HOLD_TAINT_KEY, which the admission loop puts on every new boot: verify/certify_admit.py),
+fabric.HOLD_TAINT_KEY, which the admission loop puts on every new boot: clusterside/certify_admit.py),
 `quarantined` (fabric.FABRIC_TAINT_KEY; this certifier put it there, recorded in QUARANTINED_BY_ANNOTATION;
 a person's taint of the same key is theirs and stays), `certified` (neither). A node with neither that has
 not passed on the boot it runs (a new node the admission loop has not held yet) is `awaiting`: tested,
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterside import kube
 from core import fabric
-from verify import kube
 
 MODES = ("taint", "label", "off")  # `label`: condition, label and Events, no taint; `off`: judge and print only
 DEFAULT_MAX_QUARANTINE_SHARE = 0.25
@@ -360,7 +360,9 @@ def relative_warnings(history: Mapping[str, Sequence[Mapping[str, Any]]], decisi
 
 
 # --- the shipped code (components/certifier.py mounts it; the pod checks it) -------------------------
-CODE_PACKAGES = ("core", "verify")
+# The packages the pod may import from: the pure rules, the judge and this package (not the labeler, which
+# ships alone in its own ConfigMap, nor the stack's).
+CODE_PACKAGES = ("core", "verify", "clusterside")
 CODE_ENTRY = "verify.__main__"  # every pod of the certifier runs `python3 -S -m verify ...`
 
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from verify.kube_api import Api, ApiError, from_kubeconfig
+from clusterside.kube_api import Api, ApiError, from_kubeconfig
 
 REVIEW = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 

@@ -1,5 +1,5 @@
 """The certifier against the API server: read the IB nodes and the fabric test job, write what
-verify/certify.py decided (taints, the FabricCertified condition, labels, Events, the history ring, the
+clusterside/certify.py decided (taints, the FabricCertified condition, labels, Events, the history ring, the
 day-0 result) and push metrics. Every write goes through `Writer`, which in dry-run records instead.
 
 What it writes, and why that way (the API reference):
@@ -31,10 +31,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterside import certify, kube
+from clusterside.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
+from clusterside.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError
 from core import fabric
-from verify import certify, kube, logread
-from verify.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL, VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
-from verify.kube_api import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE, Api, ApiError
+from verify import logread
 
 HISTORY_KEEP = 10  # records per node in the history ring
 EVENT_NOTE_BYTES = 1024  # events.k8s.io/v1 `note` limit (1 kB); the full evidence is in the history
