@@ -1,13 +1,13 @@
 """Row 10: the in-cluster certifier's home: its namespace, ServiceAccount and least-privilege RBAC, the
-project's own verify code as a content-hashed ConfigMap, the ConfigMaps it writes (result, history),
+project's own judge and cluster-side code as a content-hashed ConfigMap, the ConfigMaps it writes (result, history),
 the lowest PriorityClass, and the CronJob that re-certifies idle nodes. The day-0 Job that `pulumi up`
 awaits is components/fabric_check.py's; both run `pod_spec`.
 
 How the code reaches the cluster (docs/fabric-certifier.md weighs it against ACR Tasks): the modules of
-`core/` and `verify/` in this checkout that `python -m verify` imports (clusterside/certify.py `code_files`), as
-ConfigMap data, mounted into a public Python image pinned by digest. The pod imports only the standard
-library (clusterside/kube_api.py), so nothing is downloaded when it starts and a cluster with no egress runs it
-once the image is mirrored (`az acr import` keeps the digest). The pods carry the code's sha256
+`core/`, `verify/` and `clusterside/` in this checkout that `python -m verify` imports (clusterside/certify.py
+`code_files`), as ConfigMap data, mounted into a public Python image pinned by digest. The pod imports only
+the standard library (clusterside/kube_api.py), so nothing is downloaded when it starts and a cluster with
+no egress runs it once the image is mirrored (`az acr import` keeps the digest). The pods carry the code's sha256
 (CODE_SHA256_ENV) and the certifier refuses to run code whose hash differs (clusterside/certify_cli.py): what
 runs is what the preview showed.
 """
