@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterside import kube
+from clusterside import kube, kube_api
 from clusterside.diagnose import Diagnoser
 from clusterside.kube import (  # noqa: F401  (re-exported: the CLI and the tests name them here)
     JOB_NAME_LABEL,
@@ -173,35 +173,37 @@ def aks_kubeconfig(aks: AksCluster) -> dict[str, Any]:
     return data
 
 
-def api_client(kubeconfig: str | None = None, aks: AksCluster | None = None):
-    """A kubernetes ApiClient from the first of: `kubeconfig` (a file, --kubeconfig), `aks` (the Azure
-    CLI's credentials for that cluster, --aks-resource-group/--aks-cluster), $KUBECONFIG_CONTENT (the
-    kubeconfig YAML itself), the usual $KUBECONFIG / ~/.kube/config.
+def api_client(kubeconfig: str | None = None, aks: AksCluster | None = None) -> kube_api.Api:
+    """The one client (clusterside/kube_api.py) from the first of: `kubeconfig` (a file, --kubeconfig),
+    `aks` (the Azure CLI's credentials for that cluster, --aks-resource-group/--aks-cluster),
+    $KUBECONFIG_CONTENT (the kubeconfig YAML itself), the usual $KUBECONFIG / ~/.kube/config. A user
+    whose credential is an exec plugin (kubelogin, on an Entra ID cluster) gets its token from it.
 
-    A kubeconfig read from az or from the environment is not written to a file by this code (the
-    kubernetes client keeps certificate data it holds in private temporary files it removes on exit)."""
-    import yaml
-    from kubernetes import config as kconfig
+    A kubeconfig read from az or from the environment is not written to a file by this code (certificate
+    data goes to private temporary files, as ssl loads only files)."""
+    import yaml  # here, not at the top: `python -m verify report` runs without the deploy requirements
 
     try:
         if kubeconfig:
-            return kconfig.new_client_from_config(config_file=kubeconfig, persist_config=False)
-        if aks:
-            return kconfig.new_client_from_config_dict(aks_kubeconfig(aks), persist_config=False)
-        content = os.environ.get("KUBECONFIG_CONTENT")
-        if content and content.strip():
+            creds = kube_api.from_kubeconfig(kubeconfig, allow_exec=True)
+        elif aks:
+            creds = kube_api.from_kubeconfig_data(aks_kubeconfig(aks), f"the kubeconfig az printed for {aks}",
+                                                  allow_exec=True)
+        elif (content := os.environ.get("KUBECONFIG_CONTENT")) and content.strip():
             try:
                 data = yaml.safe_load(content)
             except yaml.YAMLError as exc:
                 raise CollectError(f"KUBECONFIG_CONTENT is not YAML: {exc.__class__.__name__}") from None
             if not isinstance(data, dict):
                 raise CollectError("KUBECONFIG_CONTENT does not hold a kubeconfig (expected a YAML mapping)")
-            return kconfig.new_client_from_config_dict(data, persist_config=False)
-        return kconfig.new_client_from_config(persist_config=False)
-    except CollectError:
-        raise
-    except Exception as exc:  # kubernetes raises ConfigException, OSError, TypeError... : all mean "no usable config"
+            creds = kube_api.from_kubeconfig_data(data, "KUBECONFIG_CONTENT", allow_exec=True)
+        else:
+            creds = kube_api.default_kubeconfig()
+        return kube_api.Api(creds)
+    except kube_api.ApiError as exc:
         raise CollectError(f"no usable kubeconfig: {exc}") from None
+    except (OSError, ValueError) as exc:  # ssl: a CA or key file that is not one
+        raise CollectError(f"no usable kubeconfig: {exc.__class__.__name__}: {exc}") from None
 
 
 def _api_error(what: str, exc: Exception) -> CollectError:

@@ -22,8 +22,9 @@ from verify.cli_args import EXIT_FAIL, EXIT_OK
 from verify.result import Collected, FabricResult, Finding
 from verify.verdict import Verdict
 
-# What `collect` imports from requirements.txt (the deploy requirements); `report` needs none of them.
-COLLECT_MODULES = {"kubernetes": "kubernetes", "yaml": "PyYAML"}
+# What `collect` imports from requirements.txt (the deploy requirements: kubeconfigs are YAML); `report`
+# needs none of them. Its Kubernetes client is the standard library's (clusterside/kube_api.py).
+COLLECT_MODULES = {"yaml": "PyYAML"}
 
 
 def add_parser(sub, judging_args, epilog: str) -> None:

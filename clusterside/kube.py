@@ -1,5 +1,6 @@
 """The Kubernetes API as `verify collect` reads it: names and field facts with their sources, raw JSON
-reads, and the API's timestamps. Read-only: nothing here writes to the cluster.
+reads (through the one client, clusterside/kube_api.py), and the API's timestamps. Read-only: nothing
+here writes to the cluster.
 
 Objects are read as the JSON the API serves (get_json), so every field below has its API name
 (camelCase) and the code reads exactly what `kubectl get -o json` shows.
@@ -7,10 +8,12 @@ Objects are read as the JSON the API serves (get_json), so every field below has
 
 from __future__ import annotations
 
-import json
 import re
+import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
+
+from clusterside.kube_api import Api, ApiError
 
 # Volcano (volcano-sh/volcano @ v1.15.1):
 # - the Job is `batch.volcano.sh/v1alpha1`, plural `jobs`; `.status.state.phase` is one of Pending,
@@ -73,9 +76,9 @@ READY_STATE = "ready"  # the good value of both operators' status.state
 # trailing zeros trimmed) and a space; `sinceSeconds` and `limitBytes` bound what it returns.
 
 
-# The paths the collector reads, as kubernetes-client v37's generated methods spell them (CoreV1Api
-# list_namespaced_pod, read_namespaced_pod_log, list_namespaced_event, list_node; CustomObjectsApi
-# get_namespaced_custom_object, list_cluster_custom_object); `{x}` is a path parameter.
+# The paths the collector reads (the API reference; what kubernetes-client's generated methods
+# list_namespaced_pod, read_namespaced_pod_log, list_namespaced_event, list_node,
+# get_namespaced_custom_object and list_cluster_custom_object request); `{x}` is a path parameter.
 PODS = "/api/v1/namespaces/{namespace}/pods"
 POD_LOG = "/api/v1/namespaces/{namespace}/pods/{name}/log"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
@@ -84,40 +87,29 @@ NAMESPACED_OBJECT = "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{na
 CLUSTER_OBJECTS = "/apis/{group}/{version}/{plural}"
 
 
-def _get(client, path: str, path_params: dict[str, str] | None, request_timeout: float, query: dict) -> bytes:
-    """GET `path` through the client's ApiClient, as a generated method with `_preload_content=False` does
-    it (the kubeconfig's certificates, token and its refresh hook, proxy), and return the body.
-
-    Why not the generated CoreV1Api / CustomObjectsApi (kubernetes 37.0.2, measured here): importing
-    core_v1_api costs 0.65-0.7 s of CPU on top of the client's own 0.44 s, and every call goes through
-    pydantic's validate_call (1.5-4 ms to build on a method's first call in a process, then 10-75 us of
-    a request's ~0.6 ms)."""
-    from kubernetes.client.exceptions import ApiException
-
-    request = client.param_serialize(
-        method="GET", resource_path=path, path_params=path_params or {},
-        query_params=[(key, value) for key, value in query.items() if value is not None],
-        header_params={"Accept": "application/json"}, body=None, post_params=[], files={},
-        auth_settings=["BearerToken"], collection_formats={})
-    response = client.call_api(*request, _request_timeout=request_timeout)
-    data = response.read()
-    if not 200 <= response.status <= 299:  # as ApiClient._call_with_legacy_options does without preloading
-        raise ApiException.from_response(http_resp=response, body=None, data=None)
-    return data
+def _path(path: str, path_params: dict[str, str] | None) -> str:
+    """`path` with each parameter quoted into it (a `/` or `?` in a name stays in its segment)."""
+    return path.format(**{key: urllib.parse.quote(str(value), safe="") for key, value in (path_params or {}).items()})
 
 
-def get_json(client, path: str, path_params: dict[str, str] | None = None, *, request_timeout: float,
+def _query(query: dict[str, Any]) -> dict[str, Any]:
+    """The query as the API reads it: booleans `true`/`false` (Go's), None left out."""
+    return {key: ("true" if value else "false") if isinstance(value, bool) else value
+            for key, value in query.items() if value is not None}
+
+
+def get_json(api: Api, path: str, path_params: dict[str, str] | None = None, *, request_timeout: float,
              **query: Any) -> Any:
-    """The JSON the API served at `path` (path parameters quoted into it), undecoded by the client's
-    models. `query` uses the API's names (labelSelector); None leaves one out. A non-2xx answer raises
-    the client's ApiException (NotFoundException, ...), as the generated methods do."""
-    return json.loads(_get(client, path, path_params, request_timeout, query))
+    """The JSON the API served at `path` (path parameters quoted into it). `query` uses the API's names
+    (labelSelector); None leaves one out. A non-2xx answer, or none, raises kube_api.ApiError (its
+    `status` the HTTP status, None when no answer came)."""
+    return api.request("GET", _path(path, path_params), query=_query(query), timeout=request_timeout)
 
 
-def get_text(client, path: str, path_params: dict[str, str] | None = None, *, request_timeout: float,
+def get_text(api: Api, path: str, path_params: dict[str, str] | None = None, *, request_timeout: float,
              **query: Any) -> str:
     """As get_json, for a text answer (a pod's log)."""
-    return _get(client, path, path_params, request_timeout, query).decode("utf-8", errors="replace")
+    return api.request("GET", _path(path, path_params), query=_query(query), text=True, timeout=request_timeout)
 
 
 def status_of(exc: Exception) -> int | None:
@@ -126,10 +118,13 @@ def status_of(exc: Exception) -> int | None:
 
 
 def error_text(exc: Exception) -> str:
-    """One line for an API error: `Kubernetes API answered 403 Forbidden`, or the exception's first line."""
+    """One line for an API error: `Kubernetes API answered 403 Forbidden`, what kube_api says when no
+    answer came, or the exception's first line."""
     status, reason = status_of(exc), getattr(exc, "reason", None)
     if status:
         return f"Kubernetes API answered {status} {reason or ''}".rstrip()
+    if isinstance(exc, ApiError):
+        return str(exc)
     first_line = str(exc).splitlines()[0] if str(exc) else ""
     return f"{exc.__class__.__name__}: {first_line}".rstrip(": ")
 

@@ -1,15 +1,19 @@
-"""A Kubernetes API client in the standard library only (urllib, ssl, json), for the certifier.
+"""The one Kubernetes API client, in the standard library only (urllib, ssl, json): the certifier's, the
+collector's (clusterside/collect.py) and wait-access's.
 
 Why not the `kubernetes` package: the certifier runs in the cluster from a pinned public Python image
 with this repository's code beside it (docs/fabric-certifier.md); no such image has the package, and
-installing it at pod start would download code (no egress in a private cluster). The certifier needs
+installing it at pod start would download code (no egress in a private cluster). The cluster side needs
 a dozen REST calls, each written here as the API reference gives it.
 
-Credentials, in order: a kubeconfig file (`--kubeconfig`: a bearer token, or client certificate and
-key data, with the cluster's CA; an exec plugin such as kubelogin is refused with one line), else the
-pod's ServiceAccount (the token and CA the kubelet mounts at SERVICE_ACCOUNT_DIR, the API server at
-$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT), as client-go's rest.InClusterConfig reads them.
-The token file is re-read on every request: the kubelet rotates projected tokens (about hourly).
+Credentials: a kubeconfig (a bearer token, or client certificate and key data, with the cluster's CA;
+an exec credential plugin such as kubelogin where the caller allows it: the collector and wait-access,
+which run where a person or the stack signed in with Entra ID; the certifier refuses it with one line),
+else the pod's ServiceAccount (the token and CA the kubelet mounts at SERVICE_ACCOUNT_DIR, the API server
+at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT), as client-go's rest.InClusterConfig reads them.
+The token file is re-read on every request: the kubelet rotates projected tokens (about hourly). A
+plugin's token is kept until the expirationTimestamp it gave, as client-go keeps it, and asked again
+on every request when it gave none.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ import os
 import ssl
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +45,12 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class ApiError(RuntimeError):
-    """A non-2xx answer or no answer: one line with the status and the API's own message."""
+    """A non-2xx answer or no answer: one line with the status and the API's own message; `status` and
+    `reason` (HTTP's reason phrase) as the answer gave them (None: no answer)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, reason: str | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.reason = status, reason
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,18 @@ class Credentials:
         return self.token
 
 
-def exec_token(plugin: dict) -> str:
+_EXEC_TOKENS: dict[str, tuple[str, float]] = {}  # a plugin's (JSON) -> its token and when it expires
+EXEC_TOKEN_MARGIN_SECONDS = 60  # asked again this long before the token expires
+
+
+def exec_token(plugin: dict, now: Callable[[], float] = time.time) -> str:
     """The token a client-go exec credential plugin prints (an ExecCredential's status.token), run with the
-    kubeconfig's command, args and env (client.authentication.k8s.io: the plugin's contract)."""
+    kubeconfig's command, args and env (client.authentication.k8s.io: the plugin's contract); kept until
+    its status.expirationTimestamp (less a margin) when it gives one."""
+    key = json.dumps(plugin, sort_keys=True)
+    kept = _EXEC_TOKENS.get(key)
+    if kept and now() < kept[1]:
+        return kept[0]
     env = {**os.environ, **{e["name"]: e["value"] for e in plugin.get("env") or []},
            "KUBERNETES_EXEC_INFO": json.dumps({"apiVersion": plugin.get("apiVersion"), "kind": "ExecCredential",
                                                "spec": {"interactive": False}})}
@@ -77,12 +93,24 @@ def exec_token(plugin: dict) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ApiError(f"the credential plugin {plugin.get('command')!r} did not run ({exc})") from None
     try:
-        token = json.loads(done.stdout)["status"]["token"]
+        status = json.loads(done.stdout)["status"]
+        token = status["token"]
     except (ValueError, KeyError, TypeError):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ApiError(f"the credential plugin {plugin.get('command')!r} gave no token (exit {done.returncode}: "
                        f"{last})") from None
+    expires = _expiry(status.get("expirationTimestamp"))
+    if expires is not None:
+        _EXEC_TOKENS[key] = (str(token), expires - EXEC_TOKEN_MARGIN_SECONDS)
     return str(token)
+
+
+def _expiry(text: Any) -> float | None:
+    """An ExecCredential's expirationTimestamp (RFC 3339) as epoch seconds (None: none or unreadable)."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
 
 
 def in_cluster(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
@@ -102,15 +130,16 @@ def _data_file(data: str, suffix: str) -> str:
     return path
 
 
-def _load(path: str) -> Any:
+def _load(path: str, where: str | None = None) -> Any:
     """A kubeconfig: JSON (valid YAML, read by the standard library), else YAML with PyYAML (the deploy
     requirements; the in-cluster certifier never reads a kubeconfig and its image has no PyYAML)."""
+    where = where or f"--kubeconfig {path}"
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise ApiError(f"--kubeconfig {path}: cannot read it ({exc.strerror or exc})") from None
+        raise ApiError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
-        raise ApiError(f"--kubeconfig {path}: not a text file (a kubeconfig is YAML or JSON)") from None
+        raise ApiError(f"{where}: not a text file (a kubeconfig is YAML or JSON)") from None
     try:
         return json.loads(text)
     except ValueError:
@@ -118,19 +147,47 @@ def _load(path: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise ApiError(f"--kubeconfig {path}: YAML needs PyYAML (pip install -r requirements.txt), "
+        raise ApiError(f"{where}: YAML needs PyYAML (pip install -r requirements.txt), "
                        "or pass it as JSON (kubectl config view --raw -o json)") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ApiError(f"--kubeconfig {path}: not YAML ({exc.__class__.__name__})") from None
+        raise ApiError(f"{where}: not YAML ({exc.__class__.__name__})") from None
 
 
 def from_kubeconfig(path: str, allow_exec: bool = False) -> Credentials:
+    return from_kubeconfig_data(_load(path), f"--kubeconfig {path}", allow_exec)
+
+
+def from_kubeconfig_data(doc: Any, where: str, allow_exec: bool = False) -> Credentials:
+    """The credentials of a kubeconfig already read (`where` names it in an error: a file, az's output, a
+    variable)."""
     try:
-        return _credentials(path, _load(path), allow_exec)
+        return _credentials(where, doc, allow_exec)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a mapping of the wrong shape, bad base64
-        raise ApiError(f"--kubeconfig {path}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
+        raise ApiError(f"{where}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
+
+
+def default_kubeconfig(home: Path | None = None) -> Credentials:
+    """What kubectl reads without flags: the files of $KUBECONFIG (os.pathsep-separated, merged as
+    client-go merges them: the first file to name a cluster, user or context, or to set current-context,
+    wins; missing files are skipped), else ~/.kube/config. Exec plugins allowed (a person's kubelogin)."""
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    paths = listed or [str((home or Path.home()) / ".kube" / "config")]
+    found = [p for p in paths if Path(p).is_file()]
+    if not found:
+        raise ApiError(f"no kubeconfig: {', '.join(paths)} not found (pass --kubeconfig, or the --aks-* flags)")
+    merged: dict[str, Any] = {}
+    for path in found:
+        doc = _load(path, path)
+        if not isinstance(doc, dict):
+            raise ApiError(f"{path}: not a kubeconfig (expected a YAML mapping)")
+        if not merged.get("current-context") and doc.get("current-context"):
+            merged["current-context"] = doc["current-context"]
+        for key in ("clusters", "users", "contexts"):
+            have = {e.get("name") for e in merged.setdefault(key, []) if isinstance(e, dict)}
+            merged[key] += [e for e in doc.get(key) or [] if isinstance(e, dict) and e.get("name") not in have]
+    return from_kubeconfig_data(merged, found[0] if len(found) == 1 else "$KUBECONFIG", allow_exec=True)
 
 
 def server_problem(server: str) -> str | None:
@@ -145,19 +202,22 @@ def server_problem(server: str) -> str | None:
     return None
 
 
-def _credentials(path: str, doc: Any, allow_exec: bool = False) -> Credentials:
+def _credentials(where: str, doc: Any, allow_exec: bool = False) -> Credentials:
     if not isinstance(doc, dict):
-        raise ApiError(f"--kubeconfig {path}: not a kubeconfig (expected a YAML mapping)")
+        raise ApiError(f"{where}: not a kubeconfig (expected a YAML mapping)")
     by_name = lambda key: {e.get("name"): e.get(key[:-1]) or {} for e in doc.get(key) or [] if isinstance(e, dict)}  # noqa: E731
     context = by_name("contexts").get(doc.get("current-context")) or {}
     cluster = by_name("clusters").get(context.get("cluster")) or {}
     user = by_name("users").get(context.get("user")) or {}
     if not cluster.get("server"):
-        raise ApiError(f"--kubeconfig {path}: its current context names no cluster server")
+        raise ApiError(f"{where}: its current context names no cluster server")
     if problem := server_problem(str(cluster["server"])):
-        raise ApiError(f"--kubeconfig {path}: the cluster's server {cluster['server']!r} {problem}")
+        raise ApiError(f"{where}: the cluster's server {cluster['server']!r} {problem}")
+    if user.get("auth-provider") and allow_exec:
+        raise ApiError(f"{where}: the user runs a legacy auth-provider ({user['auth-provider'].get('name')}); "
+                       "convert it to kubelogin's exec credential plugin (`kubelogin convert-kubeconfig`)")
     if (user.get("exec") and not allow_exec) or user.get("auth-provider"):
-        raise ApiError(f"--kubeconfig {path}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
+        raise ApiError(f"{where}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
                        "the certifier takes a token or a client certificate (e.g. `az aks get-credentials --admin`, "
                        "or a ServiceAccount token)")
     ca_data = cluster.get("certificate-authority-data")
@@ -189,7 +249,7 @@ class Api:
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str = "application/json", text: bool = False,
-                read: Callable[[Any], Any] | None = None) -> Any:
+                read: Callable[[Any], Any] | None = None, timeout: float | None = None) -> Any:
         url = self.creds.server + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -202,13 +262,13 @@ class Api:
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:  # noqa: S310 (the API server)
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ssl) as resp:  # noqa: S310 (the API server)
                 if read is not None:  # the answer as it arrives, never whole (a pod's log: verify.logread)
                     return read(resp)
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raise ApiError(f"{method} {path}: Kubernetes API answered {exc.code} {_message(exc)}".rstrip(),
-                           exc.code) from None
+                           exc.code, exc.reason) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(f"{method} {path}: no answer from {self.creds.server} ({reason})") from None

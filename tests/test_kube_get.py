@@ -1,99 +1,119 @@
-"""Canary: clusterside/kube.py's get_json / get_text send what the pinned kubernetes client's generated
-methods send (method, URL with quoted path parameters and query, headers, timeout) and raise the same
-exception for a non-2xx answer. The collector calls the ApiClient directly (kube.py says why); this
-fails first when a client upgrade changes what a generated method does."""
+"""clusterside/kube.py's get_json / get_text through the one client (clusterside/kube_api.py): what they send
+(method, the API reference's path with its parameters quoted, the query with the API's names and Go's
+booleans, the bearer token, the timeout asked for) and what they raise for a non-2xx answer or none, as
+the collector reads them (kube.status_of, kube.error_text)."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from clusterside import kube
+from clusterside import kube, kube_api
+from tests.fake_server import LoopbackServer
 
 NAME = "odd name/with?chars"  # a path parameter that needs quoting
 SELECTOR = "volcano.sh/job-name=j,app!=x y"
+TOKEN = "t0ken"
 
 
-def _recording_client(status: int = 200, body: bytes = b'{"items": []}'):
-    """An ApiClient whose REST layer records each request and answers `status` with `body`."""
-    from kubernetes import client as k
-    from kubernetes.client import rest
+class Recorder(LoopbackServer):
+    """Answers every GET with `status` and `body`, and records (raw path, query, headers)."""
 
-    api = k.ApiClient()
-    api.configuration.api_key = {"BearerToken": "Bearer t0ken"}
-    sent: list[tuple] = []
+    def __init__(self, status: int = 200, body: bytes = b'{"items": []}', reason: str | None = None):
+        self.sent: list[tuple[str, dict, dict]] = []
+        fake = self
 
-    def request(method, url, headers=None, body=None, post_params=None, _request_timeout=None):
-        sent.append((method, url, headers, body, post_params or None, _request_timeout))
-        raw = SimpleNamespace(status=status, reason="Forbidden" if status == 403 else "OK", data=answer,
-                              headers={"content-type": "application/json"})
-        return rest.RESTResponse(raw)
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
 
-    answer = body
-    api.rest_client.request = request
-    return api, sent
+            def do_GET(self):
+                url = urlparse(self.path)
+                fake.sent.append((url.path, parse_qs(url.query), dict(self.headers)))
+                self.send_response(status, reason)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(Handler, TOKEN)
+
+    def api(self) -> kube_api.Api:
+        return kube_api.Api(kube_api.from_kubeconfig_data(json.loads(self.kubeconfig()), "test"))
 
 
-def _calls(api):
-    """(generated call, the same read through get_json/get_text) for each read the collector makes."""
-    from kubernetes.client.api.core_v1_api import CoreV1Api
-    from kubernetes.client.api.custom_objects_api import CustomObjectsApi
-
-    core, custom, t = CoreV1Api(api), CustomObjectsApi(api), {"_request_timeout": 30}
+def _reads(api: kube_api.Api) -> list:
+    """Each read the collector makes, and the path the API reference gives it (the generated methods of
+    kubernetes-client: list_namespaced_pod, read_namespaced_pod_log, list_namespaced_event, list_node,
+    get_namespaced_custom_object, list_cluster_custom_object)."""
+    quoted = "odd%20name%2Fwith%3Fchars"
     obj = {"group": "g.io", "version": "v1", "namespace": "ns", "plural": "jobs", "name": NAME}
     return [
-        (lambda: core.list_namespaced_pod("ns", label_selector=SELECTOR, _preload_content=False, **t),
-         lambda: kube.get_json(api, kube.PODS, {"namespace": "ns"}, labelSelector=SELECTOR, request_timeout=30)),
-        (lambda: core.read_namespaced_pod_log(NAME, "ns", container="c", limit_bytes=5, since_seconds=7,
-                                              timestamps=True, _preload_content=False, **t),
-         lambda: kube.get_text(api, kube.POD_LOG, {"namespace": "ns", "name": NAME}, container="c", limitBytes=5,
-                               sinceSeconds=7, timestamps=True, request_timeout=30)),
-        (lambda: core.read_namespaced_pod_log(NAME, "ns", container=None, _preload_content=False, **t),
-         lambda: kube.get_text(api, kube.POD_LOG, {"namespace": "ns", "name": NAME}, container=None,
-                               request_timeout=30)),
-        (lambda: core.list_namespaced_event("ns", _preload_content=False, **t),
-         lambda: kube.get_json(api, kube.EVENTS, {"namespace": "ns"}, request_timeout=30)),
-        (lambda: core.list_node(label_selector=SELECTOR, _preload_content=False, **t),
-         lambda: kube.get_json(api, kube.NODES, labelSelector=SELECTOR, request_timeout=30)),
-        (lambda: custom.get_namespaced_custom_object(*obj.values(), **t),
-         lambda: kube.get_json(api, kube.NAMESPACED_OBJECT, obj, request_timeout=30)),
-        (lambda: custom.list_cluster_custom_object("g.io", "v1", "plural", _preload_content=False, **t),
-         lambda: kube.get_json(api, kube.CLUSTER_OBJECTS, {"group": "g.io", "version": "v1", "plural": "plural"},
-                               request_timeout=30)),
+        (lambda: kube.get_json(api, kube.PODS, {"namespace": "ns"}, labelSelector=SELECTOR, request_timeout=30),
+         "/api/v1/namespaces/ns/pods", {"labelSelector": [SELECTOR]}),
+        (lambda: kube.get_text(api, kube.POD_LOG, {"namespace": "ns", "name": NAME}, container="c", limitBytes=5,
+                               sinceSeconds=7, timestamps=True, request_timeout=30),
+         f"/api/v1/namespaces/ns/pods/{quoted}/log",
+         {"container": ["c"], "limitBytes": ["5"], "sinceSeconds": ["7"], "timestamps": ["true"]}),
+        (lambda: kube.get_text(api, kube.POD_LOG, {"namespace": "ns", "name": NAME}, container=None,
+                               request_timeout=30),
+         f"/api/v1/namespaces/ns/pods/{quoted}/log", {}),
+        (lambda: kube.get_json(api, kube.EVENTS, {"namespace": "ns"}, request_timeout=30),
+         "/api/v1/namespaces/ns/events", {}),
+        (lambda: kube.get_json(api, kube.NODES, labelSelector=SELECTOR, request_timeout=30),
+         "/api/v1/nodes", {"labelSelector": [SELECTOR]}),
+        (lambda: kube.get_json(api, kube.NAMESPACED_OBJECT, obj, request_timeout=30),
+         f"/apis/g.io/v1/namespaces/ns/jobs/{quoted}", {}),
+        (lambda: kube.get_json(api, kube.CLUSTER_OBJECTS, {"group": "g.io", "version": "v1", "plural": "plural"},
+                               request_timeout=30),
+         "/apis/g.io/v1/plural", {}),
     ]
 
 
-def test_get_json_and_get_text_send_what_the_generated_methods_send():
-    api, sent = _recording_client()
-    for generated, direct in _calls(api):
-        generated()
-        direct()
-        assert sent[-1] == sent[-2], sent[-2:]
-    assert len(sent) == 14
-    assert sent[0][2]["authorization"] == "Bearer t0ken" and sent[0][2]["Accept"] == "application/json"
-    assert "odd%20name%2Fwith%3Fchars" in sent[2][1]
-    assert "labelSelector=volcano.sh/job-name%3Dj%2Capp%21%3Dx%20y" in sent[0][1]
+def test_get_json_and_get_text_send_the_api_references_path_query_and_token():
+    with Recorder() as server:
+        reads = _reads(server.api())
+        for read, _, _ in reads:
+            read()
+    assert [(path, query) for path, query, _ in server.sent] == [(path, query) for _, path, query in reads]
+    assert all(headers["Authorization"] == f"Bearer {TOKEN}" for _, _, headers in server.sent)
+    assert server.sent[0][2]["Accept"] == "application/json"
 
 
-def test_the_answer_is_returned_as_the_generated_methods_return_it():
+def test_the_timeout_asked_for_is_the_requests(monkeypatch):
+    seen = []
+    monkeypatch.setattr(kube_api.Api, "request", lambda self, method, path, **kw: seen.append(kw["timeout"]))
+    api = kube_api.Api(kube_api.Credentials(server="http://127.0.0.1:1"))
+    kube.get_json(api, kube.NODES, request_timeout=7)
+    kube.get_text(api, kube.POD_LOG, {"namespace": "n", "name": "p"}, request_timeout=9)
+    assert seen == [7, 9]
+
+
+def test_the_answer_is_the_json_or_the_text_served():
     body = {"items": [{"metadata": {"name": "p"}}]}
-    api, _ = _recording_client(body=json.dumps(body).encode())
-    generated, direct = _calls(api)[0]
-    assert json.loads(generated().data) == direct() == body
-    generated, direct = _calls(api)[5]  # the Volcano job: the collector used to read it preloaded
-    assert generated() == direct() == body
+    with Recorder(body=json.dumps(body).encode()) as server:
+        read = _reads(server.api())
+        assert read[0][0]() == body
+        assert json.loads(read[1][0]()) == body
 
 
-@pytest.mark.parametrize("status", [403, 404, 503])
-def test_a_non_2xx_answer_raises_what_the_generated_methods_raise(status):
-    api, _ = _recording_client(status=status, body=b'{"kind": "Status"}')
-    for generated, direct in _calls(api)[::3]:
-        with pytest.raises(Exception) as old:
-            generated()
-        with pytest.raises(Exception) as new:
-            direct()
-        assert type(new.value) is type(old.value)
-        assert kube.status_of(new.value) == kube.status_of(old.value) == status
-        assert kube.error_text(new.value) == kube.error_text(old.value)
+@pytest.mark.parametrize(("status", "reason"), [(403, "Forbidden"), (404, "Not Found"), (503, "Service Unavailable")])
+def test_a_non_2xx_answer_raises_with_its_status_and_reads_as_one_line(status, reason):
+    with Recorder(status=status, body=b'{"kind": "Status"}', reason=reason) as server:
+        for read, _, _ in _reads(server.api())[::3]:
+            with pytest.raises(kube_api.ApiError) as raised:
+                read()
+            assert kube.status_of(raised.value) == status
+            assert kube.error_text(raised.value) == f"Kubernetes API answered {status} {reason}"
+
+
+def test_no_answer_reads_as_one_line_naming_the_server():
+    api = kube_api.Api(kube_api.Credentials(server="http://127.0.0.1:1"))
+    with pytest.raises(kube_api.ApiError) as raised:
+        kube.get_json(api, kube.NODES, request_timeout=5)
+    assert kube.status_of(raised.value) is None
+    text = kube.error_text(raised.value)
+    assert text.startswith("GET /api/v1/nodes: no answer from http://127.0.0.1:1") and "\n" not in text
