@@ -28,7 +28,7 @@ from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
 from components import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
-from core import pins
+from core import defaults, pins
 
 core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
 
@@ -43,10 +43,10 @@ TEMPLATE_CONFIGMAP = "fabric-certifier-template"  # the re-test job's spec (clus
 # holds new boots, re-tests held nodes (clusterside/certify_admit.py)
 ADMISSION_DEPLOYMENT = "fabric-certifier-admission"
 CODE_DIR = "/opt/aks-infiniband"
-# The pin table's pythonImage (python:3.12-slim by digest; the code needs 3.11+: datetime.UTC). Any image
-# with python3 >= 3.11 works (certifier.image).
-DEFAULT_IMAGE = pins.component("pythonImage").version
-DEFAULT_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
+# certifier.image and certifier.schedule: core/defaults.py's, the configuration's too (any image with
+# python3 >= 3.11 works; the default is the pin table's pythonImage).
+DEFAULT_IMAGE = defaults.CERTIFIER_IMAGE
+DEFAULT_SCHEDULE = defaults.CERTIFIER_SCHEDULE
 # Below every workload: pods with no class get 0. Never preempts anyone; the kube-scheduler may preempt it.
 PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS
 PRIORITY_VALUE = -1000

@@ -22,7 +22,7 @@ from components.fabric_test import number_arg as _gbps  # the doctor's GB/s line
 from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import dra, fabric, modes, nccl_sizing, pins
+from core import defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
 from verify import doctor, launcher_env
@@ -63,7 +63,7 @@ class NcclJobArgs:
     # added to the pods' deadline unless it is never. threshold_gbps: the user's all-reduce threshold
     # (fabricTest.thresholdGbps), which moves the doctor's pass line as it moves the verdict's.
     doctor: str = "never"
-    doctor_minutes: int = 0
+    doctor_minutes: int = defaults.DOCTOR_MINUTES  # fabricTest.doctorMinutes' default
     threshold_gbps: float | None = None
     # The rack's NVLink run of a multi-node-NVLink size (GB200/GB300): MNNVL and NVLS on, every worker
     # in one NVL72 clique, the ComputeDomain's channel claimed; judged by the catalog's rack figure,

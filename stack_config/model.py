@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, dra, enterprise, kinds, modes, nccl_sizing, pins
+from core import catalog, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
@@ -66,7 +66,7 @@ class FabricTest:
     threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
     doctor: str = "auto"  # verify.doctor.DOCTOR_MODES
-    doctor_minutes: int = 15  # the doctor's time budget, added to the job's deadline unless never
+    doctor_minutes: int = defaults.DOCTOR_MINUTES  # the doctor's budget, added to the job's deadline unless never
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
     fail_on: str = "fail"  # verify.gate.LEVELS: the verdict that fails `pulumi up` with fail_on_low_bandwidth

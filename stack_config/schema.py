@@ -4,7 +4,7 @@ and the pinned versions, each in exactly one place."""
 from __future__ import annotations
 
 from clusterside import certify
-from core import enterprise, fabric, modes, pins
+from core import defaults, enterprise, fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 from verify import gate
@@ -35,9 +35,10 @@ VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERS
 # nccl-tests (/opt/nccl_tests/build/all_reduce_perf) + HPC-X OpenMPI + sshd: pins.COMPONENTS "ncclTestsImage".
 DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version
 
-# The in-cluster certifier's image: the pin table's pythonImage (Python 3.11+ and nothing else).
-DEFAULT_CERTIFIER_IMAGE = pins.component("pythonImage").version
-DEFAULT_CERTIFIER_SCHEDULE = "17 */6 * * *"  # every 6 hours, off the hour
+# The in-cluster certifier's image (the pin table's pythonImage) and schedule: core/defaults.py's, which
+# components/certifier.py's Args take too.
+DEFAULT_CERTIFIER_IMAGE = defaults.CERTIFIER_IMAGE
+DEFAULT_CERTIFIER_SCHEDULE = defaults.CERTIFIER_SCHEDULE
 
 MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
 
@@ -109,8 +110,8 @@ SCHEMA: tuple[Key, ...] = (
                 "names the node or HCA behind a slow fabric: `auto` runs it only when the all-nodes run is not "
                 "PASS, `always`, or `never`.", default="auto", check=one_of(*DOCTOR_MODES)),
             Key("doctorMinutes", "integer", "The most time the doctor may add to the job (its steps are skipped "
-                "once it is spent); added to the job's deadline unless doctor is never.", default=15,
-                check=int_range(1, 120)),
+                "once it is spent); added to the job's deadline unless doctor is never.",
+                default=defaults.DOCTOR_MINUTES, check=int_range(1, 120)),
             Key("p2pThresholdGbits", "integer",
                 "CPU-only sizes (HB/HX): override the catalog's point-to-point fail threshold (Gb/s, bits, at the "
                 "largest message).", default_doc="from the SKU catalog", check=optional(int_range(1, 1600))),

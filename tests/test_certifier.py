@@ -150,6 +150,23 @@ def test_the_recurring_run_is_below_every_workload_and_preempts_no_one(dev):
     assert "--result-configmap" not in container["command"], "only day 0 writes what the outputs report"
 
 
+def test_the_image_and_schedule_have_one_default_and_the_image_is_a_renovate_tracked_pin():
+    """The configuration's defaults and the component Args' are core/defaults.py's; the image is the pin
+    table's pythonImage, which a `# renovate-image:` comment puts in Renovate's hands."""
+    from test_pins import renovate_matches
+
+    from core import defaults, pins
+
+    args = certifier_mod.CertifierArgs(fabric_namespace="nccl-test")
+    schema = {f.name: f.default for f in next(k for k in stack_config.SCHEMA if k.name == "certifier").fields}
+    assert (args.image, schema["image"]) == (defaults.CERTIFIER_IMAGE, defaults.CERTIFIER_IMAGE)
+    assert (args.schedule, schema["schedule"]) == (defaults.CERTIFIER_SCHEDULE, defaults.CERTIFIER_SCHEDULE)
+    assert defaults.CERTIFIER_IMAGE == pins.component("pythonImage").version
+    tracked = {f"{m['depName']}:{m['currentValue']}@{m['currentDigest']}" for m in renovate_matches()
+               if m.get("currentDigest")}
+    assert defaults.CERTIFIER_IMAGE in tracked
+
+
 def test_the_schedule_can_be_off_and_a_bad_one_is_refused_by_name(render_kubernetes):
     from test_kubernetes_layer import OVERRIDES  # with a network operator version that touches no certifier object
 

@@ -1,0 +1,21 @@
+"""Defaults that more than one layer states: the configuration's schema (stack_config/schema.py, which
+documents them) and a component's Args (components/), which a test or a program builds without the
+configuration. One value each, so the two cannot drift apart.
+
+Pinned versions are not here: they are the pin table's (core/pins.py), which Renovate bumps.
+"""
+
+from __future__ import annotations
+
+from core import pins
+
+# certifier.image: the pin table's pythonImage (python:3.12-slim by its index digest, Renovate-tracked), as
+# the topology labeler's labelling step uses it. The certifier needs Python 3.11+ (datetime.UTC) and nothing
+# else: its code is mounted (components/certifier.py).
+CERTIFIER_IMAGE = pins.component("pythonImage").version
+# certifier.schedule: every 6 hours, off the hour (a cron schedule, UTC).
+CERTIFIER_SCHEDULE = "17 */6 * * *"
+
+# fabricTest.doctorMinutes: the fabric doctor's time budget, added to the job's deadline unless the
+# doctor is never; the job hands it to the launcher as DOCTOR_SECONDS (components/nccl_job.py).
+DOCTOR_MINUTES = 15
