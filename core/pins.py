@@ -252,52 +252,44 @@ def is_digest_pinned(image: str) -> bool:
 
 
 # --- the compatibility matrix --------------------------------------------------------------------
-# For each supported Kubernetes minor: the component versions tested with it (the pins above: the
-# offline checks render and validate them at that minor) and where upstream states that support.
-# A minor is here only when every component states it; a bump changes a pin, and
-# tests/test_pins.py then fails until each row below names the new version and its source again.
-_GPU_OPERATOR_K8S = ("NVIDIA/cloud-native-docs#488 (2026-09-04): GPU Operator 26.7.0 validated on "
-                     "Kubernetes 1.33-1.37, 1.32-1.37 on Ubuntu 24.04 (platform-support.rst)")
-_NETWORK_OPERATOR_K8S = "network-operator chart kubeVersion '>= 1.32.0-0' (Chart.yaml at v26.7.0-rc.2, f928ef2)"
-_VOLCANO_K8S = "volcano-sh/volcano README.md 'Kubernetes compatibility' at v1.15.1: v1.15 up to 1.35"
-_NFD_K8S = "no range stated upstream (chart has no kubeVersion); checked here at this minor"
-# Both serve resource.k8s.io/v1, GA from 1.34; the stack's DRA floor is core/dra.py's (1.34.2: Azure's).
-_DRA_DRIVER_K8S = ("dra-driver-nvidia-gpu chart kubeVersion '>=1.32.0-0' (Chart.yaml at v0.4.1); "
-                   "resource.k8s.io/v1 from 1.34, Azure's deploy-aks.sh asks 1.34.2+")
-_DRANET_K8S = "no range stated upstream (chart has no kubeVersion); resource.k8s.io/v1 from 1.34, checked here"
+# For each supported Kubernetes minor: the pinned components tested with it (the offline checks render
+# and validate the pins above at that minor), each with where upstream states that support. A row names
+# pins, never their versions: a bump is one edit of the table above, and the matrix then claims the new
+# version. So a bump re-reads the statement below for its component (Renovate's PR says so; each says
+# at which release it was read), and a minor is a row only when every component states it.
+_RELEASED_WITH_NETWORK_OPERATOR = f"released with network-operator v{component('networkOperator').version.lstrip('v')}"
+SUPPORT: dict[str, str] = {
+    "nodeFeatureDiscovery": "no range stated upstream (chart has no kubeVersion); checked here at this minor",
+    "networkOperator": "network-operator chart kubeVersion '>= 1.32.0-0' (Chart.yaml at v26.7.0-rc.2, f928ef2)",
+    # its release set (hack/release.yaml): these move with the chart (renovate.json groups them)
+    "docaDriver": _RELEASED_WITH_NETWORK_OPERATOR,
+    "rdmaSharedDevicePlugin": _RELEASED_WITH_NETWORK_OPERATOR,
+    "sriovDevicePlugin": _RELEASED_WITH_NETWORK_OPERATOR,
+    "gpuOperator": ("NVIDIA/cloud-native-docs#488 (2026-09-04): GPU Operator 26.7.0 validated on "
+                    "Kubernetes 1.33-1.37, 1.32-1.37 on Ubuntu 24.04 (platform-support.rst)"),
+    "volcano": "volcano-sh/volcano README.md 'Kubernetes compatibility' at v1.15.1: v1.15 up to 1.35",
+    # Both serve resource.k8s.io/v1, GA from 1.34; the stack's DRA floor is core/dra.py's (1.34.2: Azure's).
+    "draDriver": ("dra-driver-nvidia-gpu chart kubeVersion '>=1.32.0-0' (Chart.yaml at v0.4.1); "
+                  "resource.k8s.io/v1 from 1.34, Azure's deploy-aks.sh asks 1.34.2+"),
+    "dranet": "no range stated upstream (chart has no kubeVersion); resource.k8s.io/v1 from 1.34, checked here",
+}
 
 
 @dataclass(frozen=True)
 class MatrixRow:
     kubernetes: str  # MAJOR.MINOR
     aks: str  # why AKS offers it
-    tested: dict[str, tuple[str, str]]  # versions key -> (version tested, where upstream states support)
+    pins: tuple[str, ...] = VERSION_KEYS  # the versions keys tested with this minor: their pins
+
+    @property
+    def tested(self) -> dict[str, tuple[str, str]]:
+        """versions key -> (the version tested: the pin's, where upstream states support)."""
+        return {key: (component(key).version, SUPPORT[key]) for key in self.pins}
 
 
 MATRIX: tuple[MatrixRow, ...] = (
-    MatrixRow("1.34", "AKS GA; one of its three supported minors while 1.36 is the newest (upstream EOL 2026-10-27)",
-              {
-        "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
-        "networkOperator": ("26.7.0", _NETWORK_OPERATOR_K8S),
-        "docaDriver": ("doca3.5.0-26.07-0.7.3.0-0", "released with network-operator v26.7.0"),
-        "rdmaSharedDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
-        "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
-        "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
-        "volcano": ("v1.15.1", _VOLCANO_K8S),
-        "draDriver": ("0.4.1", _DRA_DRIVER_K8S),
-        "dranet": ("1.4.0", _DRANET_K8S),
-    }),
-    MatrixRow("1.35", "AKS GA (the default: the newest minor every component states)", {
-        "nodeFeatureDiscovery": ("0.19.0", _NFD_K8S),
-        "networkOperator": ("26.7.0", _NETWORK_OPERATOR_K8S),
-        "docaDriver": ("doca3.5.0-26.07-0.7.3.0-0", "released with network-operator v26.7.0"),
-        "rdmaSharedDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
-        "sriovDevicePlugin": ("network-operator-v26.7.0", "released with network-operator v26.7.0"),
-        "gpuOperator": ("v26.7.0", _GPU_OPERATOR_K8S),
-        "volcano": ("v1.15.1", _VOLCANO_K8S),
-        "draDriver": ("0.4.1", _DRA_DRIVER_K8S),
-        "dranet": ("1.4.0", _DRANET_K8S),
-    }),
+    MatrixRow("1.34", "AKS GA; one of its three supported minors while 1.36 is the newest (upstream EOL 2026-10-27)"),
+    MatrixRow("1.35", "AKS GA (the default: the newest minor every component states)"),
 )
 # Not in the matrix: 1.36, GA on AKS since 2026-06, because Volcano v1.15 is validated only up to 1.35
 # (every other component states 1.36); it runs with allowUntestedVersions and the plan says so.
