@@ -39,8 +39,12 @@ SSH_PORT = 22  # the ssh plugin's default port, which its generated ssh config u
 # Finished jobs stay a day, so the launcher's log can still be read (by the collect step, and by a
 # human the morning after); the pods of a finished job hold no GPUs or HCAs.
 TTL_SECONDS_AFTER_FINISHED = 24 * 3600
-# The launcher's bounded wait for every worker's sshd (pods start together; images are large).
+# The launcher's bounded wait for every worker's sshd (pods start together; images are large), and its
+# pause between attempts.
 SSH_WAIT_SECONDS = 900
+SSH_POLL_SECONDS = 5
+HOSTFILE = "/etc/volcano/mpiworker.host"  # Volcano's svc plugin writes it: one worker host a line
+POD_IFNAME = "eth0"  # the pod network's interface: mpirun's own channel (NCCL's and UCX's settings name it too)
 # Host keys if the image has none, then sshd in the foreground, logging to stderr.
 WORKER_COMMAND = "ssh-keygen -A >/dev/null; mkdir -p /run/sshd; exec /usr/sbin/sshd -D -e"
 CONFIG_HASH_ANNOTATION = "aks-infiniband.io/config-sha256"
@@ -86,6 +90,12 @@ def spec_hash(value: Any) -> str:
 
 def labels(job_name: str, role: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "aks-infiniband", ROLE_LABEL: role}
+
+
+def launcher_env() -> dict[str, str]:
+    """What both launchers (scripts/*-launcher.sh) read about the job's shape: set here, no defaults there."""
+    return {"HOSTFILE": HOSTFILE, "MPI_HOME": MPI_HOME, "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
+            "SSH_POLL_SECONDS": str(SSH_POLL_SECONDS), "POD_IFNAME": POD_IFNAME}
 
 
 def check_host_names(job_name: str, workers: int) -> None:

@@ -19,7 +19,6 @@ import pulumi_kubernetes as k8s
 
 from components import fabric_claims, mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
-from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
 from core import defaults, dra, fabric, modes, nccl_sizing, pins
@@ -34,8 +33,20 @@ LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "nccl-lau
 ALL_REDUCE_BIN = "/opt/nccl_tests/build/all_reduce_perf"  # path in the nccl-tests image
 # Per rank (one per GPU): a CPU core and host memory for its buffers and the NCCL proxy thread.
 CPU_PER_RANK, MEMORY_GI_PER_RANK = 1, 8
+# How mpirun's output reaches the log: condensed (NCCL's INFO lines verify reads, once per host) or full.
+LAUNCHER_NCCL_LOG = "condensed"
 # The doctor's per-HCA ib_write_bw: at most this many slow pairs (each takes one HCA at a time).
 DOCTOR_HCA_PAIRS = 2
+# At most this many nodes' checks, or pairs, at a time: each is an mpirun in the launcher's pod.
+DOCTOR_PARALLEL = 16
+# One HCA's ib_write_bw: at most this long, its client started this long after its server.
+PERFTEST_SECONDS, PERFTEST_START_SECONDS = 60, 2
+# ib_write_bw's arguments as Azure's health checks measure the gates the doctor judges by
+# (Azure/azurehpc-health-checks@0e0a1ac), by the memory it moves (the launcher adds --use_cuda=<the HCA's
+# index> for cuda): customTests/azure_ib_write_bw_gdr.nhc, and azure_ib_write_bw_non_gdr.nhc with its
+# MSG_SIZE default of 1048576.
+PERFTEST_ARGS = {"cuda": "-s 8388608 -x 0 -F --report_gbits --perform_warm_up",
+                 "host": "-s 1048576 -D 10 -x 0 -F --report_gbits --perform_warm_up -q 2"}
 
 
 @dataclass(frozen=True)
@@ -100,19 +111,37 @@ class NcclJobArgs:
             raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
 
 
+def doctor_decision(mode: str, node_count: int) -> tuple[str, str]:
+    """Whether the doctor runs, decided here where the job's facts decide it: ("yes" | "no", reason); or
+    ("by-result", "") under auto on two or more nodes, where the launcher decides from the all-nodes run
+    (the rules it reads: DOCTOR_RUN_IF, DOCTOR_PASS_BUSBW_GBPS). The reasons are the doctor marker's."""
+    if mode == "never":
+        return "no", "mode-never"
+    if node_count < 2:
+        return "no", "single-node"
+    if mode == "always":
+        return "yes", "mode-always"
+    return "by-result", ""
+
+
 def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     """The launcher's doctor inputs (scripts/nccl-launcher.sh lists them), all computed here from the
-    catalog and verify/, so that the launcher compares numbers and follows a plan, and decides nothing."""
-    if args.doctor == "never":
-        return {"DOCTOR": "never"}
+    catalog and verify/, so that the launcher compares numbers and follows a plan, and decides nothing
+    that is known before the pod starts. The same keys in every mode: a re-test (verify/certify_recurring.py)
+    sets the doctor's values on the day-0 job's spec, where each must already be."""
     sku = args.sku
     largest = nccl_sizing.max_size_arg(args.all_reduce_args)
     node_size = sku.allreduce_1_node.size if sku.allreduce_1_node else largest
     # a pair is slow where a 2-node verdict would not PASS: the same rule as the pass line
     pair_slow = doctor.Expectations.for_sku(sku, args.threshold_gbps).pair_slow_below_gbps
     pass_line = pass_line_gbps(sku.allreduce_expectation(args.node_count), args.threshold_gbps)
+    # per-HCA ib_write_bw from the memory the size's gate was measured from (GPU memory on ND sizes)
+    memory = sku.p2p.gate_memory if sku.p2p else ("cuda" if sku.expects_gpudirect_rdma else "host")
+    run, reason = doctor_decision(args.doctor, args.node_count)
     return {
         "DOCTOR": args.doctor,
+        "DOCTOR_RUN": run,
+        "DOCTOR_RUN_REASON": reason,
         "DOCTOR_SECONDS": str(args.doctor_minutes * 60),
         "DOCTOR_PASS_BUSBW_GBPS": _gbps(pass_line),
         # the transport rules of verify.verdict that the launcher checks on the all-nodes run (auto)
@@ -123,8 +152,12 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",
         "DOCTOR_PAIR_SLOW_BELOW_GBPS": _gbps(pair_slow),
         "DOCTOR_HCA_PAIRS": str(DOCTOR_HCA_PAIRS),
-        # per-HCA ib_write_bw from the memory the size's gate was measured from (GPU memory on ND sizes)
-        "PERFTEST_MEMORY": sku.p2p.gate_memory if sku.p2p else ("cuda" if sku.expects_gpudirect_rdma else "host"),
+        "DOCTOR_PARALLEL": str(DOCTOR_PARALLEL),
+        "PERFTEST_MEMORY": memory,
+        "PERFTEST_ARGS": PERFTEST_ARGS[memory],
+        "PERFTEST_SECONDS": str(PERFTEST_SECONDS),
+        "PERFTEST_START_SECONDS": str(PERFTEST_START_SECONDS),
+        **launcher_env.hca_listing_env(),  # how the launcher reads a node's HCA listing: verify/hca.py's rule
     }
 
 
@@ -181,9 +214,9 @@ def job_spec(
         "GPUS_PER_NODE": str(sku.gpus_per_vm),
         "ALL_REDUCE_ARGS": args.all_reduce_args,
         "ALL_REDUCE_BIN": ALL_REDUCE_BIN,
-        "MPI_HOME": MPI_HOME,
+        **mpi_job.launcher_env(),  # the hostfile, MPI_HOME, the sshd wait, the pod's interface
         "MPI_MAP_BIND": " ".join(binding(sku).args),
-        "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
+        "LAUNCHER_NCCL_LOG": LAUNCHER_NCCL_LOG,
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run,
                    dra=modes.rdma_mode(args.rdma_mode).dra),
         **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import mpi_job
-from components.mpi_job import MPI_HOME, SSH_WAIT_SECONDS
+from components.mpi_job import MPI_HOME
 from core import modes, pins
 from core.catalog import Sku
 from core.kinds import POINT_TO_POINT, Kind, kind_for
@@ -127,8 +127,7 @@ def job_spec(args: P2pJobArgs, launcher_configmap: str, configmaps: dict[str, st
         "OSU_DIR": OSU_DIR,
         "OSU_BW_ARGS": args.osu_bw_args,
         "OSU_LATENCY_ARGS": args.osu_latency_args,
-        "MPI_HOME": MPI_HOME,
-        "SSH_WAIT_SECONDS": str(SSH_WAIT_SECONDS),
+        **mpi_job.launcher_env(),  # the hostfile, MPI_HOME, the sshd wait, the pod's interface
         **UCX_ENV,
     }
     return mpi_job.job_spec(

@@ -19,59 +19,63 @@
 # `nccl-launcher.sh --condense-nccl-log < raw.log` applies the same filter to a saved log (with the
 # LOG_*_ERE values below in the environment).
 #
-# This script holds no parsing or transport rule: every pattern it matches and every figure it
-# compares is computed by Python at deploy time (verify/launcher_env.py, components/nccl_job.py) and
-# handed over below; the awk programs here know no log format. (The test image need not have
-# python3: docs/fabric-doctor.md.)
+# This script holds no parsing or transport rule and no value of its own: every pattern it matches,
+# every figure it compares and every setting is computed by Python at deploy time (verify/launcher_env.py,
+# components/nccl_job.py, components/mpi_job.py) and handed over below; the awk programs here know no
+# log format. A missing input stops it with one line (exit 2). (The test image need not have python3:
+# docs/fabric-doctor.md.)
 #
-# Inputs (environment; the job sets them from the SKU catalog, verify/ and the stack configuration):
+# Inputs (environment; the job sets every one, from the SKU catalog, verify/ and the stack configuration):
 #   NODES             workers expected (the pool's node count)
 #   GPUS_PER_NODE     ranks per worker (the catalog's GPUs per VM)
 #   ALL_REDUCE_ARGS   arguments of all_reduce_perf, e.g. "-b 8 -e 16G -f 2 -g 1"
-#   ALL_REDUCE_BIN    default /opt/nccl_tests/build/all_reduce_perf (the nccl-tests image's path)
-#   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
-#   MPI_HOME          default /opt/hpcx/ompi (HPC-X OpenMPI); passed as --prefix so that the remote
-#                     orted finds its binaries and libraries over a non-login ssh shell
+#   ALL_REDUCE_BIN    all_reduce_perf's path in the image (components/nccl_job.py)
+#   HOSTFILE          the worker hosts, one a line (Volcano's svc plugin writes it: components/mpi_job.py)
+#   MPI_HOME          HPC-X OpenMPI; passed as --prefix so that the remote orted finds its binaries and
+#                     libraries over a non-login ssh shell
 #   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/nccl_settings.py
-#                     binding(): Azure's core binding on ND v5); default
-#                     "-npernode $GPUS_PER_NODE --bind-to none"
-#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (components/mpi_job.py
-#                     SSH_WAIT_SECONDS: no default here, so the value has one source)
-#   SSH_POLL_SECONDS  pause between attempts (default 5)
-#   POD_IFNAME        the pod network's interface, for mpirun's own channel (default eth0)
-#   LAUNCHER_NCCL_LOG condensed (default) or full: full keeps every NCCL INFO line, the doctor's
-#                     runs' too (a short debugging run, or a pool whose containerLogMaxSizeMB was raised)
+#                     binding(): Azure's core binding on ND v5)
+#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (components/mpi_job.py)
+#   SSH_POLL_SECONDS  pause between attempts
+#   POD_IFNAME        the pod network's interface, for mpirun's own channel
+#   LAUNCHER_NCCL_LOG condensed or full: full keeps every NCCL INFO line, the doctor's runs' too (a short
+#                     debugging run, or a pool whose containerLogMaxSizeMB was raised)
 #   LOG_TAG_ERE, LOG_ROW_ERE, LOG_NCCL_LINE_ERE, LOG_NCCL_INFO_ERE, LOG_NCCL_HOST_ERE, LOG_NCCL_KEEP_ERE,
 #   LOG_NCCL_CONNECTION_ERE  the filter's patterns (verify.launcher_env.log_filter_env): mpirun's tag, an
 #                     nccl-tests row's first columns, an NCCL line, an INFO line, its host, the INFO
 #                     messages kept once per host, a connection line
 #   LOG_RESULT_ROW_ERE, LOG_RESULT_OK_ERE, LOG_RESULT_FIELDS  a result row, one with no wrong
 #                     element, and the fields of its size and busbw (verify.launcher_env.result_env)
-# The doctor (fabricTest.doctor; components/nccl_job.py computes every figure from the catalog and
-# verify/):
-#   DOCTOR                 auto | always | never (default never): auto runs it only when the all-nodes
-#                          run is not PASS by what this script can read of it cheaply: it failed or
-#                          printed no result at its largest size; a DOCTOR_RUN_IF rule holds; it is
+# The doctor (fabricTest.doctor; components/nccl_job.py computes every value from the catalog, verify/
+# and the configuration, in every mode: a re-test sets the doctor's values on the day-0 job's spec):
+#   DOCTOR                 auto | always | never: the mode, for the doctor marker
+#   DOCTOR_RUN             yes | no: decided before the pod started (the mode, the node count), with
+#                          DOCTOR_RUN_REASON; by-result (auto on two or more nodes): it runs only when the
+#                          all-nodes run is not PASS by what this script can read of it cheaply: it failed
+#                          or printed no result at its largest size; a DOCTOR_RUN_IF rule holds; it is
 #                          below DOCTOR_PASS_BUSBW_GBPS; or no pass line is known
 #   DOCTOR_RUN_IF          the all-nodes verdict's transport rules (verify.launcher_env.transport_rules):
 #                          one a line, "reason<TAB>ERE" (a line matches) or "reason<TAB>ERE<TAB>ITEM<TAB>MIN"
 #                          (a line matches with fewer than MIN matches of ITEM); the first that holds
-#   DOCTOR_SECONDS         the doctor's time budget; each step gets what is left, then is skipped
+#   DOCTOR_SECONDS         the doctor's time budget (fabricTest.doctorMinutes); each step gets what is left,
+#                          then is skipped
 #   DOCTOR_PASS_BUSBW_GBPS the busbw at the largest size at and above which the all-nodes verdict
 #                          can be PASS (verify.verdict.pass_line_gbps); empty: unknown
-#   DOCTOR_PAIR_ROUNDS     rounds of node-index pairs, "0-3 1-2;0-2 1-3" (verify.doctor.plan_pairs)
+#   DOCTOR_PAIR_ROUNDS     rounds of node-index pairs, "0-3 1-2;0-2 1-3" (verify.doctor.plan_pairs); may be empty
 #   DOCTOR_PAIR_ARGS       all_reduce_perf arguments of a pair run
 #   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
 #   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw: where a 2-node
 #                          verdict starts to PASS (verify.doctor.Expectations.pair_slow_below_gbps); empty: none
-#   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw (default 2)
-#   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time (default 16): each is an
-#                          mpirun in this pod, which requests one core
-#   PERFTEST_MEMORY        cuda | host (default host): the memory ib_write_bw moves, that of the size's
-#                          gate (catalog LinkExpectation.gate_memory): cuda adds --use_cuda=<the HCA's index>
-#   PERFTEST_ARGS          ib_write_bw arguments; default Azure's health check's for that memory (below)
-#   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client (default 2)
-#   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take (default 60)
+#   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw
+#   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time: each is an mpirun in this pod
+#   PERFTEST_MEMORY        cuda | host: the memory ib_write_bw moves, that of the size's gate (catalog
+#                          LinkExpectation.gate_memory): cuda adds --use_cuda=<the HCA's index>
+#   PERFTEST_ARGS          ib_write_bw arguments: Azure's health check's for that memory (components/nccl_job.py)
+#   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client
+#   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take
+#   HCA_PORT_ERE, HCA_DEVICE_PREFIX_ERE, HCA_DEVICE_ERE, HCA_FIELD_ERE, HCA_LINK_LAYER_ERE, HCA_INFINIBAND_ERE
+#                          how a node's HCA listing names its InfiniBand devices (verify.launcher_env
+#                          hca_listing_env: verify/hca.py's rule)
 # Every NCCL_*, UCX_* and SHARP_* variable of this container, and CUDA_DEVICE_ORDER, PATH and
 # LD_LIBRARY_PATH, is forwarded to the ranks with -x: the job spec is the one place they are set.
 set -euo pipefail
@@ -89,6 +93,13 @@ require() {
   local v
   for v in "$@"; do
     [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/nccl_job.py)"
+  done
+}
+# Inputs that may be empty (an empty value means something: no pass line, no pair rounds), but are set.
+require_set() {
+  local v
+  for v in "$@"; do
+    [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/nccl_job.py)"
   done
 }
 condense_nccl_log() {
@@ -140,23 +151,34 @@ fi
 
 marker() { echo "# aks-infiniband $*"; }
 
-# SSH_WAIT_SECONDS: components/mpi_job.py's, the one value of it
-require NODES GPUS_PER_NODE ALL_REDUCE_ARGS SSH_WAIT_SECONDS "${filter_patterns[@]}" LOG_RESULT_ROW_ERE \
-  LOG_RESULT_OK_ERE LOG_RESULT_FIELDS
-hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
-bench="${ALL_REDUCE_BIN:-/opt/nccl_tests/build/all_reduce_perf}"
-mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
+require NODES GPUS_PER_NODE ALL_REDUCE_ARGS ALL_REDUCE_BIN HOSTFILE MPI_HOME MPI_MAP_BIND SSH_WAIT_SECONDS \
+  SSH_POLL_SECONDS POD_IFNAME LAUNCHER_NCCL_LOG "${filter_patterns[@]}" LOG_RESULT_ROW_ERE LOG_RESULT_OK_ERE \
+  LOG_RESULT_FIELDS DOCTOR DOCTOR_RUN DOCTOR_SECONDS
+require_set DOCTOR_RUN_REASON DOCTOR_PASS_BUSBW_GBPS
+hostfile_in=$HOSTFILE
+bench=$ALL_REDUCE_BIN
+mpi_home=$MPI_HOME
 wait_s=$SSH_WAIT_SECONDS
-poll_s="${SSH_POLL_SECONDS:-5}"
-pod_ifname="${POD_IFNAME:-eth0}"
-nccl_log="${LAUNCHER_NCCL_LOG:-condensed}"
+poll_s=$SSH_POLL_SECONDS
+pod_ifname=$POD_IFNAME
+nccl_log=$LAUNCHER_NCCL_LOG
 case "$nccl_log" in condensed | full) ;; *) die 2 "LAUNCHER_NCCL_LOG is '$nccl_log'; expected condensed or full" ;; esac
 # mpirun's output on its way to the log: condensed (`once`: the doctor's runs), or all of it
 nccl_log_filter() {
   if [ "$nccl_log" = full ]; then cat; else condense_nccl_log "$@"; fi
 }
-doctor="${DOCTOR:-never}"
+doctor=$DOCTOR
 case "$doctor" in auto | always | never) ;; *) die 2 "DOCTOR must be auto, always or never, got '$doctor'" ;; esac
+case "$DOCTOR_RUN" in
+  yes | no | by-result) ;;
+  *) die 2 "DOCTOR_RUN must be yes, no or by-result, got '$DOCTOR_RUN'" ;;
+esac
+if [ "$DOCTOR_RUN" != no ]; then  # the doctor's plan and figures, which it reads only when it may run
+  require DOCTOR_RUN_IF DOCTOR_PAIR_ARGS DOCTOR_NODE_ARGS DOCTOR_HCA_PAIRS DOCTOR_PARALLEL PERFTEST_MEMORY \
+    PERFTEST_ARGS PERFTEST_START_SECONDS PERFTEST_SECONDS HCA_PORT_ERE HCA_DEVICE_PREFIX_ERE HCA_DEVICE_ERE \
+    HCA_FIELD_ERE HCA_LINK_LAYER_ERE HCA_INFINIBAND_ERE
+  require_set DOCTOR_PAIR_ROUNDS DOCTOR_PAIR_SLOW_BELOW_GBPS
+fi
 
 # 1. The workers, as Volcano's svc plugin names them (<job>-mpiworker-<i>.<job>).
 [ -r "$hostfile_in" ] || die 2 "no hostfile at $hostfile_in (does the job have the svc plugin?)"
@@ -192,7 +214,7 @@ for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
   if [ -n "${!var:-}" ]; then forward+=(-x "$var") node_forward+=(-x "$var"); fi
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
-read -r -a map_bind <<<"${MPI_MAP_BIND:--npernode $GPUS_PER_NODE --bind-to none}"
+read -r -a map_bind <<<"$MPI_MAP_BIND"
 # The doctor's single-node all-reduce as Azure's health check runs the one its gate was set with
 # (Azure/azurehpc-health-checks@0e0a1ac customTests/azure_nccl_allreduce.nhc: `--map-by
 # ppr:$gpu_count:node -bind-to numa`, `-x NCCL_TOPO_FILE=`): an empty NCCL_TOPO_FILE is how Azure fixed
@@ -360,7 +382,7 @@ hca_listing='for p in /sys/class/infiniband/*/ports/*; do [ -d "$p" ] || continu
   done'
 
 node_checks() {
-  local i h at_once=$((3 * (${DOCTOR_PARALLEL:-16} - 1)))
+  local i h at_once=$((3 * (DOCTOR_PARALLEL - 1)))
   have_time node-checks || return 0
   for i in "${!hosts[@]}"; do
     settle "$at_once"  # three steps a node
@@ -380,7 +402,7 @@ node_checks() {
 slow_pairs=()  # "a b" index pairs, in the order found
 note_if_slow() {
   local pair=$1 out=$2 busbw
-  [ -n "${DOCTOR_PAIR_SLOW_BELOW_GBPS:-}" ] || return 0
+  [ -n "$DOCTOR_PAIR_SLOW_BELOW_GBPS" ] || return 0
   if timed_out "$out"; then return 0; fi  # cut short by the budget: not a measurement
   busbw=$(largest_busbw "$out")
   if [ -z "$busbw" ] || below "$busbw" "$DOCTOR_PAIR_SLOW_BELOW_GBPS"; then slow_pairs+=("$pair"); fi
@@ -389,13 +411,13 @@ note_if_slow() {
 pair_rounds() {
   local r=0 round pair a b
   local -a rounds pairs
-  IFS=';' read -r -a rounds <<<"${DOCTOR_PAIR_ROUNDS:-}"
+  IFS=';' read -r -a rounds <<<"$DOCTOR_PAIR_ROUNDS"
   for round in "${rounds[@]}"; do
     r=$((r + 1))
     have_time "pairs-round-$r" || continue
     read -r -a pairs <<<"$round"
     for pair in "${pairs[@]}"; do
-      settle $((${DOCTOR_PARALLEL:-16} - 1))
+      settle $((DOCTOR_PARALLEL - 1))
       a=${pair%-*} b=${pair#*-}
       allreduce_on pair "$work/pair.$r.$pair" "$DOCTOR_PAIR_ARGS" "${hosts[a]}" "${hosts[b]}" &
       started $! "$work/pair.$r.$pair" "pair round=$r hosts=${hosts[a]},${hosts[b]}"
@@ -410,11 +432,9 @@ pair_rounds() {
 # ib_write_bw between two nodes over each of the first node's InfiniBand HCAs (the same device
 # name on the other node): server on the second node, client on the first; one HCA at a time, each
 # bounded (on the worker too, so that a server whose client never came does not linger). As Azure's
-# health checks measure the gates it is judged by (Azure/azurehpc-health-checks@0e0a1ac):
-# - cuda, customTests/azure_ib_write_bw_gdr.nhc: `-s 8388608 -x 0 -F --report_gbits --perform_warm_up
-#   --use_cuda=$dev_idx`, dev_idx the HCA's index among the node's InfiniBand HCAs in name order (ibstat -l);
-# - host, customTests/azure_ib_write_bw_non_gdr.nhc: `-s $MSG_SIZE -D 10 -x 0 -F --report_gbits
-#   --perform_warm_up -q 2`, MSG_SIZE 1048576 unless the conf says otherwise;
+# health checks measure the gates it is judged by (Azure/azurehpc-health-checks@0e0a1ac): PERFTEST_ARGS
+# (components/nccl_job.py has them and their source), with cuda `--use_cuda=$dev_idx`, dev_idx the HCA's
+# index among the node's InfiniBand HCAs in name order (ibstat -l, customTests/azure_ib_write_bw_gdr.nhc);
 # both under `numactl` on the HCA's NUMA node (/sys/class/infiniband/$dev/device/numa_node: `-N $n -m
 # $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where
 # the image has no numactl, `taskset -c` on that node's CPUs (/sys/devices/system/node/node$n/cpulist);
@@ -431,19 +451,27 @@ numa_bind='n=-1; { read -r n <"/sys/class/infiniband/$dev/device/numa_node"; } 2
   fi
   { read -r name </proc/sys/kernel/hostname; } 2>/dev/null || name=$(hostname)
   echo "# launcher: ib_write_bw over $dev on $name: NUMA node $n, binding: ${bind:-none}"'
+# The InfiniBand devices of a node's HCA listing (node_checks' `check=hca` step, the lines verify/hca.py
+# parses), in name order, by verify's rule handed over as patterns (HCA_*_ERE): each port's header names
+# its device, its field lines follow (another non-blank line ends it); the port is InfiniBand unless its
+# link_layer line says something else.
+infiniband_devices() {
+  awk 'BEGIN { PORT = ENVIRON["HCA_PORT_ERE"]; PREFIX = ENVIRON["HCA_DEVICE_PREFIX_ERE"]; NAME = ENVIRON["HCA_DEVICE_ERE"]
+               FIELD = ENVIRON["HCA_FIELD_ERE"]; LAYER = ENVIRON["HCA_LINK_LAYER_ERE"]; IB = ENVIRON["HCA_INFINIBAND_ERE"] }
+       function port_end() { if (dev != "" && ib) print dev; dev = "" }
+       $0 ~ PORT { port_end(); line = $0; sub(PREFIX, "", line); match(line, NAME); dev = substr(line, 1, RLENGTH); ib = 1; next }
+       dev == "" { next }
+       match($0, LAYER) { ib = substr($0, RLENGTH + 1) ~ IB; next }
+       $0 !~ FIELD && $0 ~ /[^ \t]/ { port_end() }
+       END { port_end() }' "$1" | sort -u
+}
 hca_bandwidth() {
   local a=$1 b=$2 dev port=18515 server cap status k=0 gpu
-  local memory="${PERFTEST_MEMORY:-host}" args
-  if [ "$memory" = cuda ]; then
-    args="${PERFTEST_ARGS:--s 8388608 -x 0 -F --report_gbits --perform_warm_up}"
-  else
-    args="${PERFTEST_ARGS:--s 1048576 -D 10 -x 0 -F --report_gbits --perform_warm_up -q 2}"
-  fi
+  local memory=$PERFTEST_MEMORY args=$PERFTEST_ARGS
   local devs=""
   # none when the node checks were skipped or cut short (the budget): then there is nothing to measure
   if [ -r "$work/node.$a.hca" ] && ! timed_out "$work/node.$a.hca"; then
-    devs=$(awk '/^Infiniband device/ { d = $3; gsub(/\047/, "", d) } /link_layer:/ && $2 == "InfiniBand" { print d }' \
-      "$work/node.$a.hca" | sort -u)
+    devs=$(infiniband_devices "$work/node.$a.hca")
   fi
   if [ -z "$devs" ]; then
     marker "doctor-skip step=hca-bw hosts=${hosts[a]},${hosts[b]} reason=no-infiniband-hca-listed"
@@ -451,14 +479,14 @@ hca_bandwidth() {
   fi
   for dev in $devs; do
     have_time "hca-bw-$dev" || return 0
-    bound "${PERFTEST_SECONDS:-60}"
+    bound "$PERFTEST_SECONDS"
     cap=$limit
     gpu=""
     if [ "$memory" = cuda ]; then gpu="--use_cuda=$k"; fi
     local run="dev=$dev; $numa_bind; CUDA_DEVICE_ORDER=PCI_BUS_ID exec timeout $cap \$bind ib_write_bw -d $dev -p $port $args $gpu"
     timeout "$cap" ssh -o BatchMode=yes "${hosts[b]}" "$run" >"$work/bw.server" 2>&1 &
     server=$!
-    sleep "${PERFTEST_START_SECONDS:-2}"
+    sleep "$PERFTEST_START_SECONDS"
     step "$work/bw.client" timeout "$cap" ssh -o BatchMode=yes "${hosts[a]}" "$run ${hosts[b]}"
     read -r status <"$work/bw.client.status"
     if [ "$status" -ne 0 ]; then
@@ -466,7 +494,7 @@ hca_bandwidth() {
     fi
     # 124 at the HCA's own limit (PERFTEST_SECONDS) is the HCA's result, a failure; only at what was
     # left of the budget is it a skip
-    if [ "$status" = 124 ] && [ "$cap" -ge "${PERFTEST_SECONDS:-60}" ]; then echo 1 >"$work/bw.client.status"; fi
+    if [ "$status" = 124 ] && [ "$cap" -ge "$PERFTEST_SECONDS" ]; then echo 1 >"$work/bw.client.status"; fi
     section "$work/bw.client" hca-bw "hosts=${hosts[a]},${hosts[b]}" "hca=$dev" "memory=$memory"
     wait "$server" || true
     port=$((port + 1)) k=$((k + 1))
@@ -474,19 +502,17 @@ hca_bandwidth() {
 }
 
 busbw=$(largest_busbw "$work/allreduce.out")
-if [ "$doctor" = never ]; then
-  run=no reason=mode-never
-elif [ "$NODES" -lt 2 ]; then
-  run=no reason=single-node
-elif [ "$doctor" = always ]; then
-  run=yes reason=mode-always
+# Whether the doctor runs: the job's decision (DOCTOR_RUN yes or no: the mode, the node count), or, under
+# auto on two or more nodes, the all-nodes run's result by the job's rules and figures.
+if [ "$DOCTOR_RUN" != by-result ]; then
+  run=$DOCTOR_RUN reason=$DOCTOR_RUN_REASON
 else
   transport=$(run_if "$work/allreduce.out")
   if [ "$rc" -ne 0 ] || [ -z "$busbw" ]; then
     run=yes reason=allreduce-failed
   elif [ -n "$transport" ]; then
     run=yes reason=$transport
-  elif [ -z "${DOCTOR_PASS_BUSBW_GBPS:-}" ]; then
+  elif [ -z "$DOCTOR_PASS_BUSBW_GBPS" ]; then
     run=yes reason=no-pass-line
   elif below "$busbw" "$DOCTOR_PASS_BUSBW_GBPS"; then
     run=yes reason=allreduce-below-pass-line
@@ -494,9 +520,9 @@ else
     run=no reason=allreduce-passed
   fi
 fi
-budget=${DOCTOR_SECONDS:-900}
+budget=$DOCTOR_SECONDS
 marker "doctor mode=$doctor run=$run reason=$reason busbw_gbps=$busbw" \
-  "pass_gbps=${DOCTOR_PASS_BUSBW_GBPS:-} budget_s=$budget"
+  "pass_gbps=$DOCTOR_PASS_BUSBW_GBPS budget_s=$budget"
 if [ "$run" = yes ]; then
   log "fabric doctor: $reason; budget ${budget}s"
   began=$SECONDS
@@ -504,7 +530,7 @@ if [ "$run" = yes ]; then
   node_checks
   pair_rounds
   if [ "$NODES" -eq 2 ]; then note_if_slow "0 1" "$work/allreduce.out"; fi  # the all-nodes run is the pair
-  for pair in "${slow_pairs[@]:0:${DOCTOR_HCA_PAIRS:-2}}"; do
+  for pair in "${slow_pairs[@]:0:$DOCTOR_HCA_PAIRS}"; do
     # shellcheck disable=SC2086  # "a b"
     hca_bandwidth $pair
   done

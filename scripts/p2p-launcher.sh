@@ -10,24 +10,30 @@
 # failing mpirun's, or 2 for a missing input (OSU_DIR unset, no hostfile, no osu_bw/osu_latency in
 # OSU_DIR on a worker), 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
 #
-# Inputs (environment; the job sets them):
+# Inputs (environment; the job sets every one, components/p2p_job.py and components/mpi_job.py: no
+# defaults here, so each value has one source; a missing one stops it with one line, exit 2):
 #   OSU_DIR           directory of osu_bw / osu_latency on the workers (the job: /opt/osu/bin)
 #   OSU_BW_ARGS       extra arguments of osu_bw (e.g. "-m 1:8388608"); may be empty
 #   OSU_LATENCY_ARGS  extra arguments of osu_latency; may be empty
-#   HOSTFILE          default /etc/volcano/mpiworker.host (Volcano svc plugin, one host a line)
-#   MPI_HOME          default /opt/hpcx/ompi; passed as --prefix for the remote orted
-#   SSH_WAIT_SECONDS  how long to wait for both workers' sshd together (components/mpi_job.py
-#                     SSH_WAIT_SECONDS: no default here, so the value has one source)
+#   HOSTFILE          the worker hosts, one a line (Volcano's svc plugin writes it)
+#   MPI_HOME          Open MPI; passed as --prefix for the remote orted
+#   SSH_WAIT_SECONDS  how long to wait for both workers' sshd together
+#   SSH_POLL_SECONDS  pause between attempts
+#   POD_IFNAME        the pod network's interface, for mpirun's own channel
 # Every UCX_* variable of this container, PATH and LD_LIBRARY_PATH are forwarded with -x.
 set -euo pipefail
 
 log() { echo "[p2p-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 
-[ -n "${OSU_DIR:-}" ] || die 2 "OSU_DIR is not set"
-hostfile_in="${HOSTFILE:-/etc/volcano/mpiworker.host}"
-mpi_home="${MPI_HOME:-/opt/hpcx/ompi}"
-[ -n "${SSH_WAIT_SECONDS:-}" ] || die 2 "SSH_WAIT_SECONDS is not set (components/mpi_job.py sets it)"
+for v in OSU_DIR HOSTFILE MPI_HOME SSH_WAIT_SECONDS SSH_POLL_SECONDS POD_IFNAME; do
+  [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/p2p_job.py, components/mpi_job.py)"
+done
+for v in OSU_BW_ARGS OSU_LATENCY_ARGS; do  # may be empty, but set
+  [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/p2p_job.py)"
+done
+hostfile_in=$HOSTFILE
+mpi_home=$MPI_HOME
 wait_s=$SSH_WAIT_SECONDS
 
 [ -r "$hostfile_in" ] || die 2 "no hostfile at $hostfile_in (does the job have the svc plugin?)"
@@ -38,7 +44,7 @@ start=$SECONDS
 for h in "${hosts[@]}"; do
   until ssh -o BatchMode=yes -o ConnectTimeout=5 "$h" true >/dev/null 2>&1; do
     [ $((SECONDS - start)) -lt "$wait_s" ] || die 4 "worker $h: sshd did not answer within ${wait_s}s"
-    sleep 5
+    sleep "$SSH_POLL_SECONDS"
   done
   log "worker $h: sshd answers"
   for b in osu_bw osu_latency; do
@@ -59,7 +65,7 @@ run() {
     -np 2 -npernode 1 --host "${hosts[0]}:1,${hosts[1]}:1"
     -mca plm_rsh_no_tree_spawn 1
     # the launch itself on the pod network; the measured traffic goes through UCX (pml ucx) over RDMA
-    -mca oob_tcp_if_include eth0
+    -mca oob_tcp_if_include "$POD_IFNAME"
     -mca pml ucx -mca coll ^hcoll
     "${forward[@]}"
     "$OSU_DIR/$bench" "$@")
@@ -67,8 +73,8 @@ run() {
   "${cmd[@]}"
 }
 
-read -r -a bw_args <<<"${OSU_BW_ARGS:-}"
-read -r -a lat_args <<<"${OSU_LATENCY_ARGS:-}"
+read -r -a bw_args <<<"$OSU_BW_ARGS"
+read -r -a lat_args <<<"$OSU_LATENCY_ARGS"
 rc=0
 run osu_bw "${bw_args[@]}" || rc=$?
 [ "$rc" -ne 0 ] || run osu_latency "${lat_args[@]}" || rc=$?

@@ -274,6 +274,15 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
         (base / "slow_hca").write_text(" ".join(slow_hca))
 
 
+def doctor_mode(mode: str, nodes: int) -> dict[str, str]:
+    """The doctor's mode as the job sets it for `nodes` workers: the mode and the decision taken before the
+    pod starts (components/nccl_job.py doctor_decision), which the launcher follows."""
+    from components.nccl_job import doctor_decision
+
+    run, reason = doctor_decision(mode, nodes)
+    return {"DOCTOR": mode, "DOCTOR_RUN": run, "DOCTOR_RUN_REASON": reason}
+
+
 def env_for(root: Path, launcher_env: dict[str, str], hostfile: Path, **extra: str) -> dict[str, str]:
     """The launcher's environment on the fake cluster; its work directory (mktemp -d) under
     root/tmp, where a test can see its steps' files and nothing is left in /tmp."""

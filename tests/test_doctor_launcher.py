@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import dev_kubernetes_half
 
-from components import mpi_job
-from core import catalog
+from components import mpi_job, nccl_job
+from core import catalog, defaults
 from tests import launcher_stubs
 from verify import sections
 from verify.__main__ import main as verify_main
@@ -102,7 +102,11 @@ def run(tmp_path: Path, env: dict[str, str], nodes: int, setup=None, **extra: st
 
 # --- the job's environment ------------------------------------------------------------------------
 def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env2):
-    assert env4["DOCTOR"] == "auto" and env4["DOCTOR_SECONDS"] == str(15 * 60)
+    assert env4["DOCTOR"] == "auto" and env4["DOCTOR_SECONDS"] == str(defaults.DOCTOR_MINUTES * 60)
+    # auto on two or more nodes: the all-nodes run decides, in the launcher; what the job knows it decides
+    assert (env4["DOCTOR_RUN"], env4["DOCTOR_RUN_REASON"]) == ("by-result", "")
+    assert launcher_stubs.doctor_mode("auto", 1) == {"DOCTOR": "auto", "DOCTOR_RUN": "no",
+                                                     "DOCTOR_RUN_REASON": "single-node"}
     assert env4["DOCTOR_PAIR_ROUNDS"] == "0-3 1-2;0-2 1-3;0-1 2-3"  # verify.doctor.plan_pairs(4)
     assert env2["DOCTOR_PAIR_ROUNDS"] == ""  # two nodes: the all-nodes run is the pair
     # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node one
@@ -217,7 +221,7 @@ def test_an_hca_at_200_is_named_with_the_hca(tmp_path, env4):
 
 def test_always_finds_a_degraded_hca_although_the_all_nodes_run_passes(tmp_path, env2):
     bad = {1: {"degraded": {"mlx5_ib6": "200 Gb/sec (4X HDR)"}}}
-    r = run(tmp_path, env2, 2, setup=bad, DOCTOR="always")
+    r = run(tmp_path, env2, 2, setup=bad, **launcher_stubs.doctor_mode("always", 2))
     assert r.done.returncode == 0, r.done.stderr
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "mode-always"
     assert not r.named(sections.PAIR) and not r.named(sections.HCA_BW)  # no slow pair to measure
@@ -239,7 +243,7 @@ def test_two_nodes_the_all_nodes_run_is_the_pair_and_the_hca_listing_picks_the_e
 
 # --- when it runs, and for how long -----------------------------------------------------------------
 def test_never_runs_no_doctor_even_when_slow(tmp_path, env4):
-    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(0), DOCTOR="never")
+    r = run(tmp_path, env4, 4, STUB_SLOW_HOSTS=host(0), **launcher_stubs.doctor_mode("never", 4))
     assert len(r.calls) == 1
     assert r.named(sections.DOCTOR)[0].attrs["reason"] == "mode-never"
     assert r.report()["suspects"] == []
@@ -423,7 +427,7 @@ def test_ib_write_bw_from_host_memory_is_judged_against_the_gdr_gate_as_a_warnin
     """Host memory (PERFTEST_MEMORY=host): azure_ib_write_bw_non_gdr.nhc's flags; Azure publishes no
     host-memory gate for ND sizes, so below the GDR gate is a WARN suspect, not a FAIL."""
     r = run(tmp_path, env2, 2, setup={1: {"slow_hca": ("mlx5_ib2",)}}, STUB_SLOW_HOSTS=host(1),
-            PERFTEST_MEMORY="host")
+            PERFTEST_MEMORY="host", PERFTEST_ARGS=nccl_job.PERFTEST_ARGS["host"])
     for _, argv in bw_calls(r):
         assert argv[argv.index("-s") + 1] == "1048576" and argv[argv.index("-D") + 1] == "10"
         assert argv[argv.index("-q") + 1] == "2" and "--perform_warm_up" in argv
@@ -445,8 +449,9 @@ def test_a_round_stopped_by_a_signal_keeps_every_line_its_steps_printed(tmp_path
     hostfile = root / "mpiworker.host"
     hostfile.write_text("".join(host(i) + "\n" for i in range(nodes)))
     stuck = f"--host {host(0)}:8,{host(3)}:8 "  # round 1's first pair (0-3 1-2)
-    run_env = launcher_stubs.env_for(root, env4, hostfile, **HEALTHY, STUB_SLOW_HOSTS=host(2), DOCTOR="always",
-                                     STUB_HANG_ON=stuck, STUB_HANG_SECONDS="60")
+    run_env = launcher_stubs.env_for(root, env4, hostfile, **HEALTHY, STUB_SLOW_HOSTS=host(2),
+                                     **launcher_stubs.doctor_mode("always", 4), STUB_HANG_ON=stuck,
+                                     STUB_HANG_SECONDS="60")
     out, err = root / "launcher.stdout", root / "launcher.stderr"
     # its own process group, so that the stuck stub it leaves behind is ended with it below
     with out.open("w") as o, err.open("w") as e:
@@ -501,6 +506,43 @@ def test_the_sshd_wait_has_one_source(tmp_path, env4):
     r = run(tmp_path, env, 4)
     assert r.done.returncode == 2 and "SSH_WAIT_SECONDS is not set" in r.done.stderr
     assert not (tmp_path / "mpirun.calls").exists()
+
+
+# Every input the job sets (components/nccl_job.py): none has a default in the script.
+REQUIRED = ("ALL_REDUCE_BIN", "HOSTFILE", "MPI_HOME", "MPI_MAP_BIND", "SSH_POLL_SECONDS", "POD_IFNAME",
+            "LAUNCHER_NCCL_LOG", "DOCTOR", "DOCTOR_RUN", "DOCTOR_RUN_REASON", "DOCTOR_SECONDS",
+            "DOCTOR_PASS_BUSBW_GBPS")
+# Read only when the doctor may run (DOCTOR_RUN yes or by-result), then required too.
+REQUIRED_BY_THE_DOCTOR = ("DOCTOR_RUN_IF", "DOCTOR_PAIR_ROUNDS", "DOCTOR_PAIR_ARGS", "DOCTOR_NODE_ARGS",
+                          "DOCTOR_PAIR_SLOW_BELOW_GBPS", "DOCTOR_HCA_PAIRS", "DOCTOR_PARALLEL", "PERFTEST_MEMORY",
+                          "PERFTEST_ARGS", "PERFTEST_SECONDS", "PERFTEST_START_SECONDS", "HCA_PORT_ERE",
+                          "HCA_LINK_LAYER_ERE")
+
+
+def test_the_launchers_have_no_defaults_of_their_own(env4):
+    """Every value a launcher reads is the job's: no `${VAR:-default}` or `${VAR-default}` of an input."""
+    for script in (LAUNCHER.read_text(), (LAUNCHER.parent / "p2p-launcher.sh").read_text()):
+        assert re.findall(r"\$\{[A-Z][A-Z0-9_]*:?-[^}]", script) == []
+    assert set(REQUIRED) | set(REQUIRED_BY_THE_DOCTOR) <= set(env4)
+
+
+@pytest.mark.parametrize("name", [*REQUIRED, *REQUIRED_BY_THE_DOCTOR])
+def test_a_missing_input_stops_the_launcher_with_one_line(tmp_path, env4, name):
+    root = launcher_stubs.install(tmp_path)
+    hostfile = root / "mpiworker.host"
+    hostfile.write_text("".join(host(i) + "\n" for i in range(4)))
+    run_env = launcher_stubs.env_for(root, env4, hostfile)  # which sets a few for the fake cluster
+    del run_env[name]
+    done = subprocess.run(["bash", str(LAUNCHER)], env=run_env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"error: {name} is not set" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not (root / "mpirun.calls").exists()
+
+
+def test_a_doctor_that_never_runs_needs_none_of_its_plan(tmp_path, env4):
+    never = {k: v for k, v in env4.items() if k not in REQUIRED_BY_THE_DOCTOR}
+    r = run(tmp_path, {**never, **launcher_stubs.doctor_mode("never", 4)}, 4)
+    assert r.done.returncode == 0, r.done.stderr
+    assert r.named(sections.DOCTOR)[0].attrs["run"] == "no"
 
 
 def test_the_golden_render_names_the_script_by_its_hash_and_the_stack_deploys_its_text():

@@ -153,3 +153,59 @@ def test_a_script_outside_the_job_gets_the_same_values(tmp_path):
     done = subprocess.run(["bash", "-c", script], cwd=root, capture_output=True, text=True, timeout=60, check=True,
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert done.stdout.split("\0")[:2] == [launcher_env.transport_rules(True, 8), launcher_env.ROW_ERE]
+
+
+# --- a node's HCA listing: the launcher's InfiniBand devices are verify.hca's ---------------------
+LAUNCHER = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
+
+
+def _port(dev: str, layer: str | None, port: int = 1) -> str:
+    lines = [f"Infiniband device '{dev}' port {port} status:", "\tstate:\t 4: ACTIVE", "\tphys_state:\t 5: LinkUp",
+             "\trate:\t 400 Gb/sec (4X NDR)"]
+    return "\n".join(lines + ([f"\tlink_layer:\t {layer}"] if layer is not None else [])) + "\n"
+
+
+HCA_LISTINGS = {
+    "eight IB ports": "".join(_port(f"mlx5_ib{i}", "InfiniBand") for i in range(8)),
+    "with ND H200 v5's Ethernet mlx5_an0": _port("mlx5_an0", "Ethernet") + _port("mlx5_ib0", "InfiniBand"),
+    "an empty link layer (an unreadable file)": _port("mlx5_ib0", "") + _port("mlx5_an0", "Ethernet"),
+    "no link layer line": _port("mlx5_ib1", None) + _port("mlx5_an0", "Ethernet"),
+    "two ports of one device": _port("mlx5_ib0", "Ethernet", 1) + _port("mlx5_ib0", "InfiniBand", 2),
+    "a block ended by another line": _port("mlx5_ib0", None) + "ibv_devinfo\n\t\tlink_layer:\tEthernet\n",
+    "none": "",
+    "Azure HC44rs (open-mpi/ompi#6723)": (DATA / "ibstatus_ibv_devinfo_azure-hc44rs_ompi-6723.txt").read_text(),
+}
+
+
+def launcher_infiniband_devices(listing: Path) -> list[str]:
+    """The launcher's own `infiniband_devices` function, run with the patterns the job hands it."""
+    script = LAUNCHER.read_text()
+    (function,) = re.findall(r"^infiniband_devices\(\) \{\n.*?^\}\n", script, re.S | re.M)
+    done = subprocess.run(["bash", "-c", function + 'infiniband_devices "$1"', "-", str(listing)],
+                          env={**os.environ, **launcher_env.hca_listing_env()}, capture_output=True, text=True,
+                          timeout=30, check=True)
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("name", HCA_LISTINGS)
+def test_the_launcher_reads_a_hca_listing_as_verify_does(tmp_path, name):
+    from verify import hca
+
+    listing = tmp_path / "node.hca"
+    listing.write_text(HCA_LISTINGS[name])
+    ports = hca._ibstatus(HCA_LISTINGS[name].splitlines())  # the launcher prints the ibstatus form
+    assert launcher_infiniband_devices(listing) == sorted({p.device for p in hca.infiniband_ports(ports)})
+
+
+def test_the_hca_patterns_are_posix_eres_and_cover_each_case():
+    python_only = re.compile(r"\\[dDsSwWbBAZ]|\(\?|\*\?|\+\?|\{")
+    assert not any(python_only.search(v) for v in launcher_env.hca_listing_env().values())
+    from verify import hca
+
+    found = {name: sorted({p.device for p in hca.infiniband_ports(hca._ibstatus(text.splitlines()))})
+             for name, text in HCA_LISTINGS.items()}
+    assert found["with ND H200 v5's Ethernet mlx5_an0"] == ["mlx5_ib0"]
+    assert found["an empty link layer (an unreadable file)"] == ["mlx5_ib0"]
+    assert found["no link layer line"] == ["mlx5_ib1"]
+    assert found["a block ended by another line"] == ["mlx5_ib0"]
+    assert found["Azure HC44rs (open-mpi/ompi#6723)"] == ["mlx5_0"]

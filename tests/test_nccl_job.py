@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import dev_kubernetes_half, rendered
+from conftest import dev_config, dev_kubernetes_half, rendered
 from test_fabric_check import FLAGS, SHARP, SHORT
 
 import stack_config
 from components import mpi_job, nccl_job, nccl_settings
 from components.nccl_topology import render_xml
-from core import catalog, fabric, modes
+from core import catalog, defaults, fabric, modes
+from offline import engine
 from tests import launcher_stubs
 from tests.schema_checks import as_api, core_errors, crd_errors, pinned_name
 
@@ -420,7 +421,21 @@ def test_the_doctors_inputs_come_from_the_catalog_and_verify():
     # no published figure (GB200): no pass line (auto always runs), the node run at the run's -e
     gb200 = nccl_job.doctor_env(doctor_args("Standard_ND128isr_NDR_GB200_v6", all_reduce_args="-b 8 -e 16G"))
     assert gb200["DOCTOR_PASS_BUSBW_GBPS"] == "" and gb200["DOCTOR_NODE_ARGS"] == "-b 16G -e 16G -f 2 -g 1"
-    assert nccl_job.doctor_env(doctor_args(A100, doctor="never")) == {"DOCTOR": "never"}
+    # every mode hands over the same inputs (a re-test sets the doctor's on the day-0 spec); never and a
+    # single node are decided here, auto on more nodes by the all-nodes run
+    never = nccl_job.doctor_env(doctor_args(A100, doctor="never"))
+    assert set(never) == set(env) and (never["DOCTOR_RUN"], never["DOCTOR_RUN_REASON"]) == ("no", "mode-never")
+    assert (env["DOCTOR_RUN"], env["DOCTOR_RUN_REASON"]) == ("by-result", "")
+    assert nccl_job.doctor_env(doctor_args(A100, doctor="always"))["DOCTOR_RUN"] == "yes"
+    single = nccl_job.doctor_env(doctor_args(A100, nodes=1, doctor="always"))
+    assert (single["DOCTOR_RUN"], single["DOCTOR_RUN_REASON"]) == ("no", "single-node")
+    # the budget is fabricTest.doctorMinutes' in every mode; NcclJobArgs' default is the configuration's
+    assert never["DOCTOR_SECONDS"] == "600"
+    assert nccl_job.NcclJobArgs.__dataclass_fields__["doctor_minutes"].default == defaults.DOCTOR_MINUTES
+    assert stack_config.parse(engine.as_cli_config(dev_config()), "dev").fabric_test.doctor_minutes == \
+        defaults.DOCTOR_MINUTES
+    # ib_write_bw as Azure's health check runs it for the memory of the size's gate
+    assert (env["PERFTEST_MEMORY"], env["PERFTEST_ARGS"]) == ("cuda", nccl_job.PERFTEST_ARGS["cuda"])
     assert doctor_args(A100, doctor="never").deadline_minutes == 30 and doctor_args(A100).deadline_minutes == 40
     with pytest.raises(ValueError, match="doctor: got 'on'"):
         doctor_args(A100, doctor="on")
@@ -477,7 +492,7 @@ def test_launcher_runs_one_rank_per_gpu(fake_cluster, vm_size, nodes):
     # the benchmark and its configured arguments close the command line
     bench = args.index(nccl_job.ALL_REDUCE_BIN)
     assert args[bench + 1:] == env(stack)["ALL_REDUCE_ARGS"].split()
-    assert flag(args, "--prefix") == nccl_job.MPI_HOME
+    assert flag(args, "--prefix") == mpi_job.MPI_HOME
 
 
 def test_launcher_forwards_the_nccl_environment(fake_cluster, dev):
@@ -510,7 +525,8 @@ def test_launcher_refuses_a_wrong_number_of_workers(fake_cluster, dev):
 
 
 def test_launcher_passes_on_mpiruns_failure(fake_cluster, dev):
-    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7", DOCTOR="never")  # the doctor: test_doctor_launcher
+    # the doctor: test_doctor_launcher
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_EXIT="7", **launcher_stubs.doctor_mode("never", 2))
     assert done.returncode == 7
     assert "mpirun exited with status 7" in done.stderr
 
@@ -532,7 +548,8 @@ def test_launcher_condenses_nccls_info_lines_of_a_real_log(fake_cluster, dev):
 
     data = Path(__file__).resolve().parent / "data"
     recorded = data / "nccl-info_2.28.9_socket-fallback_2-fake-hosts-x2-gpus_h200x2.log"
-    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), DOCTOR="never", NCCL_DEBUG="WARN")
+    done = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), NCCL_DEBUG="WARN",
+                        **launcher_stubs.doctor_mode("never", 2))
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     (count,) = [line for line in out if line.startswith("[nccl-launcher] NCCL INFO lines: ")]
@@ -542,7 +559,7 @@ def test_launcher_condenses_nccls_info_lines_of_a_real_log(fake_cluster, dev):
     assert len(nets) == 2  # once per host, not once per rank (4 ranks)
     assert nccl.parse(done.stdout).transport == nccl.parse(recorded.read_text()).transport
     full = run_launcher(fake_cluster, dev, hosts=2, MPIRUN_OUTPUT=str(recorded), LAUNCHER_NCCL_LOG="full",
-                        DOCTOR="never")
+                        **launcher_stubs.doctor_mode("never", 2))
     assert any("via P2P/" in line for line in full.stdout.splitlines())
 
 

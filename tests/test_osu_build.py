@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from components import mpi_job
 from components import p2p_job as p2p
 from components.mpi_job import MPI_HOME
 from offline import engine
@@ -329,9 +330,11 @@ def _launcher_env(tmp_path: Path, workers_with_osu: tuple[str, ...]) -> tuple[di
             _executable(tmp_path / "workers" / host / p2p.OSU_DIR.lstrip("/") / bench, "#!/bin/sh\n")
     calls = tmp_path / "calls.log"
     calls.touch()
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "CALLS": str(calls),
-           "WORKERS": str(tmp_path / "workers"), "OSU_DIR": p2p.OSU_DIR, "HOSTFILE": str(hostfile),
-           "MPI_HOME": MPI_HOME, "SSH_WAIT_SECONDS": "5", "UCX_TLS": "rc,self"}
+    # what the job sets (components/p2p_job.py, mpi_job.launcher_env), with this fake cluster's hostfile
+    env = {**mpi_job.launcher_env(), "OSU_DIR": p2p.OSU_DIR, "OSU_BW_ARGS": "", "OSU_LATENCY_ARGS": "",
+           "PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "CALLS": str(calls),
+           "WORKERS": str(tmp_path / "workers"), "HOSTFILE": str(hostfile),
+           "SSH_WAIT_SECONDS": "5", "SSH_POLL_SECONDS": "0", "UCX_TLS": "rc,self"}
     return env, calls
 
 
@@ -341,6 +344,15 @@ def test_launcher_checks_the_workers_and_runs_the_binaries_there(tmp_path):
     assert done.returncode == 0, done.stderr
     runs = [line for line in calls.read_text().splitlines() if line.startswith("mpirun")]
     assert [r.split()[-1] for r in runs] == [f"{p2p.OSU_DIR}/osu_bw", f"{p2p.OSU_DIR}/osu_latency"]
+
+
+@pytest.mark.parametrize("name", ["HOSTFILE", "MPI_HOME", "SSH_POLL_SECONDS", "POD_IFNAME", "OSU_BW_ARGS"])
+def test_launcher_has_no_defaults_of_its_own_and_names_a_missing_input(tmp_path, name):
+    env, calls = _launcher_env(tmp_path, ("w-0", "w-1"))
+    del env[name]
+    done = subprocess.run(["bash", str(p2p.LAUNCHER_SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"error: {name} is not set" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "mpirun" not in calls.read_text()
 
 
 def test_launcher_refuses_a_worker_without_the_binaries(tmp_path):

@@ -7,12 +7,13 @@ cannot run verify itself; every pattern is a POSIX ERE (no \\d, \\s, lookarounds
 groups) that awk and Python's `re` read the same way, written from verify's own definitions:
 `verify.loglines` (the line prefixes, the row's first columns), `verify.nccl` (a result row),
 `verify.transport` and `verify.verdict` (the INFO messages they read, the transport rules of the
-all-nodes verdict). tests/test_doctor_launcher_rules.py checks each against those parsers on
-recorded logs.
+all-nodes verdict), `verify.hca` (which ports of a node's HCA listing are InfiniBand).
+tests/test_doctor_launcher_rules.py checks each against those parsers on recorded logs and listings.
 """
 
 from __future__ import annotations
 
+from verify.hca import INFINIBAND
 from verify.loglines import HOST_ERE, NCCL_PREFIX_ERE, ROW_COLUMNS_ERE, TAG_ERE
 
 # --- the log filter -----------------------------------------------------------------------------
@@ -95,11 +96,34 @@ def transport_rules(expects_gdr: bool, hcas_per_node: int | None) -> str:
     return "\n".join("\t".join(r) for r in rules)
 
 
+# --- a node's HCA listing ------------------------------------------------------------------------
+# The launcher prints each worker's HCA ports from sysfs in ibstatus' format, which verify/hca.py parses
+# for the verdict; the doctor's per-HCA ib_write_bw needs the InfiniBand devices of that listing, in the
+# pod without Python. verify.hca's rule as patterns: a port's header, the device name after its prefix,
+# a field line (any other non-blank line ends the port's block), the link_layer line, and what follows it
+# on an InfiniBand port: InfiniBand, or nothing (a port whose link layer is empty or not listed counts as
+# InfiniBand, as verify.hca.HcaPort.is_infiniband reads it).
+HCA_PORT_ERE = r"^[ \t]*Infiniband device '[^']+' port [0-9]+ status:[ \t]*$"
+HCA_DEVICE_PREFIX_ERE = r"^[ \t]*Infiniband device '"
+HCA_DEVICE_ERE = r"^[^']+"
+HCA_FIELD_ERE = r"^[ \t]+[a-z_ ]+:"
+HCA_LINK_LAYER_ERE = r"^[ \t]+link_layer:[ \t]*"
+HCA_INFINIBAND_ERE = rf"^({INFINIBAND})?[ \t]*$"
+
+
+def hca_listing_env() -> dict[str, str]:
+    """The HCA listing's patterns, named as scripts/nccl-launcher.sh reads them."""
+    return {"HCA_PORT_ERE": HCA_PORT_ERE, "HCA_DEVICE_PREFIX_ERE": HCA_DEVICE_PREFIX_ERE,
+            "HCA_DEVICE_ERE": HCA_DEVICE_ERE, "HCA_FIELD_ERE": HCA_FIELD_ERE, "HCA_LINK_LAYER_ERE": HCA_LINK_LAYER_ERE,
+            "HCA_INFINIBAND_ERE": HCA_INFINIBAND_ERE}
+
+
 def shell_records(expects_gdr: bool = True, hcas_per_node: int | None = 8) -> str:
     """Every value above as `KEY=value` records ended by NUL (values hold tabs and newlines), for a
     script that runs the launcher outside the job (tests/data/recording/): `while IFS= read -r -d ''
     kv; do export "$kv"; done < <(python3 -m verify.launcher_env)`."""
-    env = {**log_filter_env(), **result_env(), "DOCTOR_RUN_IF": transport_rules(expects_gdr, hcas_per_node)}
+    env = {**log_filter_env(), **result_env(), "DOCTOR_RUN_IF": transport_rules(expects_gdr, hcas_per_node),
+           **hca_listing_env()}
     return "".join(f"{k}={v}\0" for k, v in env.items())
 
 
