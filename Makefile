@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test bench-log synth policy scan golden pictures lint sync-config clean e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test time-test bench-log synth policy scan golden pictures lint clean e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -134,8 +134,10 @@ scan: venv scan-venv helm ## checkov on the render and the rendered charts, as t
 	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov.yaml -d scan --compact --skip-download
 	cd build && BC_SKIP_MAPPING=TRUE ../$(SCAN_VENV)/bin/checkov --config-file ../.checkov-charts.yaml -d charts --compact --skip-download
 
-# Review the diff before committing.
-golden: venv ## accept the dev stack's render as tests/golden/dev; refresh README/docs' pictures and samples
+# Every generated copy, by one generator each: the golden render, the URN sets, and `python -m offline docs`
+# (offline/docblocks.py: Pulumi.yaml, the configuration, NCCL settings and compatibility tables, the
+# pictures and samples of README.md and docs/). Review the diff before committing.
+golden: venv ## accept the dev stack's render as tests/golden/dev; rewrite every generated file and docs block
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts --index-groups
 	$(BIN)/python -m offline urns --out tests/golden/urns
 	$(BIN)/python -m offline docs
@@ -149,9 +151,6 @@ pictures: synth ## draw build/*.mmd as PNG in build/pictures (needs chromium and
 
 lint: venv ## ruff, as the test suite runs it
 	$(BIN)/ruff check .
-
-sync-config: venv ## regenerate Pulumi.yaml and the configuration reference from stack_config.SCHEMA
-	$(BIN)/python -m stack_config sync
 
 clean: ## remove build/ and the installed tools (not .venv, not the fetched reference in .cache/)
 	rm -rf build .pytest_cache tools/node_modules tools/bin

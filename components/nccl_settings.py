@@ -2,7 +2,7 @@
 
 Every value carries its source (repository@commit path, or "ours" with the reason). Pure Python (no
 Pulumi import): the job (components/nccl_job.py) reads it, the table in docs/fabric-test.md is generated from it
-(`python -m components.nccl_settings`, a test keeps the two equal).
+(`python -m components.nccl_settings` prints it, `make golden` writes it; a test keeps the two equal).
 
 What is Azure's, and from where:
 - ND H100 v5 / ND H200 v5 (`ndv5`): the settings of Azure's own AKS NCCL test (its Helm chart's
@@ -292,26 +292,12 @@ def markdown_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLE_START, TABLE_END = "<!-- nccl-settings-table:start -->\n", "<!-- nccl-settings-table:end -->\n"
-
-
+# The table's block in docs/fabric-test.md, which `make golden` writes (offline/docblocks.py).
+TABLE_START, TABLE_END = "<!-- generated:nccl-settings.md start -->\n", "<!-- generated:nccl-settings.md end -->\n"
 DOC = "docs/fabric-test.md"  # where the table is shown
-
-
-def sync_doc(path: str = DOC) -> None:
-    """Rewrite the NCCL settings table in docs/fabric-test.md (`python -m components.nccl_settings sync`)."""
-    from pathlib import Path
-
-    readme = Path(path)
-    head, rest = readme.read_text().split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    readme.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)
 
 
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:] == ["sync"]:
-        sync_doc()
-    else:
-        sys.stdout.write(markdown_table())
+    sys.stdout.write(markdown_table())

@@ -1,7 +1,8 @@
 """`python -m offline synth [--stack NAME] [--out DIR] [--no-images] [--no-charts]`: render a stack
 offline; `python -m offline policy [--stack NAME ...]`: run the policy pack's rules on the render;
 `python -m offline pull-charts --out DIR [--stack NAME]`: download the stack's pinned charts (CI);
-`python -m offline docs`: rewrite the generated blocks of README.md and docs/ (offline/docblocks.py);
+`python -m offline docs`: rewrite every generated copy, Pulumi.yaml and the blocks of README.md and docs/
+(offline/docblocks.py; `make golden` runs it);
 `python -m offline render-inputs`: what the render reads from the reference material (Volcano's release
 manifest), fetched into .cache/reference where it is missing there (`make synth` runs it first);
 `python -m offline scan-inputs --out DIR`: what checkov scans, the dev and hb renders' objects with each
@@ -114,8 +115,11 @@ def pull_charts_command(args: argparse.Namespace) -> int:
 
 
 def docs_command(args: argparse.Namespace) -> int:
+    """Every generated copy (offline/docblocks.py): the files and tables from the code, then the pictures and
+    samples from the dev stack's render."""
     from offline import docblocks, reference
 
+    changed = docblocks.sync_files(engine.ROOT) + docblocks.sync(docblocks.tables(), engine.ROOT)
     rendering = _render("dev")
     if rendering is None:
         return 2
@@ -123,8 +127,9 @@ def docs_command(args: argparse.Namespace) -> int:
     if why:
         print(f"samples left as they are: {why}", file=sys.stderr)
     blocks = docblocks.generated(synth.synthesize(rendering), None if why else reference.reference_dir())
-    changed = docblocks.sync(blocks, engine.ROOT)
-    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in changed) or "generated blocks are current")
+    changed += docblocks.sync(blocks, engine.ROOT)
+    print("\n".join(f"updated {p.relative_to(engine.ROOT)}" for p in dict.fromkeys(changed))
+          or "generated copies are current")
     return 0
 
 
@@ -193,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--stack", default="dev", help="stack name (default: dev)")
     c.add_argument("--out", required=True, type=Path, help="directory for <chart>-<version>.tgz (AKS_IB_CHARTS)")
     c.set_defaults(run=pull_charts_command)
-    d = sub.add_parser("docs", help="rewrite the generated blocks of README.md and docs/ (pictures, samples)")
+    d = sub.add_parser("docs", help="rewrite every generated copy: Pulumi.yaml, the tables, pictures and samples "
+                       "of README.md and docs/")
     d.set_defaults(run=docs_command)
     r = sub.add_parser("render-inputs", help="fetch what the render reads from the reference material, if missing")
     r.set_defaults(run=render_inputs_command)

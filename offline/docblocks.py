@@ -1,15 +1,21 @@
-"""The blocks of README.md and docs/ that are generated, so that they cannot drift from the code:
-the render's pictures (Mermaid) and the samples of what a run gives back.
+"""Every generated copy of a fact, so that none can drift from the code: the blocks of README.md and
+docs/ (the render's pictures, the samples of what a run gives back, the tables of the configuration, the
+NCCL settings and the compatibility matrix) and the generated files (Pulumi.yaml). One generator:
+`python -m offline docs`, run by `make golden`; the tests compare each copy with what it would write
+(tests/test_generated_copies.py, and the tests beside each source).
 
 A block sits between `<!-- generated:NAME start -->` and `<!-- generated:NAME end -->` and holds a
-fenced block (```mermaid for `.mmd`, ```text otherwise). `python -m offline docs` (run by `make
-golden`) rewrites every block it has content for; the tests compare each with what would be written.
+fenced block (```mermaid for `.mmd`, ```text for `.txt`) or, for `.md`, the Markdown itself.
 
 - `graph.mmd`, `timeline.mmd`: the dev stack's pictures (offline/mermaid.py).
 - `stack-output.txt`: `pulumi stack output` as the CLI prints it, for a stack of 2 × ND96asr_v4 whose
   collect step read Azure's published 2-node A100 log (reference material, Azure/aks-rdma-infiniband
   tests/expected-output.md): rendered offline, with the mocks' placeholders for what only Azure knows.
 - `verdict.txt`: `python -m verify report` on that log, from its figures on.
+- `config-table.md` (docs/configuration.md): every configuration key, from `stack_config.SCHEMA`.
+- `nccl-settings.md` (docs/fabric-test.md): the job's NCCL environment, from components/nccl_settings.py.
+- `compatibility-matrix.md` (docs/upgrading-pins.md): `pins.MATRIX` and where upstream states support.
+- the file Pulumi.yaml: its `config:` block declares every key of `stack_config.SCHEMA`.
 """
 
 from __future__ import annotations
@@ -30,7 +36,42 @@ SAMPLE_LOG = "nccl-tests/sample-output_azure-aks-rdma-infiniband_expected-output
 
 
 def fenced(name: str, content: str) -> str:
+    """A block's text: Markdown as it is, anything else fenced."""
+    if name.endswith(".md"):
+        return content
     return f"```{'mermaid' if name.endswith('.mmd') else 'text'}\n{content}```\n"
+
+
+def tables() -> dict[str, str]:
+    """The Markdown blocks generated from the code's tables (no render needed)."""
+    from components import nccl_settings
+    from core import pins
+    from stack_config import docs
+
+    return {"config-table.md": docs.markdown_table(), "nccl-settings.md": nccl_settings.markdown_table(),
+            "compatibility-matrix.md": pins.matrix_markdown() + "\n"}
+
+
+def files() -> dict[str, str]:
+    """The generated files, by their path from the repository's root, and their content."""
+    from stack_config import docs
+
+    return {"Pulumi.yaml": docs.pulumi_yaml()}
+
+
+def stale_files(root: Path) -> list[str]:
+    """The generated files under `root` that differ from what `files()` would write."""
+    return [name for name, text in files().items() if (root / name).read_text() != text]
+
+
+def sync_files(root: Path) -> list[Path]:
+    """Rewrite the generated files under `root`; returns those that changed."""
+    changed = []
+    for name, text in files().items():
+        if (root / name).read_text() != text:
+            (root / name).write_text(text)
+            changed.append(root / name)
+    return changed
 
 
 def embedded(text: str, blocks: Mapping[str, str]) -> str:

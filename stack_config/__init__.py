@@ -13,12 +13,12 @@ The package, one job per module:
 - `enterprise`: the platform-team keys' checks (CIDRs, Azure ids), cross-key rules and typed records;
 - `model`: the typed result, `parse()`, `load()` and the rules that span several keys;
 - `docs`: Pulumi.yaml's `config:` block and docs/configuration.md's key table, generated from `SCHEMA`
-  (`make sync-config`, i.e. `python -m stack_config sync`; a test keeps them in sync).
+  (`make golden` writes them: offline/docblocks.py; a test keeps them in sync).
 
 All sizing of the NCCL test (`-e` and the GPU memory it needs) is `core/nccl_sizing.py`.
 """
 
-from stack_config.docs import TABLE_END, TABLE_START, markdown_table, pulumi_yaml, pulumi_yaml_config, sync_files
+from stack_config.docs import TABLE_END, TABLE_START, markdown_table, pulumi_yaml, pulumi_yaml_config
 from stack_config.engine import ConfigError, Key
 from stack_config.model import FabricTest, IbPool, StackConfig, SystemPool, Versions, load, parse
 from stack_config.schema import (
@@ -37,5 +37,5 @@ __all__ = [
     "DEFAULT_KUBERNETES_VERSION", "DEFAULT_NCCL_TESTS_IMAGE", "DEFAULT_VERSIONS", "LOCATION_KEY", "MAX_NODES",
     "PROJECT", "SCHEMA", "SCHEMA_BY_NAME", "TABLE_END", "TABLE_START", "VERSION_PINS",
     "ConfigError", "FabricTest", "IbPool", "Key", "StackConfig", "SystemPool", "Versions", "load",
-    "markdown_table", "parse", "pulumi_yaml", "pulumi_yaml_config", "sync_files",
+    "markdown_table", "parse", "pulumi_yaml", "pulumi_yaml_config",
 ]

@@ -1,4 +1,4 @@
-"""`python -m stack_config pulumi-yaml|markdown|sync`: print or rewrite the generated documents."""
+"""`python -m stack_config pulumi-yaml|markdown`: print the generated documents (`make golden` writes them)."""
 
 import sys
 
@@ -9,7 +9,5 @@ if what == "pulumi-yaml":
     sys.stdout.write(docs.pulumi_yaml())
 elif what == "markdown":
     sys.stdout.write(docs.markdown_table())
-elif what == "sync":
-    docs.sync_files()
 else:
-    sys.exit("usage: python -m stack_config pulumi-yaml|markdown|sync")
+    sys.exit("usage: python -m stack_config pulumi-yaml|markdown (make golden writes them)")

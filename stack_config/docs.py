@@ -1,10 +1,9 @@
 """Documents generated from the schema: Pulumi.yaml's `config:` block and the key table of
-docs/configuration.md (`make sync-config`, i.e. `python -m stack_config sync`; tests keep them in sync)."""
+docs/configuration.md (`make golden` writes them: offline/docblocks.py; tests keep them in sync)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from stack_config.engine import Key
@@ -24,7 +23,7 @@ def _default_text(key: Key) -> str:
 PULUMI_YAML_HEAD = """\
 # The project. Every key of the `aks-infiniband:` namespace is declared below with its type and a
 # description; defaults and checks live in stack_config/schema.py (one place), which generates this file:
-#   make sync-config      (python -m stack_config sync; a test keeps the two in sync)
+#   make golden           (python -m offline docs; a test keeps the two in sync)
 # `type: object` needs Pulumi CLI >= 3.187. `azure-native:location` belongs to the provider's
 # namespace, so it is set in each stack file and not declared here.
 name: aks-infiniband
@@ -79,15 +78,5 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLE_START, TABLE_END = "<!-- config-table:start -->\n", "<!-- config-table:end -->\n"
+TABLE_START, TABLE_END = "<!-- generated:config-table.md start -->\n", "<!-- generated:config-table.md end -->\n"
 DOC = "docs/configuration.md"  # where the key table is shown
-
-
-def sync_files(root: str | Path = ".") -> None:
-    """Rewrite Pulumi.yaml and the key table of docs/configuration.md from SCHEMA (`make sync-config`)."""
-    Path(root, "Pulumi.yaml").write_text(pulumi_yaml())
-    doc = Path(root, DOC)
-    text = doc.read_text()
-    head, rest = text.split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    doc.write_text(head + TABLE_START + markdown_table() + TABLE_END + tail)

@@ -199,7 +199,7 @@ def test_the_program_stops_with_a_run_error_before_any_resource():
 # --- Pulumi.yaml and the stack files -------------------------------------------------------------
 def test_pulumi_yaml_is_generated_from_the_schema():
     assert (ROOT / "Pulumi.yaml").read_text() == stack_config.pulumi_yaml(), (
-        "Pulumi.yaml is out of date: run `make sync-config`"
+        "Pulumi.yaml is out of date: run `make golden`"
     )
 
 
@@ -261,4 +261,4 @@ def test_stack_file_values_have_the_declared_types_and_parse(stack_file):
 def test_the_configuration_reference_is_generated_from_the_schema():
     doc = (ROOT / stack_config.docs.DOC).read_text()
     table = doc.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
-    assert table == stack_config.markdown_table(), f"{stack_config.docs.DOC} is out of date: run `make sync-config`"
+    assert table == stack_config.markdown_table(), f"{stack_config.docs.DOC} is out of date: run `make golden`"

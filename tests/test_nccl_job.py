@@ -263,7 +263,7 @@ def test_the_config_switches_reach_the_rendered_job(dev):
 def test_the_docs_list_the_nccl_settings_as_generated():
     doc = (LAUNCHER.parent.parent / nccl_settings.DOC).read_text()
     table = doc.split(nccl_settings.TABLE_START, 1)[1].split(nccl_settings.TABLE_END, 1)[0]
-    assert table == nccl_settings.markdown_table(), "stale: run `python -m components.nccl_settings sync`"
+    assert table == nccl_settings.markdown_table(), "stale: run `make golden`"
 
 
 def test_image_and_benchmark_arguments_come_from_config():
