@@ -147,6 +147,8 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         # the transport rules of verify.verdict that the launcher checks on the all-nodes run (auto)
         "DOCTOR_RUN_IF": launcher_env.transport_rules(sku.expects_gpudirect_rdma, sku.ib_hcas_per_vm),
         "DOCTOR_PAIR_ROUNDS": doctor.rounds_env(doctor.plan_pairs(args.node_count)),
+        # on two nodes the all-nodes run is the one pair (no rounds): its result is the pair's
+        "DOCTOR_ALLREDUCE_PAIR": "0-1" if args.node_count == 2 else "",
         # one size, the largest, as Azure's health checks run it: the plateau, without the sweep
         "DOCTOR_PAIR_ARGS": f"-b {largest} -e {largest} -f 2 -g 1",
         "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",

@@ -62,6 +62,7 @@
 #   DOCTOR_PASS_BUSBW_GBPS the busbw at the largest size at and above which the all-nodes verdict
 #                          can be PASS (verify.verdict.pass_line_gbps); empty: unknown
 #   DOCTOR_PAIR_ROUNDS     rounds of node-index pairs, "0-3 1-2;0-2 1-3" (verify.doctor.plan_pairs); may be empty
+#   DOCTOR_ALLREDUCE_PAIR  the node-index pair that the all-nodes run is, "0-1" on two nodes; empty: none
 #   DOCTOR_PAIR_ARGS       all_reduce_perf arguments of a pair run
 #   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
 #   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw: where a 2-node
@@ -177,7 +178,7 @@ if [ "$DOCTOR_RUN" != no ]; then  # the doctor's plan and figures, which it read
   require DOCTOR_RUN_IF DOCTOR_PAIR_ARGS DOCTOR_NODE_ARGS DOCTOR_HCA_PAIRS DOCTOR_PARALLEL PERFTEST_MEMORY \
     PERFTEST_ARGS PERFTEST_START_SECONDS PERFTEST_SECONDS HCA_PORT_ERE HCA_DEVICE_PREFIX_ERE HCA_DEVICE_ERE \
     HCA_FIELD_ERE HCA_LINK_LAYER_ERE HCA_INFINIBAND_ERE
-  require_set DOCTOR_PAIR_ROUNDS DOCTOR_PAIR_SLOW_BELOW_GBPS
+  require_set DOCTOR_PAIR_ROUNDS DOCTOR_ALLREDUCE_PAIR DOCTOR_PAIR_SLOW_BELOW_GBPS
 fi
 
 # 1. The workers, as Volcano's svc plugin names them (<job>-mpiworker-<i>.<job>).
@@ -529,7 +530,9 @@ if [ "$run" = yes ]; then
   deadline=$((SECONDS + budget))
   node_checks
   pair_rounds
-  if [ "$NODES" -eq 2 ]; then note_if_slow "0 1" "$work/allreduce.out"; fi  # the all-nodes run is the pair
+  if [ -n "$DOCTOR_ALLREDUCE_PAIR" ]; then  # the all-nodes run is a pair (two nodes): its result is the pair's
+    note_if_slow "${DOCTOR_ALLREDUCE_PAIR%-*} ${DOCTOR_ALLREDUCE_PAIR#*-}" "$work/allreduce.out"
+  fi
   for pair in "${slow_pairs[@]:0:$DOCTOR_HCA_PAIRS}"; do
     # shellcheck disable=SC2086  # "a b"
     hca_bandwidth $pair

@@ -109,6 +109,7 @@ def test_the_job_hands_the_launcher_the_plan_and_the_lines_from_python(env4, env
                                                      "DOCTOR_RUN_REASON": "single-node"}
     assert env4["DOCTOR_PAIR_ROUNDS"] == "0-3 1-2;0-2 1-3;0-1 2-3"  # verify.doctor.plan_pairs(4)
     assert env2["DOCTOR_PAIR_ROUNDS"] == ""  # two nodes: the all-nodes run is the pair
+    assert (env2["DOCTOR_ALLREDUCE_PAIR"], env4["DOCTOR_ALLREDUCE_PAIR"]) == ("0-1", "")
     # verify.verdict.pass_line_gbps of the 4-node expectation; a pair is slow below the 2-node one
     line = pass_line_gbps(SKU.allreduce_expectation(4))
     assert float(env4["DOCTOR_PASS_BUSBW_GBPS"]) == pytest.approx(line, abs=0.005)
@@ -513,10 +514,10 @@ REQUIRED = ("ALL_REDUCE_BIN", "HOSTFILE", "MPI_HOME", "MPI_MAP_BIND", "SSH_POLL_
             "LAUNCHER_NCCL_LOG", "DOCTOR", "DOCTOR_RUN", "DOCTOR_RUN_REASON", "DOCTOR_SECONDS",
             "DOCTOR_PASS_BUSBW_GBPS")
 # Read only when the doctor may run (DOCTOR_RUN yes or by-result), then required too.
-REQUIRED_BY_THE_DOCTOR = ("DOCTOR_RUN_IF", "DOCTOR_PAIR_ROUNDS", "DOCTOR_PAIR_ARGS", "DOCTOR_NODE_ARGS",
-                          "DOCTOR_PAIR_SLOW_BELOW_GBPS", "DOCTOR_HCA_PAIRS", "DOCTOR_PARALLEL", "PERFTEST_MEMORY",
-                          "PERFTEST_ARGS", "PERFTEST_SECONDS", "PERFTEST_START_SECONDS", "HCA_PORT_ERE",
-                          "HCA_LINK_LAYER_ERE")
+REQUIRED_BY_THE_DOCTOR = (
+    "DOCTOR_RUN_IF", "DOCTOR_PAIR_ROUNDS", "DOCTOR_ALLREDUCE_PAIR", "DOCTOR_PAIR_ARGS", "DOCTOR_NODE_ARGS",
+    "DOCTOR_PAIR_SLOW_BELOW_GBPS", "DOCTOR_HCA_PAIRS", "DOCTOR_PARALLEL", "PERFTEST_MEMORY", "PERFTEST_ARGS",
+    "PERFTEST_SECONDS", "PERFTEST_START_SECONDS", "HCA_PORT_ERE", "HCA_LINK_LAYER_ERE")
 
 
 def test_the_launchers_have_no_defaults_of_their_own(env4):
