@@ -152,6 +152,13 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
         # one size, the largest, as Azure's health checks run it: the plateau, without the sweep
         "DOCTOR_PAIR_ARGS": f"-b {largest} -e {largest} -f 2 -g 1",
         "DOCTOR_NODE_ARGS": f"-b {node_size} -e {node_size} -f 2 -g 1",
+        # the single-node run as Azure's health check runs the one its gate was set with
+        # (Azure/azurehpc-health-checks@0e0a1ac customTests/azure_nccl_allreduce.nhc: `--map-by
+        # ppr:$gpu_count:node -bind-to numa`, `-x NCCL_TOPO_FILE=`): an empty NCCL_TOPO_FILE is how Azure
+        # fixed spurious H100/H200 failures of exactly this check (issue #142, PR #143, commit 67ca751), so
+        # the job's topology file is not forwarded to it; the job's other settings are
+        "DOCTOR_NODE_MAP_BIND": f"--map-by ppr:{sku.gpus_per_vm}:node --bind-to numa",
+        "DOCTOR_NODE_ENV": "NCCL_TOPO_FILE=",
         "DOCTOR_PAIR_SLOW_BELOW_GBPS": _gbps(pair_slow),
         "DOCTOR_HCA_PAIRS": str(DOCTOR_HCA_PAIRS),
         "DOCTOR_PARALLEL": str(DOCTOR_PARALLEL),

@@ -65,6 +65,9 @@
 #   DOCTOR_ALLREDUCE_PAIR  the node-index pair that the all-nodes run is, "0-1" on two nodes; empty: none
 #   DOCTOR_PAIR_ARGS       all_reduce_perf arguments of a pair run
 #   DOCTOR_NODE_ARGS       all_reduce_perf arguments of a node's single-node run (Azure's gate size)
+#   DOCTOR_NODE_MAP_BIND   how mpirun maps and binds the ranks of that run
+#   DOCTOR_NODE_ENV        "NAME=VALUE ..." (values without spaces): the job's settings that run sets
+#                          otherwise (-x NAME=VALUE instead of forwarding NAME); may be empty
 #   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw: where a 2-node
 #                          verdict starts to PASS (verify.doctor.Expectations.pair_slow_below_gbps); empty: none
 #   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw
@@ -175,10 +178,10 @@ case "$DOCTOR_RUN" in
   *) die 2 "DOCTOR_RUN must be yes, no or by-result, got '$DOCTOR_RUN'" ;;
 esac
 if [ "$DOCTOR_RUN" != no ]; then  # the doctor's plan and figures, which it reads only when it may run
-  require DOCTOR_RUN_IF DOCTOR_PAIR_ARGS DOCTOR_NODE_ARGS DOCTOR_HCA_PAIRS DOCTOR_PARALLEL PERFTEST_MEMORY \
+  require DOCTOR_RUN_IF DOCTOR_PAIR_ARGS DOCTOR_NODE_ARGS DOCTOR_NODE_MAP_BIND DOCTOR_HCA_PAIRS DOCTOR_PARALLEL PERFTEST_MEMORY \
     PERFTEST_ARGS PERFTEST_START_SECONDS PERFTEST_SECONDS HCA_PORT_ERE HCA_DEVICE_PREFIX_ERE HCA_DEVICE_ERE \
     HCA_FIELD_ERE HCA_LINK_LAYER_ERE HCA_INFINIBAND_ERE
-  require_set DOCTOR_PAIR_ROUNDS DOCTOR_ALLREDUCE_PAIR DOCTOR_PAIR_SLOW_BELOW_GBPS
+  require_set DOCTOR_PAIR_ROUNDS DOCTOR_ALLREDUCE_PAIR DOCTOR_NODE_ENV DOCTOR_PAIR_SLOW_BELOW_GBPS
 fi
 
 # 1. The workers, as Volcano's svc plugin names them (<job>-mpiworker-<i>.<job>).
@@ -206,23 +209,26 @@ hostfile="$work/hostfile"
 for h in "${hosts[@]}"; do echo "$h slots=$GPUS_PER_NODE"; done >"$hostfile"
 
 np=$((NODES * GPUS_PER_NODE))
-forward=() node_forward=()
-while IFS= read -r var; do
-  forward+=(-x "$var")
-  if [ "$var" != NCCL_TOPO_FILE ]; then node_forward+=(-x "$var"); fi
-done < <(compgen -e | grep -E '^(NCCL_|UCX_|SHARP_)' | sort)
+forward=()
+while IFS= read -r var; do forward+=(-x "$var"); done < <(compgen -e | grep -E '^(NCCL_|UCX_|SHARP_)' | sort)
 for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
-  if [ -n "${!var:-}" ]; then forward+=(-x "$var") node_forward+=(-x "$var"); fi
+  if [ -n "${!var:-}" ]; then forward+=(-x "$var"); fi
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
 read -r -a map_bind <<<"$MPI_MAP_BIND"
-# The doctor's single-node all-reduce as Azure's health check runs the one its gate was set with
-# (Azure/azurehpc-health-checks@0e0a1ac customTests/azure_nccl_allreduce.nhc: `--map-by
-# ppr:$gpu_count:node -bind-to numa`, `-x NCCL_TOPO_FILE=`): an empty NCCL_TOPO_FILE is how Azure fixed
-# spurious H100/H200 failures of exactly this check (issue #142, PR #143, commit 67ca751), so the
-# job's topology file is not forwarded to it. The job's other settings are.
-node_map_bind=(--map-by "ppr:$GPUS_PER_NODE:node" --bind-to numa)
-node_forward+=(-x NCCL_TOPO_FILE=)
+# The doctor's single-node all-reduce as Azure's health check runs it (components/nccl_job.py says
+# why): DOCTOR_NODE_MAP_BIND, and the job's settings but those DOCTOR_NODE_ENV sets instead.
+node_map_bind=() node_forward=()
+if [ "$DOCTOR_RUN" != no ]; then
+  read -r -a node_map_bind <<<"$DOCTOR_NODE_MAP_BIND"
+  read -r -a node_set <<<"$DOCTOR_NODE_ENV"
+  for ((i = 1; i < ${#forward[@]}; i += 2)); do  # forward is -x NAME -x NAME ...
+    keep=1
+    for a in "${node_set[@]}"; do if [ "${a%%=*}" = "${forward[i]}" ]; then keep=; fi; done
+    if [ -n "$keep" ]; then node_forward+=(-x "${forward[i]}"); fi
+  done
+  for a in "${node_set[@]}"; do node_forward+=(-x "$a"); done
+fi
 
 mpi=(mpirun --prefix "$mpi_home" --allow-run-as-root
   # "[JOB,RANK]<stdout>:" before every line: interleaved ranks stay attributable
