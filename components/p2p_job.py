@@ -40,6 +40,7 @@ OSU_URL = f"https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchm
 OSU_SHA256 = "1cf84ac5419456202757a757c5f9a4f5c6ecd05c65783c7976421cfd6020b3b3"
 # Where an image that ships OSU has it (HPC-X's layout); used as is when both binaries are there.
 OSU_PREBUILT_DIR = "/opt/hpcx/ompi/tests/osu-micro-benchmarks"
+OSU_DOWNLOAD_ATTEMPTS = 3  # build-osu.sh's tries of the tarball's download
 OSU_BUILD_CONTAINER = "osu-build"  # the workers' initContainer
 OSU_VOLUME = "osu"  # emptyDir shared by the initContainer and the worker container
 OSU_MOUNT = "/opt/osu"  # the emptyDir's path in both containers
@@ -100,6 +101,7 @@ def osu_build_container(image: str) -> core.ContainerArgs:
     env = {
         "OSU_URL": OSU_URL,
         "OSU_SHA256": OSU_SHA256,
+        "OSU_DOWNLOAD_ATTEMPTS": str(OSU_DOWNLOAD_ATTEMPTS),
         "OSU_PREBUILT_DIR": OSU_PREBUILT_DIR,
         "OSU_PREFIX": OSU_PREFIX,
         "OSU_BIN_DIR": OSU_DIR,

@@ -18,7 +18,7 @@
 #   OSU_PREFIX            install prefix (on the same emptyDir)
 #   OSU_PREBUILT_DIR      optional: an image directory that may already hold osu_bw and osu_latency
 #   MPI_HOME              optional: Open MPI's prefix; its bin/mpicc (else mpicc on PATH) is CC
-#   OSU_DOWNLOAD_ATTEMPTS optional, default 3 (each attempt: 30 s to connect, 600 s at most)
+#   OSU_DOWNLOAD_ATTEMPTS tries of the download (each: 30 s to connect, 600 s at most)
 # Progress goes to stderr; the configure/make output only when a step fails (its last 60 lines).
 #
 # Exit status: 0 both binaries are in OSU_BIN_DIR; 2 a missing or malformed input, or no MPI
@@ -55,7 +55,8 @@ url="${OSU_URL:-}"; sha="${OSU_SHA256:-}"; prefix="${OSU_PREFIX:-}"
 [ -n "$url" ] || die 2 "OSU_URL is not set"
 [[ "$sha" =~ ^[0-9a-fA-F]{64}$ ]] || die 2 "OSU_SHA256 must be 64 hex digits, got '${sha}'"
 [ -n "$prefix" ] || die 2 "OSU_PREFIX is not set"
-attempts="${OSU_DOWNLOAD_ATTEMPTS:-3}"
+attempts="${OSU_DOWNLOAD_ATTEMPTS:-}"
+[ -n "$attempts" ] || die 2 "OSU_DOWNLOAD_ATTEMPTS is not set"
 [[ "$attempts" =~ ^[1-9][0-9]*$ ]] || die 2 "OSU_DOWNLOAD_ATTEMPTS must be a positive integer, got '$attempts'"
 
 mpicc="" mpicxx=""

@@ -3,14 +3,16 @@
 # azure-native SubscriptionFeatureRegistration resource cannot create a feature registration:
 # pulumi/pulumi-azure-native#1722). Bounded; progress on stderr; the final state alone on stdout.
 #
-# FEATURE_MODE=register (default): register the feature unless it is already Registered/Registering,
+# FEATURE_MODE=register: register the feature unless it is already Registered/Registering,
 #   poll until Registered, then re-register the resource provider so the feature takes effect.
 # FEATURE_MODE=require-unregistered: for sizes that must NOT have the feature (ND GB200 v6): fail
 #   if it is registered (or on its way); print the state otherwise. Read-only.
 #
-# Inputs (environment): SUBSCRIPTION_ID (the subscription Pulumi deploys to; every az call names
-# it), FEATURE_NAMESPACE, FEATURE_NAME, TIMEOUT_SECONDS (default 1800), POLL_SECONDS (default 30),
-# AZ_ATTEMPTS (tries per az call, default 4), AZ_RETRY_SECONDS (pause between them, default 15).
+# Inputs (environment), set by components/feature_registration.py: FEATURE_MODE, SUBSCRIPTION_ID (the
+# subscription Pulumi deploys to; every az call names it), FEATURE_NAMESPACE, FEATURE_NAME,
+# TIMEOUT_SECONDS (featureWaitTimeoutMinutes: no default here, so the value has one source). The
+# script's own pace: POLL_SECONDS (default 30), AZ_ATTEMPTS (tries per az call, default 4),
+# AZ_RETRY_SECONDS (pause between them, default 15).
 # Exit codes: 2 no az, 3 az not logged in / cannot see the subscription, 4 timed out, 5 az kept
 # failing, 6 the feature is registered where it must not be, 64 bad input.
 set -euo pipefail
@@ -18,8 +20,10 @@ set -euo pipefail
 : "${SUBSCRIPTION_ID:?SUBSCRIPTION_ID is not set}"
 : "${FEATURE_NAMESPACE:?FEATURE_NAMESPACE is not set}"
 : "${FEATURE_NAME:?FEATURE_NAME is not set}"
-mode="${FEATURE_MODE:-register}"
-timeout_s="${TIMEOUT_SECONDS:-1800}"
+: "${FEATURE_MODE:?FEATURE_MODE is not set}"
+: "${TIMEOUT_SECONDS:?TIMEOUT_SECONDS is not set}"
+mode=$FEATURE_MODE
+timeout_s=$TIMEOUT_SECONDS
 poll_s="${POLL_SECONDS:-30}"
 attempts="${AZ_ATTEMPTS:-4}"
 retry_s="${AZ_RETRY_SECONDS:-15}"

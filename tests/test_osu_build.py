@@ -123,6 +123,7 @@ class Env:
         env = {
             "PATH": str(self.bin), "HOME": str(self.root), "TMPDIR": str(self.root),
             "OSU_URL": p2p.OSU_URL, "OSU_SHA256": sha256(self.tarball),
+            "OSU_DOWNLOAD_ATTEMPTS": str(p2p.OSU_DOWNLOAD_ATTEMPTS),
             "OSU_PREBUILT_DIR": str(self.root / "image" / "hpcx-osu"),
             "OSU_PREFIX": str(self.prefix), "OSU_BIN_DIR": str(self.bin_dir), "MPI_HOME": str(self.mpi_home),
             "CALLS": str(self.calls), "FAKE_TARBALL": str(self.tarball), **overrides,
@@ -195,6 +196,7 @@ def test_a_partial_prebuilt_directory_is_not_used(tmp_path):
 @pytest.mark.parametrize(("overrides", "downloaders", "code", "message"), [
     ({"OSU_SHA256": "1cf84ac5"}, ("curl",), 2, "64 hex digits"),
     ({"OSU_BIN_DIR": ""}, ("curl",), 2, "OSU_BIN_DIR is not set"),
+    ({"OSU_DOWNLOAD_ATTEMPTS": ""}, ("curl",), 2, "OSU_DOWNLOAD_ATTEMPTS is not set"),  # the job's, no default
     ({"MPI_HOME": "/nonexistent"}, ("curl",), 2, "no mpicc"),
     ({}, (), 3, "neither curl nor wget"),
     ({"FAKE_FAIL": "1", "OSU_DOWNLOAD_ATTEMPTS": "3"}, ("wget",), 4, "failed 3 times"),

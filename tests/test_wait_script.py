@@ -48,6 +48,7 @@ def run(tmp_path):
             "SUBSCRIPTION_ID": SUB,
             "FEATURE_NAMESPACE": "Microsoft.ContainerService",
             "FEATURE_NAME": "AKSInfinibandSupport",
+            "FEATURE_MODE": "register",
             "TIMEOUT_SECONDS": str(timeout_s),
             "POLL_SECONDS": "0",
             "AZ_RETRY_SECONDS": "0",
@@ -263,3 +264,12 @@ def test_environment_contract_matches_the_component():
     for mode in (feature_registration.MODE_REGISTER, feature_registration.MODE_REQUIRE_UNREGISTERED):
         assert mode in text
     assert feature_registration.SCRIPT == f"scripts/{SCRIPT.name}"
+
+
+@pytest.mark.parametrize("name", ["FEATURE_MODE", "TIMEOUT_SECONDS"])
+def test_what_the_component_sets_has_no_default_here(run, tmp_path, name):
+    """featureWaitTimeoutMinutes' 30 is the configuration's alone (the script had its own 1800 s), and the
+    mode is the component's: unset, the script stops on one line and calls nothing."""
+    result = run(HEALTHY, states=["Registered"], **{name: ""})
+    assert result.returncode != 0 and f"{name} is not set" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and calls(tmp_path) == []
