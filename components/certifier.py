@@ -28,7 +28,7 @@ from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
 from components import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
-from core import defaults, pins
+from core import defaults
 
 core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
 

@@ -127,7 +127,7 @@ def doctor_decision(mode: str, node_count: int) -> tuple[str, str]:
 def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     """The launcher's doctor inputs (scripts/nccl-launcher.sh lists them), all computed here from the
     catalog and verify/, so that the launcher compares numbers and follows a plan, and decides nothing
-    that is known before the pod starts. The same keys in every mode: a re-test (verify/certify_recurring.py)
+    that is known before the pod starts. The same keys in every mode: a re-test (clusterside/certify_recurring.py)
     sets the doctor's values on the day-0 job's spec, where each must already be."""
     sku = args.sku
     largest = nccl_sizing.max_size_arg(args.all_reduce_args)

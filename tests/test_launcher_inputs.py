@@ -1,5 +1,5 @@
 """What the job hands the fabric test's launcher, against what reads it after the job: the recurring
-certifier's re-test (verify/certify_recurring.py), which sets the launcher's inputs for n nodes on the
+certifier's re-test (clusterside/certify_recurring.py), which sets the launcher's inputs for n nodes on the
 day-0 job's spec."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from verify import doctor
 
 @pytest.mark.parametrize("mode", ["never", "auto", "always"])
 def test_a_re_test_sets_every_doctor_input_on_the_day_0_spec_whatever_its_mode(mode):
-    """verify/certify_recurring.py's re-test replaces the launcher's inputs that the day-0 spec has: so
+    """clusterside/certify_recurring.py's re-test replaces the launcher's inputs that the day-0 spec has: so
     the day-0 job carries every doctor input in every mode (with fabricTest.doctor never, the re-test's
     doctor had no pair rounds, arguments or figures before)."""
-    from verify import certify_recurring
+    from clusterside import certify_recurring
 
     args = nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), node_count=3, rdma_mode="shared",
                                 image="x/y:1", all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=30,
