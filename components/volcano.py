@@ -142,11 +142,33 @@ def with_admission_readiness(objects: list[dict]) -> list[dict]:
     return out
 
 
+def with_pinned_images(objects: list[dict]) -> list[dict]:
+    """Each container whose image is one the pin table holds by digest (pins.volcano_images: the release's
+    `docker.io/volcanosh/<name>:<tag>`) takes that digest, and `IfNotPresent`: the release pulls by tag with
+    `Always`, so every pod start asks Docker Hub (its rate limit, a firewall's allow list) and a moved tag
+    would run other code than was reviewed. An image of another tag is left as it is (the policy pack's
+    images-pinned-by-digest names it)."""
+    pinned = pins.volcano_images()
+    out = []
+    for obj in objects:
+        spec = (obj.get("spec") or {}).get("template", {}).get("spec") or {}
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        if any(c.get("image") in pinned for c in containers):
+            obj = json.loads(json.dumps(obj))
+            spec = obj["spec"]["template"]["spec"]
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+                if c.get("image") in pinned:
+                    c["image"], c["imagePullPolicy"] = pinned[c["image"]], "IfNotPresent"
+        out.append(obj)
+    return out
+
+
 @functools.cache
 def configured(manifest: str, dra: bool = False) -> str:
     """The checked manifest with the stack's scheduler and controller configuration in its two
     ConfigMaps (components/volcano_topology.py: HyperNodes from the topology labels, the
-    network-topology-aware plugin) and, with `dra`, DRA on in the scheduler (components/volcano_dra.py).
+    network-topology-aware plugin), with `dra`, DRA on in the scheduler (components/volcano_dra.py), the
+    webhook's readiness and the images by digest.
     Only the documents that configuration changes are written again; every other one keeps the
     release's own text, and the CRDs are not even parsed (reading and writing all of it took seconds)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -157,7 +179,7 @@ def configured(manifest: str, dra: bool = False) -> str:
     parsed = {i: obj for i, obj in parsed.items() if obj}
     objects = volcano_topology.configure(list(parsed.values()))
     objects = volcano_dra.configure(objects) if dra else objects
-    objects = with_admission_readiness(objects)
+    objects = with_pinned_images(with_admission_readiness(objects))
     for (i, before), after in zip(parsed.items(), objects, strict=True):
         if after != before:
             pieces[i] = yaml.dump(after, Dumper=dumper, sort_keys=False)

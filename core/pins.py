@@ -175,6 +175,29 @@ COMPONENTS: tuple[Component, ...] = (
     Component("volcano", "v1.15.1", VOLCANO_TAG,
               "volcano-sh/volcano v1.15.1 (0a56ed3) installer/volcano-development.yaml",
               sha256="b5fb45a57bcd1132be7055354999d244266873710609afd1f162005772d15c41"),
+    # Volcano's own images, as the pinned manifest names them (docker.io/volcanosh/<name>:<its tag>): the
+    # program applies them by these digests (components/volcano.py). Volcano publishes no digest (its
+    # release workflow pushes linux/amd64 + linux/arm64 with buildx, no signature or SBOM), so each is the
+    # tag's registry digest as two unrelated public records of a pull of v1.15.1 by tag agree on it: a k3s
+    # node's status.images (L1lahKay/QuantFM@672657a docs/assets/gpu-scheduler-evaluation/raw/volcano/
+    # evaluation-node.json, 2026-07-31) and a kind cluster's image lock (csmVIc/kube-scheduling-perf@9833dcd
+    # CLUSTER_DEPLOYMENT_RECORD.md section 11, 2026-08-05). A pull by tag records the digest the tag
+    # names, the multi-arch index. A Volcano bump moves these with it (tests/test_volcano.py).
+    # renovate-image: datasource=docker
+    Component("volcanoSchedulerImage",
+              "docker.io/volcanosh/vc-scheduler:v1.15.1@sha256:e79dc85279b5fd2c5e431571b4683f819ff0dfeacdf230fca49e6ce1f4509ae1",
+              IMAGE_REF, "volcano-sh/volcano v1.15.1 (the tag's index digest, as pulled)",
+              platforms=("amd64", "arm64")),
+    # renovate-image: datasource=docker
+    Component("volcanoControllerImage",
+              "docker.io/volcanosh/vc-controller-manager:v1.15.1@sha256:555245dd5c73524dee627ad0c2e308c9dd95af234df791d11e6bcdfa2f33a4ef",
+              IMAGE_REF, "volcano-sh/volcano v1.15.1 (the tag's index digest, as pulled)",
+              platforms=("amd64", "arm64")),
+    # renovate-image: datasource=docker
+    Component("volcanoWebhookImage",
+              "docker.io/volcanosh/vc-webhook-manager:v1.15.1@sha256:569e3671b6d9619c175062e6d3e82bfe3bb4bc3628b36347406ccc07f10fe12c",
+              IMAGE_REF, "volcano-sh/volcano v1.15.1 (the tag's index digest, as pulled)",
+              platforms=("amd64", "arm64")),
     # The NVIDIA DRA driver's chart (GB sizes, rdmaMode dra: components/dra_driver.py), SemVer without a
     # leading v since it moved to kubernetes-sigs at v0.4.0; an OCI chart, so Renovate reads its tags.
     # renovate: datasource=docker depName=registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu
@@ -243,6 +266,14 @@ def volcano_manifest(value: str) -> tuple[str, str | None]:
         return tag, digest
     pinned = BY_KEY["volcano"]
     return tag, pinned.sha256 if tag == pinned.version else None
+
+
+VOLCANO_IMAGE_KEYS = ("volcanoSchedulerImage", "volcanoControllerImage", "volcanoWebhookImage")
+
+
+def volcano_images() -> dict[str, str]:
+    """{`name:tag` as Volcano's manifest names it: the pinned `name:tag@sha256:<digest>`} of its images."""
+    return {component(k).version.partition("@")[0]: component(k).version for k in VOLCANO_IMAGE_KEYS}
 
 
 def is_digest_pinned(image: str) -> bool:

@@ -100,7 +100,8 @@ def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra
     text = upstream.decode()
     objects = [d for d in sc.load_yaml_all(text) if d]
     expected = volcano_topology.configure(objects)
-    expected = iter(volcano.with_admission_readiness(volcano_dra.configure(expected) if dra else expected))
+    expected = volcano.with_admission_readiness(volcano_dra.configure(expected) if dra else expected)
+    expected = iter(volcano.with_pinned_images(expected))
     release_objects = iter(objects)
     marker = re.compile(r"^---[ \t]*\n", re.MULTILINE)
     released, applied = marker.split(text), marker.split(volcano.configured(text, dra))
@@ -117,7 +118,9 @@ def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra
             assert sc.load_yaml(applied_piece) == after
             rewritten += 1
     assert next(expected, None) is None and next(release_objects, None) is None
-    assert rewritten == (4 if dra else 3)  # the two ConfigMaps, the webhook; with DRA the scheduler's Deployment too
+    # the two ConfigMaps, and each workload for its image's digest: the webhook's Deployment and Job, the
+    # controllers' and the scheduler's Deployments
+    assert rewritten == 6
 
 
 def test_no_resource_reads_a_manifest_from_a_url_at_deploy_time(dev):
@@ -180,6 +183,41 @@ def test_the_admission_webhook_is_ready_only_once_it_listens(upstream):
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert f"--port={volcano_mod.ADMISSION_PORT}" in container["args"]
     assert container["readinessProbe"]["tcpSocket"]["port"] == volcano_mod.ADMISSION_PORT
+
+
+def _containers(text: str) -> list[dict]:
+    import yaml
+
+    out = []
+    for d in yaml.safe_load_all(text):
+        spec = ((d or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+        out += [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    return out
+
+
+def test_every_volcano_image_is_applied_by_its_pinned_digest(upstream):
+    """The release names its images by tag with `Always`; the stack applies each by the pin table's digest,
+    and so pulls it only where the node lacks it."""
+    released = _containers(upstream.decode())
+    applied = _containers(volcano.configured(upstream.decode()))
+    assert len(applied) == len(released) == 4  # the webhook (Deployment, init Job), controllers, scheduler
+    assert {c["image"] for c in released} == set(pins.volcano_images())
+    assert {c["image"] for c in applied} == set(pins.volcano_images().values())
+    assert all(pins.is_digest_pinned(c["image"]) and c["imagePullPolicy"] == "IfNotPresent" for c in applied)
+
+
+def test_the_image_pins_move_with_the_volcano_pin():
+    """A Volcano bump that leaves its images behind would apply the new manifest's images by tag (nothing
+    matches the old ones): the images' tags are the manifest's."""
+    for key in pins.VOLCANO_IMAGE_KEYS:
+        name, _, tag = pins.component(key).version.partition("@")[0].rpartition(":")
+        assert tag == TAG and name.startswith("docker.io/volcanosh/vc-"), (key, name, tag)
+
+
+def test_an_image_of_another_tag_is_left_as_the_release_names_it():
+    other = {"kind": "Deployment", "metadata": {"name": "x"}, "spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "docker.io/volcanosh/vc-scheduler:v0.0.1", "imagePullPolicy": "Always"}]}}}}
+    assert volcano.with_pinned_images([other]) == [other]
 
 
 def test_without_the_reference_material_the_offline_render_stops_with_one_line(tmp_path, monkeypatch):
