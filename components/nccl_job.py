@@ -24,6 +24,7 @@ from components.nccl_topology import render_xml
 from core import defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
+from core.modes import RdmaMode
 from verify import doctor, launcher_env
 from verify.verdict import pass_line_gbps
 
@@ -53,7 +54,7 @@ PERFTEST_ARGS = {"cuda": "-s 8388608 -x 0 -F --report_gbits --perform_warm_up",
 class NcclJobArgs:
     sku: Sku
     node_count: int
-    rdma_mode: str  # a name in core.modes.MODES
+    rdma_mode: RdmaMode  # how the workers get the HCAs (core.modes.MODES)
     image: str
     all_reduce_args: str
     timeout_minutes: int  # the pods' activeDeadlineSeconds
@@ -99,13 +100,13 @@ class NcclJobArgs:
         too_big = nccl_sizing.fit_problem(self.all_reduce_args, self.sku)
         if too_big:
             raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
-        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
+        modes.require(self.rdma_mode)  # the record, not a name
         mpi_job.check_host_names(self.job_name, self.node_count)
         if self.doctor not in doctor.DOCTOR_MODES:
             raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
         if self.rack_run and not self.sku.has_mnnvl:
             raise ValueError(f"rack_run: {self.sku.vm_size} has no multi-node NVLink (GB200/GB300 have)")
-        if modes.rdma_mode(self.rdma_mode).dra:
+        if self.rdma_mode.dra:
             fabric_claims.devices_claim(self.sku, nics=True)  # raises where no layout pairs GPUs and HCAs
         if self.doctor != "never" and self.doctor_minutes < 1:
             raise ValueError(f"doctor_minutes: got {self.doctor_minutes}; the doctor ({self.doctor}) needs 1 or more")
@@ -193,7 +194,7 @@ def same_node_labels(args: NcclJobArgs) -> list[str]:
     """What every worker's node must share: in a DRA mode one placement group (the topology labeler's
     label: a claim's constraint holds only its own HCAs, not another pod's), and on the rack run one
     NVLink clique."""
-    return [*([fabric.PLACEMENT_GROUP_LABEL] if modes.rdma_mode(args.rdma_mode).dra else []),
+    return [*([fabric.PLACEMENT_GROUP_LABEL] if args.rdma_mode.dra else []),
             *([fabric.GPU_CLIQUE_LABEL] if args.rack_run else [])]
 
 
@@ -203,7 +204,7 @@ def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
     gpus = args.sku.gpus_per_vm
     claimed = gpus_by_claim(args)
     extended = {**({} if claimed else {fabric.GPU_RESOURCE: str(gpus)}),
-                **modes.rdma_mode(args.rdma_mode).limits(args.sku)}
+                **args.rdma_mode.limits(args.sku)}
     return core.ResourceRequirementsArgs(
         requests={**extended, "cpu": str(CPU_PER_RANK * gpus), "memory": f"{MEMORY_GI_PER_RANK * gpus}Gi"},
         limits=extended or None,
@@ -227,7 +228,7 @@ def job_spec(
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "LAUNCHER_NCCL_LOG": LAUNCHER_NCCL_LOG,
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run,
-                   dra=modes.rdma_mode(args.rdma_mode).dra),
+                   dra=args.rdma_mode.dra),
         **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
         **launcher_env.result_env(),
         **doctor_env(args),
@@ -295,7 +296,7 @@ class NcclJob(pulumi.ComponentResource):
             wait_for=args.wait_for,
             driver_versions=args.driver_versions,
             namespaced=(lambda namespace: fabric_claims.declare(
-                name, self, namespace, sku=args.sku, nics=modes.rdma_mode(args.rdma_mode).dra,
+                name, self, namespace, sku=args.sku, nics=args.rdma_mode.dra,
                 compute_domain=args.rack_run, wait_for=args.wait_for)) if gpus_by_claim(args) else None,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job

@@ -48,8 +48,8 @@ class NetworkOperatorArgs:
     doca_driver_version: str
     rdma_shared_device_plugin_version: str
     sriov_device_plugin_version: str
-    # `shared` (rdma/shared_ib) or `sriov` (rdma/ib): a name in core.modes.MODES.
-    rdma_mode: str
+    # The RDMA mode's record (core.modes.MODES): its device plugin, if any, is the policy's.
+    rdma_mode: modes.RdmaMode
     namespace_name: str = fabric.NETWORK_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
@@ -58,11 +58,7 @@ class NetworkOperatorArgs:
         pins.DOCA_TAG.require("doca_driver_version", self.doca_driver_version)
         pins.IMAGE_TAG.require("rdma_shared_device_plugin_version", self.rdma_shared_device_plugin_version)
         pins.IMAGE_TAG.require("sriov_device_plugin_version", self.sriov_device_plugin_version)
-        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
-
-    @property
-    def mode(self) -> modes.RdmaMode:
-        return modes.rdma_mode(self.rdma_mode, key="rdma_mode")
+        modes.require(self.rdma_mode)  # the record, not a name
 
     def device_plugin_version(self, plugin: modes.DevicePlugin) -> str:
         """The pinned image tag of `plugin`, by its `versions.<key>` (= its NicClusterPolicy section)."""
@@ -102,7 +98,7 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
             "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
         },
     }
-    plugin = args.mode.device_plugin
+    plugin = args.rdma_mode.device_plugin
     if plugin:
         spec[plugin.section] = {
             "repository": IMAGE_REPOSITORY,
@@ -134,7 +130,7 @@ class NetworkOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NetworkOperator", name, None, opts)
-        plugin = args.mode.device_plugin
+        plugin = args.rdma_mode.device_plugin
         plugin_version = {plugin.section: args.device_plugin_version(plugin)} if plugin else {}
         self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version,
                                 **plugin_version}

@@ -27,6 +27,7 @@ from components.mpi_job import MPI_HOME
 from core import modes, pins
 from core.catalog import Sku
 from core.kinds import POINT_TO_POINT, Kind, kind_for
+from core.modes import RdmaMode
 
 core = k8s.core.v1
 
@@ -61,7 +62,7 @@ UCX_ENV = {"UCX_TLS": "rc,self"}
 @dataclass(frozen=True)
 class P2pJobArgs:
     sku: Sku
-    rdma_mode: str  # a name in core.modes.MODES
+    rdma_mode: RdmaMode  # how the workers get the HCAs (core.modes.MODES)
     image: str  # pinned; must carry Open MPI (UCX) with mpicc at MPI_HOME, sshd, and OSU at
     # OSU_PREBUILT_DIR or a compiler and curl/wget to build it (build-osu.sh)
     timeout_minutes: int  # the pods' activeDeadlineSeconds
@@ -82,13 +83,13 @@ class P2pJobArgs:
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"
             )
         pins.IMAGE_REF.require("image", self.image)
-        modes.rdma_mode(self.rdma_mode, key="rdma_mode")  # raises with the modes there are
+        modes.require(self.rdma_mode)  # the record, not a name
         mpi_job.check_host_names(self.job_name, WORKERS)
 
 
 def worker_resources(args: P2pJobArgs) -> core.ResourceRequirementsArgs:
     """The HCAs as the configured RDMA mode hands them out (core/modes.py), a little CPU and memory, no GPU."""
-    rdma = modes.rdma_mode(args.rdma_mode).limits(args.sku)
+    rdma = args.rdma_mode.limits(args.sku)
     return core.ResourceRequirementsArgs(
         requests={**rdma, "cpu": WORKER_CPU, "memory": WORKER_MEMORY},
         limits=rdma,

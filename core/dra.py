@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core import catalog, modes
+from core import catalog
 from core.catalog import Sku
+from core.modes import RdmaMode, require
 
 API_VERSION = "resource.k8s.io/v1"
 # resource.k8s.io/v1 is served from Kubernetes 1.34 (the pinned kubernetes-validate 1.37.0 ships its
@@ -64,10 +65,10 @@ def can_pair(sku: Sku) -> bool:
     return sku.has_gpus and (sku.nccl_topology is not None or sku.vm_size in PUBLISHED_GROUPS)
 
 
-def needs(sku: Sku, rdma_mode: str) -> str | None:
+def needs(sku: Sku, rdma_mode: RdmaMode) -> str | None:
     """Why this stack needs DRA, or None: the one rule every layer asks."""
-    if modes.rdma_mode(rdma_mode).dra:  # an unknown mode is an error, never "shared"
-        return f"rdmaMode {rdma_mode!r} (GPUs and NICs as DRA claims)"
+    if require(rdma_mode).dra:  # a name, even an unknown one, is refused: never read as "shared"
+        return f"rdmaMode {rdma_mode.name!r} (GPUs and NICs as DRA claims)"
     if sku.has_mnnvl:
         return f"{sku.vm_size} (multi-node NVLink through the NVIDIA DRA driver's ComputeDomain)"
     return None
@@ -86,18 +87,18 @@ SRC_UBUNTU_2404 = ("learn.microsoft.com/azure/aks/upgrade-os-version, 'Supported
                    "default for Kubernetes versions 1.25 to 1.34. Ubuntu 24.04 is the default OS for Kubernetes 1.35+'")
 
 
-def ubuntu_2404_need(sku: Sku, rdma_mode: str) -> str | None:
+def ubuntu_2404_need(sku: Sku, rdma_mode: RdmaMode) -> str | None:
     """Why this stack needs Ubuntu 24.04 on the IB pool, or None: Azure requires it for GB200/GB300, and
     DRANET's NRI plugin needs containerd 2 (24.04's; on 22.04's containerd 1.7 NRI is off by default:
     kubernetes-sigs/dranet examples/azure_aks_examples/README.md, "Cluster prerequisites")."""
     if sku.needs_ubuntu_2404:
         return f"{sku.vm_size} needs Ubuntu 24.04 ({catalog.SRC_AKS_GB200_FLAG.split(': ', 1)[0]})"
-    if modes.rdma_mode(rdma_mode).dra:  # an unknown mode is an error, never "shared"
-        return f"rdmaMode {rdma_mode!r} needs Ubuntu 24.04's containerd 2 for DRANET's NRI plugin"
+    if require(rdma_mode).dra:
+        return f"rdmaMode {rdma_mode.name!r} needs Ubuntu 24.04's containerd 2 for DRANET's NRI plugin"
     return None
 
 
-def kubernetes_problem(kubernetes_version: str, sku: Sku, rdma_mode: str) -> str | None:
+def kubernetes_problem(kubernetes_version: str, sku: Sku, rdma_mode: RdmaMode) -> str | None:
     """What is wrong with `kubernetes_version` for this stack's DRA and Ubuntu needs, or None."""
     why = needs(sku, rdma_mode)
     if not why or not re.fullmatch(r"\d+\.\d+(\.\d+)?", kubernetes_version):

@@ -1,11 +1,13 @@
 """RDMA modes (`rdmaMode`): how a pod gets its node's InfiniBand HCAs, one record per mode.
 
-Every layer looks a mode up by name with `rdma_mode()`, and an unknown name is an error there:
-the configuration (stack_config/schema.py: the allowed values and the key's description), the
-NicClusterPolicy (components/network_operator.py: the device plugin the mode needs), the fabric-test
-pods (components/nccl_job.py, p2p_job.py: what they request) and the policy pack (policy/rules.py:
-which resources count as RDMA). Adding a mode is one `RdmaMode` in `MODES`, plus the component that
-installs what the mode needs when no NicClusterPolicy section does (docs/architecture.md).
+The configuration looks the mode up by name once, at parse (stack_config: `StackConfig.rdma_mode` is
+the record; the key's allowed values and description come from `MODES`), and every layer above takes
+the record: the NicClusterPolicy (components/network_operator.py: the device plugin the mode needs),
+the fabric-test pods (components/nccl_job.py, p2p_job.py: what they request), the DRA rules
+(core/dra.py). A name where a record belongs is refused there (`require`). The policy pack
+(policy/rules.py) reads which resources count as RDMA from the records. Adding a mode is one
+`RdmaMode` in `MODES`, plus the component that installs what the mode needs when no
+NicClusterPolicy section does (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -114,6 +116,15 @@ def rdma_mode(name: str, key: str = "rdmaMode") -> RdmaMode:
         return MODES[name]
     except (KeyError, TypeError):
         raise ValueError(f"{key}: got {name!r}; expected one of {', '.join(MODES)}") from None
+
+
+def require(value: object, key: str = "rdma_mode") -> RdmaMode:
+    """`value` when it is a mode's record; a ValueError naming `key` otherwise (a name, even a known one,
+    is looked up once, by the configuration, with `rdma_mode()`)."""
+    if not isinstance(value, RdmaMode):
+        raise ValueError(f"{key}: got {value!r}; expected a core.modes.RdmaMode record (rdma_mode(name), "
+                         f"one of {', '.join(MODES)})")
+    return value
 
 
 def config_description() -> str:

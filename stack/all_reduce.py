@@ -17,7 +17,7 @@ from stack_config import StackConfig
 def wait_for(cluster: ClusterHandle, ops: Operators) -> list[pulumi.Resource]:
     """What an all-reduce job waits for: the pool, the NicClusterPolicy, the GPU Operator, Volcano's
     manifest and the DRA drivers (the rack's NVLink run too, stack/rack.py). GPU sizes, the all-reduce's
-    (kinds.kind_for), always have the GPU Operator."""
+    (FabricTest.kind), always have the GPU Operator."""
     return [*cluster.pool, ops.network_operator.policy, ops.gpu_operator.release, ops.volcano.manifest, *ops.dra]
 
 

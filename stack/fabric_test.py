@@ -57,8 +57,8 @@ class FabricTest:
 def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulumi.ResourceOptions,
             rack: RackAccess | None = None) -> FabricTest:
     """`rack`: the GB200/GB300 rack's NVLink run, which the certifier judges too (stack/rack.py)."""
-    ft, kind = cfg.fabric_test, kinds.kind_for(cfg.sku)
-    kind_job = job_of(kind)
+    ft = cfg.fabric_test
+    kind_job = job_of(ft.kind)
     # The test image, pulled on each IB node as it joins, while the drivers install: waits for
     # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
     ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=opts)
@@ -82,7 +82,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
         FabricCheckArgs(
             job=job,
             certifier=certifier,
-            threshold=ft.threshold(kind),  # in the kind's unit; the config allows only that one
+            threshold=ft.threshold,  # in the kind's unit; the config allows only that one
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
             fail_on=ft.fail_on,
         ),

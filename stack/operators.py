@@ -17,7 +17,7 @@ from components.network_operator import NetworkOperator, NetworkOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from components.volcano import Volcano, VolcanoArgs
-from core import dra, fabric, modes
+from core import dra, fabric
 from stack_config import StackConfig
 
 
@@ -59,8 +59,7 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
     dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
                            opts=opts) if uses_dra else None
-    dranet = (Dranet("dranet", DranetArgs(version=v.dranet), opts=opts)
-              if modes.rdma_mode(cfg.rdma_mode).dra else None)
+    dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=opts) if cfg.rdma_mode.dra else None
     volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra), opts=opts)
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.

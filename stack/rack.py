@@ -26,7 +26,7 @@ NAMESPACE = "fabric-test-rack"
 def applies(cfg: StackConfig) -> bool:
     """Whether the stack runs it: the all-reduce on a multi-node-NVLink size whose pool fits in one rack."""
     sku = cfg.sku
-    return (cfg.fabric_test.enabled and kinds.kind_for(sku) is kinds.ALL_REDUCE and sku.has_mnnvl
+    return (cfg.fabric_test.enabled and cfg.fabric_test.kind is kinds.ALL_REDUCE and sku.has_mnnvl
             and cfg.ib_pool.node_count <= sku.mnnvl_rack_nodes)
 
 

@@ -32,15 +32,15 @@ class SystemPool:
 
 @dataclass(frozen=True)
 class IbPool:
-    vm_size: str
+    sku: catalog.Sku  # vmSize's catalog entry, looked up once, at parse
     node_count: int
     name: str
     os_disk_size_gb: int
     min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
 
     @property
-    def sku(self) -> catalog.Sku:
-        return catalog.lookup(self.vm_size)
+    def vm_size(self) -> str:
+        return self.sku.vm_size
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Versions:
 
 @dataclass(frozen=True)
 class FabricTest:
+    # The test that proves the pool's size (kinds.kind_for: the all-reduce on GPU sizes, point to point
+    # on HB / HX), resolved once, at parse: what differs by kind is read from it.
+    kind: kinds.Kind
     enabled: bool
     image: str
     all_reduce_args: str
@@ -76,10 +79,11 @@ class FabricTest:
         """The gate's level (verify.gate.LEVELS) when a bad verdict fails `pulumi up`, else None."""
         return self.fail_on if self.fail_on_low_bandwidth else None
 
-    def threshold(self, kind: kinds.Kind) -> float | None:
-        """The fail threshold set for a test of `kind`, in that kind's unit (None: the catalog's)."""
+    @property
+    def threshold(self) -> float | None:
+        """The fail threshold set for the test's kind, in that kind's unit (None: the catalog's)."""
         return {"thresholdGbps": self.threshold_gbps, "p2pThresholdGbits": self.p2p_threshold_gbits}[
-            kind.threshold_key]
+            self.kind.threshold_key]
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class StackConfig:
     kubernetes_version: str
     system_pool: SystemPool
     ib_pool: IbPool
-    rdma_mode: str
+    rdma_mode: modes.RdmaMode  # rdmaMode's record, looked up once, at parse
     versions: Versions
     fabric_test: FabricTest
     feature_wait_timeout_minutes: int
@@ -124,9 +128,11 @@ class StackConfig:
         return self.ib_pool.sku
 
 
-def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None) -> list[str]:
+def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None, kind: kinds.Kind | None,
+                        mode: modes.RdmaMode | None) -> list[str]:
     """The rules that span several keys (each key's own check has passed or been reported); `sku` is
-    ibPool.vmSize's catalog entry (None when it is unset or its check failed)."""
+    ibPool.vmSize's catalog entry and `kind` its fabric test, `mode` rdmaMode's record (each None when
+    unset or its check failed)."""
     problems: list[str] = []
     ib, ft = values["ibPool"], values["fabricTest"] or {}
     if ib and ib["nodeCount"] == 1 and ft.get("enabled"):
@@ -143,7 +149,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
     if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")
-    if sku is None:
+    if sku is None or kind is None:
         return problems
     if ib["nodeCount"]:
         problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix)
@@ -159,7 +165,6 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
-    kind = kinds.kind_for(sku)
     thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in kinds.BY_NAME.values()}
     for key, why in kinds.threshold_problems(kind, thresholds).items():
         problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
@@ -180,12 +185,11 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
                         f"after a test against a peer, and a pool scaled to zero brings its first node up alone, "
                         f"held with no peer: set minNodeCount to 1 or more (that node is the peer), or "
                         f"certifier.mode: label")
-    mode = values["rdmaMode"]
-    if mode and modes.MODES[mode].dra and not sku.has_gpus:
-        problems.append(f"{prefix}rdmaMode: got {mode!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
+    if mode and mode.dra and not sku.has_gpus:
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
                         f"GPU with its HCA: use shared or sriov")
-    elif mode and modes.MODES[mode].dra and not dra.can_pair(sku):
-        problems.append(f"{prefix}rdmaMode: got {mode!r}; no published source says which HCA sits beside which "
+    elif mode and mode.dra and not dra.can_pair(sku):
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}; no published source says which HCA sits beside which "
                         f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems
 
@@ -239,8 +243,8 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _matrix_problems(values: dict[str, Any], prefix: str,
-                     sku: catalog.Sku | None) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+def _matrix_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None,
+                     mode: modes.RdmaMode | None) -> tuple[list[str], tuple[tuple[str, str], ...]]:
     """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
     or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
     values that passed their own check are compared; a Volcano tag needs a sha256 either way."""
@@ -255,8 +259,7 @@ def _matrix_problems(values: dict[str, Any], prefix: str,
         return problems, ()
     # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
     # an rdmaMode of None was refused on its own line: the DRA rule cannot judge it (an unknown mode is not shared)
-    why = sku is not None and values["rdmaMode"] is not None and dra.kubernetes_problem(
-        values["kubernetesVersion"], sku, values["rdmaMode"])
+    why = sku is not None and mode is not None and dra.kubernetes_problem(values["kubernetesVersion"], sku, mode)
     if why:
         problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
         return problems, ()  # one line for the key
@@ -302,11 +305,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
 
     location = raw.get(LOCATION_KEY)
     ib = values["ibPool"]
-    sku = catalog.lookup(ib["vmSize"]) if ib and ib["vmSize"] else None  # vmSize's own check found it
+    # The axes, each looked up once: the size's catalog entry and the mode's record (their own checks found
+    # them; None where a check failed or the key is unset), and the size's fabric-test kind.
+    sku = catalog.lookup(ib["vmSize"]) if ib and ib["vmSize"] else None
+    kind = kinds.kind_for(sku) if sku else None
+    mode = modes.rdma_mode(values["rdmaMode"]) if values["rdmaMode"] is not None else None
     problems += _location_problems(raw)
-    problems += _cross_key_problems(values, prefix, sku)
+    problems += _cross_key_problems(values, prefix, sku, kind, mode)
     problems += enterprise.problems(values, prefix, problems)
-    matrix_problems, untested = _matrix_problems(values, prefix, sku)
+    matrix_problems, untested = _matrix_problems(values, prefix, sku, mode)
     problems += matrix_problems
     if problems:
         raise ConfigError(problems)
@@ -320,12 +327,12 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         cluster_name=values["clusterName"],
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
-        ib_pool=IbPool(vm_size=sku.vm_size, node_count=ib["nodeCount"], name=ib["name"],
+        ib_pool=IbPool(sku=sku, node_count=ib["nodeCount"], name=ib["name"],
                        os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"]),
-        rdma_mode=values["rdmaMode"],
+        rdma_mode=mode,
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         fabric_test=FabricTest(
-            enabled=ft["enabled"], image=ft["image"],
+            kind=kind, enabled=ft["enabled"], image=ft["image"],
             all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),
             timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
             threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],

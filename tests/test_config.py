@@ -11,7 +11,7 @@ import yaml
 from conftest import dev_config
 
 import stack_config
-from core import pins
+from core import modes, pins
 from offline import engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def problems(**overrides) -> list[str]:
 def test_dev_stack_parses_to_the_documented_defaults():
     cfg = parse()
     assert cfg.ib_pool.vm_size == "Standard_ND96isr_H100_v5" and cfg.ib_pool.node_count == 2
-    assert cfg.rdma_mode == "shared"
+    assert cfg.rdma_mode is modes.SHARED
     assert cfg.location == "eastus"
     assert cfg.resource_group_name == "aks-infiniband-dev" and cfg.cluster_name == "aks-ib-dev"
     assert cfg.kubernetes_version == stack_config.DEFAULT_KUBERNETES_VERSION
@@ -163,7 +163,7 @@ def test_gb_sizes_keep_sharp_off_and_dra_needs_a_gpu_size_with_a_published_layou
     assert found.startswith(f"{P}:rdmaMode: got 'dra'; no published source says which HCA")
     assert "shared or sriov" in found
     for size in ("Standard_ND128isr_GB300_v6", "Standard_ND96isr_H100_v5", "Standard_ND96asr_v4"):
-        assert parse(ibPool={"vmSize": size}, rdmaMode="dra").rdma_mode == "dra"
+        assert parse(ibPool={"vmSize": size}, rdmaMode="dra").rdma_mode is modes.DRA
 
 
 def test_all_reduce_size_fits_the_gpus_memory_by_default_and_is_checked_when_set():

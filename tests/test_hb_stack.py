@@ -112,7 +112,7 @@ def test_job_waits_for_pool_policy_and_volcano_only(hb):
 
 def test_gpu_sizes_are_refused_by_the_p2p_job():
     with pytest.raises(ValueError, match="GPUs"):
-        P2pJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), rdma_mode="shared",
+        P2pJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), rdma_mode=modes.SHARED,
                    image="example.invalid/img:1.0", timeout_minutes=30)
 
 

@@ -137,7 +137,7 @@ def test_network_operator_pins_are_checked_at_construction_with_the_configs_pred
             "rdma_shared_device_plugin_version": v["rdmaSharedDevicePlugin"],
             "sriov_device_plugin_version": v["sriovDevicePlugin"]}
     with pytest.raises(ValueError, match=f"{field}: got {value!r}"):
-        NetworkOperatorArgs(**{**good, field: value}, rdma_mode="shared")
+        NetworkOperatorArgs(**{**good, field: value}, rdma_mode=modes.SHARED)
 
 
 # --- NicClusterPolicy ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The RDMA mode record (core/modes.py): every layer looks the mode up by name, so an unknown name
-is refused everywhere, and what differs between modes comes from the record, not a branch."""
+"""The RDMA mode record (core/modes.py): the configuration looks the mode up by name once, where an
+unknown name is refused; every layer above takes the record and refuses a name; what differs between
+modes comes from the record, not a branch."""
 
 from __future__ import annotations
 
@@ -20,23 +21,40 @@ V = stack_config.DEFAULT_VERSIONS
 IMAGE = stack_config.DEFAULT_NCCL_TESTS_IMAGE
 
 
-def operator_args(mode: str) -> NetworkOperatorArgs:
+def operator_args(mode: modes.RdmaMode) -> NetworkOperatorArgs:
     return NetworkOperatorArgs(version=V["networkOperator"], doca_driver_version=V["docaDriver"],
                                rdma_shared_device_plugin_version=V["rdmaSharedDevicePlugin"],
                                sriov_device_plugin_version=V["sriovDevicePlugin"], rdma_mode=mode)
 
 
-@pytest.mark.parametrize("build", [
-    lambda m: modes.rdma_mode(m, key="rdma_mode"),
+@pytest.mark.parametrize("unknown", ["dra-typo", "Shared", "", None])
+def test_an_unknown_mode_is_refused_by_the_one_lookup(unknown):
+    with pytest.raises(ValueError, match=f"rdma_mode: got {unknown!r}; expected one of shared, sriov, dra"):
+        modes.rdma_mode(unknown, key="rdma_mode")
+
+
+ARGS = [
     operator_args,
     lambda m: NcclJobArgs(sku=A100, node_count=2, rdma_mode=m, image=IMAGE, all_reduce_args="-b 8 -e 8G -f 2 -g 1",
                           timeout_minutes=60),
     lambda m: P2pJobArgs(sku=HB, rdma_mode=m, image=IMAGE, timeout_minutes=60),
-], ids=["record", "NetworkOperatorArgs", "NcclJobArgs", "P2pJobArgs"])
-@pytest.mark.parametrize("unknown", ["dra-typo", "Shared", "", None])
-def test_an_unknown_mode_is_refused_by_name_at_every_layer(build, unknown):
-    with pytest.raises(ValueError, match=f"rdma_mode: got {unknown!r}; expected one of shared, sriov, dra"):
-        build(unknown)
+]
+ARGS_IDS = ["NetworkOperatorArgs", "NcclJobArgs", "P2pJobArgs"]
+
+
+@pytest.mark.parametrize("build", ARGS, ids=ARGS_IDS)
+@pytest.mark.parametrize("name", ["shared", "dra-typo", "Shared", "", None])
+def test_the_component_args_take_the_record_and_refuse_a_name(build, name):
+    """The configuration resolved the mode once: a name where the record belongs, known or not, is refused."""
+    with pytest.raises(ValueError, match=f"rdma_mode: got {name!r}; expected a core.modes.RdmaMode record "
+                                         f"\\(rdma_mode\\(name\\), one of shared, sriov, dra\\)"):
+        build(name)
+
+
+@pytest.mark.parametrize("build", ARGS, ids=ARGS_IDS)
+def test_the_component_args_take_every_mode_that_fits(build):
+    for mode in (modes.SHARED, modes.SRIOV):
+        assert build(mode).rdma_mode is mode
 
 
 def test_the_configuration_allows_exactly_the_records_and_describes_each():
@@ -50,7 +68,7 @@ def test_the_configuration_allows_exactly_the_records_and_describes_each():
 
 @pytest.mark.parametrize("mode", [m for m in modes.MODES.values() if m.device_plugin], ids=lambda m: m.name)
 def test_the_policy_holds_the_plugin_of_the_mode_and_it_advertises_what_the_pods_request(mode):
-    spec = nic_cluster_policy_spec(operator_args(mode.name))
+    spec = nic_cluster_policy_spec(operator_args(mode))
     plugin = mode.device_plugin
     sections = {k for k in spec if k.endswith("DevicePlugin")}
     if plugin is None:  # a mode whose HCAs some other component hands out
@@ -71,7 +89,7 @@ def test_the_policy_holds_the_plugin_of_the_mode_and_it_advertises_what_the_pods
 def test_the_dra_mode_has_no_device_plugin_and_no_resource_the_claims_carry_the_hcas():
     """rdmaMode dra: DRANET hands out the HCAs as claims, so the NicClusterPolicy deploys no plugin
     (its DOCA driver stays: docs/dra.md) and pods request no rdma/ resource."""
-    spec = nic_cluster_policy_spec(operator_args("dra"))
+    spec = nic_cluster_policy_spec(operator_args(modes.DRA))
     assert not {k for k in spec if k.endswith("DevicePlugin")} and "ofedDriver" in spec
     assert modes.DRA.dra and all(modes.DRA.limits(sku) == {} for sku in catalog.SKUS.values())
     assert [m.name for m in modes.MODES.values() if m.dra] == ["dra"]
@@ -91,10 +109,11 @@ def test_a_mode_without_an_extended_resource_adds_no_limit():
 
 
 def test_an_unknown_mode_is_refused_by_the_dra_rules_not_read_as_shared():
-    """core/dra.py read an unknown mode as `shared` (issue 37): the rules ask the one lookup, which refuses it."""
+    """core/dra.py read an unknown mode as `shared` (issue 37): the rules take the record and refuse a name."""
     from core import catalog, dra
 
     sku = catalog.SKUS["Standard_ND96isr_H100_v5"]
     for rule in (dra.needs, dra.ubuntu_2404_need):
-        with pytest.raises(ValueError, match="rdmaMode: got 'drа'"):
+        with pytest.raises(ValueError, match="rdma_mode: got 'drа'; expected a core.modes.RdmaMode record"):
             rule(sku, "drа")  # a Cyrillic а: looks like dra, is no mode
+        assert rule(sku, modes.DRA) and rule(sku, modes.SHARED) is None

@@ -209,7 +209,7 @@ def test_the_nd_v5_job_carries_azures_settings_each_with_its_source(dev):
 
 
 def spec_env(vm_size: str, **kw: Any) -> tuple[dict[str, str], dict[str, Any]]:
-    args = nccl_job.NcclJobArgs(sku=catalog.lookup(vm_size), node_count=2, rdma_mode="shared", image="x.io/i:1",
+    args = nccl_job.NcclJobArgs(sku=catalog.lookup(vm_size), node_count=2, rdma_mode=modes.SHARED, image="x.io/i:1",
                                 all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=60, **kw)
     spec = nccl_job.job_spec(args, "launcher", {"topology": "topology"}, "hash")
     master = next(t for t in spec["tasks"] if t["name"] == "mpimaster")["template"]["spec"]["containers"][0]
@@ -377,13 +377,13 @@ def test_no_job_when_disabled(render):
 
 def test_args_refuse_a_cpu_only_size():
     with pytest.raises(ValueError, match="no GPUs"):
-        nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_HX176rs"), node_count=2, rdma_mode="shared",
+        nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_HX176rs"), node_count=2, rdma_mode=modes.SHARED,
                              image="x/y:1", all_reduce_args="-b 8", timeout_minutes=10)
 
 
 def doctor_args(vm_size: str, nodes: int = 4, **kw) -> nccl_job.NcclJobArgs:
     sku = catalog.lookup(vm_size)
-    return nccl_job.NcclJobArgs(sku=sku, node_count=nodes, rdma_mode="shared", image="x/y:1",
+    return nccl_job.NcclJobArgs(sku=sku, node_count=nodes, rdma_mode=modes.SHARED, image="x/y:1",
                                 all_reduce_args=kw.pop("all_reduce_args", "-b 8 -e 8G -f 2 -g 1"),
                                 timeout_minutes=30, **{"doctor": "auto", "doctor_minutes": 10, **kw})
 
@@ -577,7 +577,7 @@ def test_every_gpu_generation_of_the_catalog_has_one_settings_family_and_an_unkn
     new = replace(catalog.lookup(H100), generation="ndv7")
     with pytest.raises(ValueError, match="generation 'ndv7', which has no NCCL settings family; the families are "
                                          "ndv5, ndv4, ndv6"):
-        nccl_job.NcclJobArgs(sku=new, node_count=2, rdma_mode="shared", image=stack_config.DEFAULT_NCCL_TESTS_IMAGE,
+        nccl_job.NcclJobArgs(sku=new, node_count=2, rdma_mode=modes.SHARED, image=stack_config.DEFAULT_NCCL_TESTS_IMAGE,
                              all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=60)
     for call in (nccl_settings.binding, lambda s: nccl_settings.settings(s, topology_file=True, sharp=False)):
         with pytest.raises(ValueError, match="'ndv7'"):

@@ -14,7 +14,7 @@ from google.protobuf import struct_pb2
 from pulumi.runtime.proto import resource_pb2
 
 from components import mpi_job, nccl_job, p2p_job
-from core import catalog
+from core import catalog, modes
 from offline import engine
 from offline import pulumi_adapter as sdk
 
@@ -79,12 +79,12 @@ def test_the_jobs_plain_specs_match_the_sdks_own_translation(size, monkeypatch):
     sku = catalog.lookup(size)
     image = "example.invalid/img:1.0"
     if sku.has_gpus:
-        args = nccl_job.NcclJobArgs(sku=sku, node_count=2, rdma_mode="sriov", image=image,
+        args = nccl_job.NcclJobArgs(sku=sku, node_count=2, rdma_mode=modes.SRIOV, image=image,
                                     all_reduce_args="-b 8 -e 1G", timeout_minutes=30)
         build = nccl_job.job_spec
         configmaps = {"topology": "t"}
     else:
-        args = p2p_job.P2pJobArgs(sku=sku, rdma_mode="sriov", image=image, timeout_minutes=30)
+        args = p2p_job.P2pJobArgs(sku=sku, rdma_mode=modes.SRIOV, image=image, timeout_minutes=30)
         build = p2p_job.job_spec
         configmaps = {p2p_job.OSU_BUILD_CONTAINER: "o"}
     ours = build(args, "launcher", configmaps, "hash")
