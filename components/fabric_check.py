@@ -35,7 +35,7 @@ from clusterside.collect import NODE_SETUP_BUDGET_MINUTES
 from components import certifier as certifier_mod
 from components.certifier import Certifier
 from components.fabric_test import FabricTestJob, number_arg
-from core.kinds import COLLECT_DEFAULT, POINT_TO_POINT, Kind
+from core.kinds import COLLECT_DEFAULT, Kind
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
 
@@ -82,7 +82,6 @@ def result_configmap(job: FabricTestJob) -> str:
 def certify_argv(args: FabricCheckArgs) -> list[str]:
     """`python -m verify` arguments of the day-0 certifier: the job, how to judge it, the policy."""
     job = args.job
-    p2p = job.kind is POINT_TO_POINT
     argv = [
         "certify",
         # every kind but verify's default is named: a kind added later is never judged as the default
@@ -90,7 +89,8 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
         "--namespace", job.namespace_name,
         "--job", job.job_name,
         "--sku", job.sku.vm_size,
-        *([] if p2p else ["--nodes", str(job.node_count)]),  # p2p: always two nodes
+        # a kind that spans the pool is told how many nodes; one of a fixed count (point to point) knows it
+        *(["--nodes", str(job.node_count)] if job.kind.nodes is None else []),
         "--wait-minutes", str(args.collect_timeout_minutes),
         "--run-id", job.spec_sha256,
         "--result-configmap", result_configmap(job),
@@ -253,9 +253,10 @@ class FabricCheck(pulumi.ComponentResource):
         self.verdict = self.result.apply(lambda r: r.verdict)
         self.max_busbw_gbps = self.result.apply(lambda r: r.max_busbw_gbps)
         self.busbw_at_max_size_gbps = self.result.apply(lambda r: r.busbw_at_max_size_gbps)
+        # one rank per GPU where the kind runs on GPUs (the all-reduce); otherwise one per node, not counted
         self.ranks = self.result.apply(
-            lambda r: f"not counted: point to point, one rank on each of {job.node_count} nodes"
-            if job.kind is POINT_TO_POINT else r.ranks_text(job.node_count, job.sku.gpus_per_vm)
+            lambda r: r.ranks_text(job.node_count, job.sku.gpus_per_vm) if job.kind.gpus
+            else f"not counted: one rank on each of {job.node_count} nodes"
         )
         self.nccl_version = self.result.apply(
             lambda r: r.nccl_version or ("pending" if r.verdict == PENDING else "unknown (not in the log)")

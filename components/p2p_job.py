@@ -51,7 +51,7 @@ OSU_BUILD_DIR = "/opt/aks-infiniband-osu"  # build-osu.sh, from the `<job>-osu-b
 # Modest: configure + make of OSU takes minutes (make uses the cores that are free); the pod's
 # effective request is the larger workers' anyway, so this adds nothing to scheduling.
 OSU_BUILD_CPU, OSU_BUILD_MEMORY = "1", "1Gi"
-WORKERS = 2  # point to point: one rank on each of two nodes
+WORKERS = POINT_TO_POINT.nodes  # point to point: one rank on each of two nodes
 # A rank of osu_bw needs one core and little memory; the window of 64 x 4 MiB messages fits in 2 Gi.
 WORKER_CPU, WORKER_MEMORY = "2", "4Gi"
 # UCX over InfiniBand only: RC verbs and loopback; shared memory is never used between two nodes,

@@ -1,10 +1,12 @@
 """The fabric-test kinds, one record each, looked up by name: the all-reduce (GPU sizes, `NcclJob`)
 and the point-to-point test (CPU-only HB / HX sizes, `P2pJob`).
 
-Each record holds what differs between them: the unit its bandwidth is judged in (GB/s of bus
-bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that unit, the collector's
-flag, the stack outputs it reports, and whether the fabric doctor and the NCCL settings (SHARP,
-the topology file) apply. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
+Each record holds what differs between them: the nodes one run spans, the unit its bandwidth is
+judged in (GB/s of bus bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that unit,
+the collector's flag, the stack outputs it reports, and whether the fabric doctor and the NCCL
+settings (SHARP, the topology file) apply. The configuration resolves the size's kind once, at
+parse (`stack_config.FabricTest.kind`); the layers above branch on these fields, never on which kind
+it is. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ P2P = "p2p"  # OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX
 class Kind:
     name: str  # NCCL or P2P
     test: str  # what runs, for messages
-    gpus: bool  # the kind of test a size with GPUs (True) or without (False) runs
+    gpus: bool  # the kind of test a size with GPUs (True) or without (False) runs: one rank per GPU, or per node
+    # The nodes one run spans: None, every node of the pool (the collector is told how many, --nodes);
+    # a number, always that many (the collector knows it).
+    nodes: int | None
     unit: str  # what its bandwidth (and so its threshold) is measured in
     threshold_key: str  # the stack's fabricTest.<key> for the threshold: the unit is in the name
     threshold_flag: str  # the collector's flag for it (python -m verify collect)
@@ -36,6 +41,7 @@ ALL_REDUCE = Kind(
     name=NCCL,
     test="the NCCL all-reduce across every GPU node",
     gpus=True,
+    nodes=None,
     unit="GB/s (bytes) of bus bandwidth",
     threshold_key="thresholdGbps",
     threshold_flag="--threshold-gbps",
@@ -52,6 +58,7 @@ POINT_TO_POINT = Kind(
     name=P2P,
     test="the MPI point-to-point test between two nodes (osu_bw, osu_latency)",
     gpus=False,
+    nodes=2,  # one rank on each of two nodes
     unit="Gb/s (bits) of link bandwidth",
     threshold_key="p2pThresholdGbits",
     threshold_flag="--threshold-gbits",

@@ -12,6 +12,8 @@ import stack_config
 from core import catalog, kinds
 from stack_config.engine import ConfigError
 
+A100 = "Standard_ND96asr_v4"
+
 
 def test_an_unknown_kind_is_refused_by_name():
     assert kinds.kind("p2p") is kinds.POINT_TO_POINT and kinds.kind("nccl") is kinds.ALL_REDUCE
@@ -29,6 +31,25 @@ def test_every_size_has_exactly_one_kind_and_the_kinds_differ_where_they_must():
     exported = [name for k in records for name, _ in k.stack_outputs]
     assert len(exported) == len(set(exported))  # no stack output is claimed by two kinds
     assert kinds.KINDS == ("nccl", "p2p")
+
+
+def test_a_kind_of_a_fixed_node_count_is_what_its_job_spans_and_only_the_others_name_their_nodes(monkeypatch):
+    """Kind.nodes: None, the run spans the pool and `certify` is given --nodes; a number, the job has that
+    many workers (components/p2p_job.py WORKERS) and the collector knows it."""
+    from types import SimpleNamespace
+
+    from components import certifier, fabric_check, p2p_job
+
+    assert kinds.ALL_REDUCE.nodes is None and kinds.POINT_TO_POINT.nodes == p2p_job.WORKERS == 2
+    monkeypatch.setattr(certifier, "policy_args", lambda args: [])
+
+    def argv(kind: kinds.Kind) -> list[str]:
+        job = SimpleNamespace(kind=kind, sku=catalog.lookup(A100), namespace_name="ns", job_name="j", node_count=4,
+                              deadline_minutes=30, sharp=False, rack_run=False, spec_sha256="0" * 64, job=None)
+        return fabric_check.certify_argv(fabric_check.FabricCheckArgs(job=job, certifier=SimpleNamespace(args=None)))
+
+    spans_pool, fixed = argv(kinds.ALL_REDUCE), argv(kinds.POINT_TO_POINT)
+    assert spans_pool[spans_pool.index("--nodes") + 1] == "4" and "--nodes" not in fixed
 
 
 @pytest.mark.parametrize("key, value, why", [
