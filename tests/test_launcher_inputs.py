@@ -18,7 +18,8 @@ def test_a_re_test_sets_every_doctor_input_on_the_day_0_spec_whatever_its_mode(m
     doctor had no pair rounds, arguments or figures before)."""
     from clusterside import certify_recurring
 
-    args = nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), node_count=3, rdma_mode=modes.rdma_mode("shared"),
+    args = nccl_job.NcclJobArgs(sku=catalog.lookup("Standard_ND96asr_v4"), node_count=3,
+                                rdma_mode=modes.rdma_mode("shared"),
                                 image="x/y:1", all_reduce_args="-b 8 -e 8G -f 2 -g 1", timeout_minutes=30,
                                 doctor=mode)
     spec = nccl_job.job_spec(args, "launcher", {"topology": "topology"}, "hash")
