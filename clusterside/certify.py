@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from clusterside import kube
-from core import fabric
+from core import choices, fabric
 
-MODES = ("taint", "label", "off")  # `label`: condition, label and Events, no taint; `off`: judge and print only
 DEFAULT_MAX_QUARANTINE_SHARE = 0.25
 MIN_CERTIFIED = 2  # never quarantine one of the last two certified nodes
 QUARANTINED_BY_ANNOTATION = "aks-infiniband.io/fabric-quarantined-by"  # set with the taint: "this one is ours"
@@ -56,8 +55,8 @@ class Policy:
     min_certified: int = MIN_CERTIFIED
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode: got {self.mode!r}; expected one of {', '.join(MODES)}")
+        if self.mode not in choices.CERTIFIER_MODES:
+            raise ValueError(f"mode: got {self.mode!r}; expected one of {', '.join(choices.CERTIFIER_MODES)}")
         if not 0 <= self.max_quarantine_share <= 1:
             raise ValueError(f"max quarantine share: got {self.max_quarantine_share}; expected 0 to 1")
 

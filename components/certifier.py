@@ -75,7 +75,7 @@ class RackAccess:
 class CertifierArgs:
     fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
     image: str = DEFAULT_IMAGE
-    mode: str = "taint"  # clusterside.certify.MODES
+    mode: str = "taint"  # core.choices.CERTIFIER_MODES
     schedule: str = DEFAULT_SCHEDULE  # cron, or "off": no recurring certification
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10

@@ -65,7 +65,7 @@ class FabricCheckArgs:
     # Gb/s for point to point); None: the catalog's for the size.
     threshold: float | None = None
     fail_on_low_bandwidth: bool = False
-    fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (verify.gate.LEVELS)
+    fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (core.choices.GATE_LEVELS)
     # what the certify Job waits for besides the job and the certifier (the rack run's Role: Certifier.rack_role)
     wait_for: Sequence[pulumi.Resource] = ()
 

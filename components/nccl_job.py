@@ -21,7 +21,7 @@ from components import fabric_claims, mpi_job, nccl_settings
 from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.nccl_topology import render_xml
-from core import defaults, dra, fabric, modes, nccl_sizing, pins
+from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
 from core.modes import RdmaMode
@@ -71,7 +71,7 @@ class NcclJobArgs:
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "nccl-allreduce"
-    # The fabric doctor (verify/doctor.py, run by the launcher): doctor.DOCTOR_MODES; its budget is
+    # The fabric doctor (verify/doctor.py, run by the launcher): core.choices.DOCTOR_MODES; its budget is
     # added to the pods' deadline unless it is never. threshold_gbps: the user's all-reduce threshold
     # (fabricTest.thresholdGbps), which moves the doctor's pass line as it moves the verdict's.
     doctor: str = "never"
@@ -102,8 +102,8 @@ class NcclJobArgs:
             raise ValueError(f"all_reduce_args: got {self.all_reduce_args!r}; {too_big}")
         modes.require(self.rdma_mode)  # the record, not a name
         mpi_job.check_host_names(self.job_name, self.node_count)
-        if self.doctor not in doctor.DOCTOR_MODES:
-            raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(doctor.DOCTOR_MODES)}")
+        if self.doctor not in choices.DOCTOR_MODES:
+            raise ValueError(f"doctor: got {self.doctor!r}; expected one of {', '.join(choices.DOCTOR_MODES)}")
         if self.rack_run and not self.sku.has_mnnvl:
             raise ValueError(f"rack_run: {self.sku.vm_size} has no multi-node NVLink (GB200/GB300 have)")
         if self.rdma_mode.dra:

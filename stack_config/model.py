@@ -68,15 +68,15 @@ class FabricTest:
     fail_on_low_bandwidth: bool
     threshold_gbps: float | None  # GPU sizes: all-reduce busbw, GB/s
     p2p_threshold_gbits: float | None = None  # CPU-only sizes: point-to-point link bandwidth, Gb/s
-    doctor: str = "auto"  # verify.doctor.DOCTOR_MODES
+    doctor: str = "auto"  # core.choices.DOCTOR_MODES
     doctor_minutes: int = defaults.DOCTOR_MINUTES  # the doctor's budget, added to the job's deadline unless never
     sharp: bool = False  # GPU sizes: SHARP/CollNet instead of NCCL's own IB transport
     topology_file: bool = True  # GPU sizes: mount Azure's NCCL topology file where one exists
-    fail_on: str = "fail"  # verify.gate.LEVELS: the verdict that fails `pulumi up` with fail_on_low_bandwidth
+    fail_on: str = "fail"  # core.choices.GATE_LEVELS: the verdict that fails `pulumi up` with fail_on_low_bandwidth
 
     @property
     def gate(self) -> str | None:
-        """The gate's level (verify.gate.LEVELS) when a bad verdict fails `pulumi up`, else None."""
+        """The gate's level (core.choices.GATE_LEVELS) when a bad verdict fails `pulumi up`, else None."""
         return self.fail_on if self.fail_on_low_bandwidth else None
 
     @property
@@ -88,7 +88,7 @@ class FabricTest:
 
 @dataclass(frozen=True)
 class Certifier:
-    mode: str  # clusterside.certify.MODES
+    mode: str  # core.choices.CERTIFIER_MODES
     schedule: str  # cron, or "off"
     max_quarantine_percent: int
     history_size: int

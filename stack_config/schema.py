@@ -3,12 +3,9 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-from clusterside import certify
-from core import defaults, enterprise, fabric, modes, pins
+from core import choices, defaults, enterprise, fabric, modes, pins
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
-from verify import gate
-from verify.doctor import DOCTOR_MODES
 
 PROJECT = "aks-infiniband"
 LOCATION_KEY = "azure-native:location"
@@ -101,14 +98,14 @@ SCHEMA: tuple[Key, ...] = (
             Key("failOnLowBandwidth", "boolean", "Fail `pulumi up` on a bad verdict (which one: failOn).",
                 default=False),
             Key("failOn", "string", "With failOnLowBandwidth: the verdict that fails `pulumi up`: `fail` (FAIL "
-                "only) or `warn` (anything but PASS: WARN, UNKNOWN, FAIL).", default=gate.DEFAULT_LEVEL,
-                check=one_of(*gate.LEVELS)),
+                "only) or `warn` (anything but PASS: WARN, UNKNOWN, FAIL).", default=choices.DEFAULT_GATE_LEVEL,
+                check=one_of(*choices.GATE_LEVELS)),
             Key("thresholdGbps", "integer", "GPU sizes: override the catalog's all-reduce fail threshold (GB/s busbw).",
                 default_doc="from the SKU catalog", check=optional(int_range(1, 3200))),
             Key("doctor", "string",
                 "GPU sizes: the fabric doctor (per-node checks, pairwise all-reduces, per-HCA ib_write_bw) that "
                 "names the node or HCA behind a slow fabric: `auto` runs it only when the all-nodes run is not "
-                "PASS, `always`, or `never`.", default="auto", check=one_of(*DOCTOR_MODES)),
+                "PASS, `always`, or `never`.", default="auto", check=one_of(*choices.DOCTOR_MODES)),
             Key("doctorMinutes", "integer", "The most time the doctor may add to the job (its steps are skipped "
                 "once it is spent); added to the job's deadline unless doctor is never.",
                 default=defaults.DOCTOR_MINUTES, check=int_range(1, 120)),
@@ -131,7 +128,7 @@ SCHEMA: tuple[Key, ...] = (
             Key("mode", "string", "`taint`: the admission loop holds every new boot under the `uncertified` taint "
                 "(put on through the Kubernetes API, not by the AgentPool) until it passes, and a failing node is "
                 "quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
-                "(no taint anywhere); `off`: judge and report only.", default="taint", check=one_of(*certify.MODES)),
+                "(no taint anywhere); `off`: judge and report only.", default="taint", check=one_of(*choices.CERTIFIER_MODES)),
             Key("schedule", "string", "When to re-certify idle IB nodes (a cron schedule, UTC), or `off`.",
                 default=DEFAULT_CERTIFIER_SCHEDULE, check=checks.cron_or_off),
             Key("maxQuarantinePercent", "integer", "The circuit breaker: never more than this share of the pool "

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from core import catalog, kinds
+from core import catalog, choices, kinds
 from verify import gate, readers
 from verify.result import FabricResult
 
@@ -26,7 +26,7 @@ EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 
 def add_gate_args(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--fail-on", choices=tuple(gate.LEVELS), default=None,
+    p.add_argument("--fail-on", choices=tuple(choices.GATE_LEVELS), default=None,
                    help="exit 1 when the verdict trips this gate: fail (FAIL only) or warn (anything but PASS: "
                         f"WARN, UNKNOWN, FAIL); {what}")
     p.add_argument("--fail-on-low-bandwidth", action="store_true",
@@ -37,7 +37,7 @@ def gate_level(args: argparse.Namespace) -> str | None:
     """The gate's level asked for on the command line, or None (exit 0 whatever the verdict)."""
     if args.fail_on:
         return args.fail_on
-    return gate.DEFAULT_LEVEL if args.fail_on_low_bandwidth else None
+    return choices.DEFAULT_GATE_LEVEL if args.fail_on_low_bandwidth else None
 
 
 def tripped(args: argparse.Namespace, verdict: str | None) -> bool:

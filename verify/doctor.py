@@ -54,8 +54,6 @@ from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
 from verify.torsets import ACROSS, tier_of
 from verify.verdict import Verdict, pass_line_gbps
 
-# When the launcher runs the doctor (fabricTest.doctor): `auto` only when the all-nodes run is not PASS.
-DOCTOR_MODES = ("auto", "always", "never")
 # Partners per node in the pairwise rounds: 3 tells up to two bad nodes apart from good ones
 # (module docstring). Each round is one 2-node all-reduce per pair, all pairs at once.
 PAIR_PARTNERS = 3
