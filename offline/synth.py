@@ -79,7 +79,7 @@ def _collect_argv(rendering: Rendering) -> list[str] | None:
 
 def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     """None when the stack runs no fabric test (`fabricTest.enabled: false`)."""
-    from core import kinds
+    from core import expectations, kinds
     from verify import cli_args, verdict
     from verify.__main__ import build_parser
 
@@ -129,11 +129,11 @@ def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
         rows.append(("FAIL below", f"**{args.threshold_gbps:g} GB/s**, yours (`fabricTest.thresholdGbps`"
                                    f"{catalog_line}); no WARN band"))
     elif expect and expect.derived:
-        floor = expect.baseline_gbps * verdict.FLOOR_FRACTION_OF_BASELINE
+        floor = expect.baseline_gbps * expectations.FLOOR_FRACTION_OF_BASELINE
         rows.append(("WARN below", f"**{expect.threshold_gbps:g} GB/s**, the catalog's threshold, derived: below it "
                                    "the verdict is WARN until `fabricTest.thresholdGbps` is set from a measurement"))
-        rows.append(("FAIL below", f"**{floor:.1f} GB/s**, {verdict.FLOOR_FRACTION_OF_BASELINE:.0%} of the derived "
-                                   "baseline: no working fabric is that slow"))
+        rows.append(("FAIL below", f"**{floor:.1f} GB/s**, {expectations.FLOOR_FRACTION_OF_BASELINE:.0%} of the "
+                                   "derived baseline: no working fabric is that slow"))
     elif expect:
         rows.append(("FAIL below", f"**{expect.threshold_gbps:g} GB/s**, published"))
         warn_below = verdict.warn_below_gbps(expect)

@@ -9,9 +9,9 @@ import urllib.parse
 from typing import Any
 
 from core import catalog, enterprise
+from core.expectations import FLOOR_FRACTION_OF_BASELINE
 from stack_config import cron
 from stack_config.engine import Check
-from verify.verdict import FLOOR_FRACTION_OF_BASELINE
 
 
 def kubernetes_version(v: Any) -> str | None:
@@ -99,7 +99,7 @@ def accelerated_size(v: str) -> str | None:
 
 def allreduce_threshold_range(sku: catalog.Sku, nodes: int) -> tuple[float, float] | None:
     """The all-reduce thresholds (GB/s busbw) that mean something on `nodes` x `sku`, or None for a CPU size.
-    Low end: the floor (verify.verdict: below FLOOR_FRACTION_OF_BASELINE x baseline a run is FAIL whatever
+    Low end: the floor (core.expectations: below FLOOR_FRACTION_OF_BASELINE x baseline a run is FAIL whatever
     the threshold), where the catalog has a baseline. High end: twice the node's InfiniBand rate. An
     all-reduce across nodes sends and receives at least the data it reduces over the fabric, and busbw
     counts it at most twice (busbw = algbw x 2(n-1)/n), so no run gets above it."""

@@ -128,7 +128,8 @@ SCHEMA: tuple[Key, ...] = (
             Key("mode", "string", "`taint`: the admission loop holds every new boot under the `uncertified` taint "
                 "(put on through the Kubernetes API, not by the AgentPool) until it passes, and a failing node is "
                 "quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
-                "(no taint anywhere); `off`: judge and report only.", default="taint", check=one_of(*choices.CERTIFIER_MODES)),
+                "(no taint anywhere); `off`: judge and report only.", default="taint",
+                check=one_of(*choices.CERTIFIER_MODES)),
             Key("schedule", "string", "When to re-certify idle IB nodes (a cron schedule, UTC), or `off`.",
                 default=DEFAULT_CERTIFIER_SCHEDULE, check=checks.cron_or_off),
             Key("maxQuarantinePercent", "integer", "The circuit breaker: never more than this share of the pool "

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core import catalog, fabric, modes
+from core import catalog, expectations, fabric, modes
 
-PROVENANCE = catalog.Provenance(catalog.Basis.MEASURED, (catalog.Citation("x/y@0000000 z", "2026-01-01"),))
+PROVENANCE = expectations.Provenance(expectations.Basis.MEASURED,
+                                     (expectations.Citation("x/y@0000000 z", "2026-01-01"),))
 REQUIRED = [
     "Standard_ND96asr_v4",
     "Standard_ND96amsr_A100_v4",
@@ -86,8 +87,8 @@ def test_azure_published_a100_result_is_the_a100_expectation():
 
 def test_derived_figures_say_they_are_derived():
     exp = catalog.lookup("Standard_ND96isr_H100_v5").allreduce_expectation(2)
-    assert exp.derived and exp.provenance.basis is catalog.Basis.DERIVED
-    assert exp.source.startswith("derived (") and catalog.DERIVATION in exp.source
+    assert exp.derived and exp.provenance.basis is expectations.Basis.DERIVED
+    assert exp.source.startswith("derived (") and expectations.DERIVATION in exp.source
     published = catalog.lookup("Standard_ND96asr_v4").allreduce_expectation(2)
     assert not published.derived and published.source.startswith("measured (")
 
@@ -131,7 +132,7 @@ def test_feature_flag_is_skipped_only_where_azure_says_so():
 
 def test_expectation_rejects_a_threshold_above_its_baseline():
     with pytest.raises(ValueError):
-        catalog.Expectation(baseline_gbps=100, threshold_gbps=120, provenance=PROVENANCE)
+        expectations.Expectation(baseline_gbps=100, threshold_gbps=120, provenance=PROVENANCE)
 
 
 @pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
@@ -160,11 +161,12 @@ def test_h200_thresholds_come_from_h200s_own_health_check_not_h100s():
 def test_no_derived_line_sits_above_what_nccls_maintainers_call_the_peak():
     """'24GB/s is the peak performance per 200G NIC' (NVIDIA/nccl-tests#119): 384 GB/s for 8 NDR HCAs.
     A baseline above it could never be met by a healthy fabric."""
-    assert catalog.nccl_peak_gbps(8, 200) == 192 and catalog.nccl_peak_gbps(8, 400) == 384
+    assert expectations.nccl_peak_gbps(8, 200) == 192 and expectations.nccl_peak_gbps(8, 400) == 384
     for sku in catalog.SKUS.values():
         for exp in (sku.allreduce_2_nodes, sku.allreduce_more_nodes):
             if exp is not None:
-                assert exp.baseline_gbps <= catalog.nccl_peak_gbps(sku.ib_hcas_per_vm, sku.ib_link_gbits), sku.vm_size
+                peak = expectations.nccl_peak_gbps(sku.ib_hcas_per_vm, sku.ib_link_gbits)
+                assert exp.baseline_gbps <= peak, sku.vm_size
 
 
 def test_the_docs_table_quotes_the_catalogs_all_reduce_lines():
@@ -180,13 +182,13 @@ def test_the_derivation_places_h100_where_the_published_pair_sits_against_its_pe
     a100 = catalog.lookup("Standard_ND96asr_v4")
     h100 = catalog.lookup("Standard_ND96isr_H100_v5")
     published, derived = a100.allreduce_expectation(2), h100.allreduce_expectation(2)
-    a100_peak = catalog.nccl_peak_gbps(a100.ib_hcas_per_vm, a100.ib_link_gbits)
-    h100_peak = catalog.nccl_peak_gbps(h100.ib_hcas_per_vm, h100.ib_link_gbits)
+    a100_peak = expectations.nccl_peak_gbps(a100.ib_hcas_per_vm, a100.ib_link_gbits)
+    h100_peak = expectations.nccl_peak_gbps(h100.ib_hcas_per_vm, h100.ib_link_gbits)
     assert derived.baseline_gbps == round(h100_peak * published.baseline_gbps / a100_peak, 1)
     assert derived.threshold_gbps == round(h100_peak * published.threshold_gbps / a100_peak, 1)
     assert derived.derived and "NVIDIA/nccl-tests#119" in derived.source
     h200 = catalog.lookup("Standard_ND96isr_H200_v5").allreduce_expectation(2)
-    assert h200.derived and catalog.CITE_GDR_H100 in h200.provenance.cites  # from H100's line, by the gates
+    assert h200.derived and expectations.CITE_GDR_H100 in h200.provenance.cites  # from H100's line, by the gates
 
 
 @pytest.mark.parametrize("sku", catalog.SKUS.values(), ids=lambda s: s.vm_size)
@@ -198,7 +200,7 @@ def test_cores_per_vm_are_sourced_and_split_evenly_across_gpus(sku):
 
 def test_link_expectation_rejects_a_warn_band_above_its_threshold():
     with pytest.raises(ValueError, match="WARN band"):
-        catalog.LinkExpectation(baseline_gbits=400, threshold_gbits=390, provenance=PROVENANCE,
+        expectations.LinkExpectation(baseline_gbits=400, threshold_gbits=390, provenance=PROVENANCE,
                                 other_tool_warn_from_gbits=395)
 
 

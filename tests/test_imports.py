@@ -179,3 +179,12 @@ def test_the_labeler_imports_nothing_but_the_standard_library():
     assert "labeler.topology" in labeler
     for name, path in labeler.items():
         assert all(root in sys.stdlib_module_names for root in _roots(path)), f"{name} imports {_roots(path)}"
+
+
+def test_the_configuration_imports_neither_the_judge_nor_the_cluster_side():
+    """What the configuration validates against (the modes and levels, the verdict's floor) lives in core/: the
+    config layer reads core only, so a stack's configuration is checked without the judge or a cluster client."""
+    graph = _graph_with_main()
+    config = {a: {b for b in targets if _package(b) in ("verify", "clusterside")} for a, targets in graph.items()
+              if _package(a) == "stack_config"}
+    assert "stack_config.schema" in config and not any(config.values()), config

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core import catalog
+from core import catalog, expectations
 from verify import osu, p2p, perftest
 
 DATA = Path(__file__).parent / "data"
@@ -162,7 +162,7 @@ def test_nccl_output_is_not_mistaken_for_a_point_to_point_table(reference):
 
 
 # --- the verdict ---------------------------------------------------------------------------------
-def _expect(size: str) -> catalog.LinkExpectation:
+def _expect(size: str) -> expectations.LinkExpectation:
     return catalog.lookup(size).p2p
 
 

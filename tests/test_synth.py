@@ -12,13 +12,12 @@ import pytest
 import yaml
 from conftest import rendered
 
-from core import catalog
+from core import catalog, expectations
 from offline import __main__ as cli
 from offline import config_groups, docblocks, durations, engine, objects, schedule, synth
 from offline.engine import Rendering, Resource
 from offline.mocks import FAKE_KUBECONFIG
 from tests.schema_checks import load_yaml
-from verify import verdict
 
 GOLDEN = Path(__file__).parent / "golden" / "dev"
 ROOT = GOLDEN.parent.parent.parent
@@ -307,7 +306,7 @@ def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, b
     plan = files["plan.md"].decode()
     assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan
     # each line once: the derived threshold is where WARN starts, the floor is where FAIL starts
-    floor = expect.baseline_gbps * verdict.FLOOR_FRACTION_OF_BASELINE
+    floor = expect.baseline_gbps * expectations.FLOOR_FRACTION_OF_BASELINE
     assert f"| WARN below | **{expect.threshold_gbps:g} GB/s**, the catalog's threshold, derived: below it " in plan
     assert f"| FAIL below | **{floor:.1f} GB/s**, 35% of the derived baseline" in plan
     assert plan.count("| FAIL below |") == 1 and plan.count("| WARN below |") == 1

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from core import catalog
+from core import catalog, expectations
+from core.expectations import FLOOR_FRACTION_OF_BASELINE
 from tests.nccl_logs import launcher_log, worker_hosts
 from verify.nccl import parse, parse_file
 from verify.verdict import (
-    FLOOR_FRACTION_OF_BASELINE,
     MIN_JUDGED_SIZE_BYTES,
     WARN_FRACTION_OF_BASELINE,
     Verdict,
@@ -34,13 +34,13 @@ def load(reference, name):
     return parse_file(reference / "nccl-tests" / name)
 
 
-def _provenance(basis: catalog.Basis) -> catalog.Provenance:
-    return catalog.Provenance(basis, (catalog.Citation("test/test@0000000 x", "2026-01-01"),))
+def _provenance(basis: expectations.Basis) -> expectations.Provenance:
+    return expectations.Provenance(basis, (expectations.Citation("test/test@0000000 x", "2026-01-01"),))
 
 
 def exp(baseline, threshold):
-    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
-                               provenance=_provenance(catalog.Basis.MEASURED))
+    return expectations.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
+                               provenance=_provenance(expectations.Basis.MEASURED))
 
 
 def test_azure_reference_passes_against_the_catalog(reference):
@@ -189,8 +189,8 @@ def test_the_warn_band_is_not_empty_for_any_published_catalog_expectation():
 
 def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(reference):
     run = load(reference, AZURE)  # 187.22 GB/s at 8 GiB
-    derived = catalog.Expectation(baseline_gbps=200.0, threshold_gbps=190.0,
-                                  provenance=_provenance(catalog.Basis.DERIVED))
+    derived = expectations.Expectation(baseline_gbps=200.0, threshold_gbps=190.0,
+                                  provenance=_provenance(expectations.Basis.DERIVED))
     j = judge(run, sku=A100, nodes=2, expectation=derived)
     assert j.verdict is Verdict.WARN and "derived, not a published measurement" in j.reasons[0]
     assert judge(run, sku=A100, nodes=2, expectation=derived, threshold_gbps=190).verdict is Verdict.FAIL
@@ -198,8 +198,8 @@ def test_below_a_derived_threshold_is_a_warning_until_a_threshold_is_set(referen
 
 
 def derived(baseline, threshold):
-    return catalog.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
-                               provenance=_provenance(catalog.Basis.DERIVED))
+    return expectations.Expectation(baseline_gbps=baseline, threshold_gbps=threshold,
+                               provenance=_provenance(expectations.Basis.DERIVED))
 
 
 @pytest.mark.parametrize("expectation, override", [
@@ -353,7 +353,7 @@ def test_a_single_node_run_keeps_unknown_and_says_no_inter_node_channel():
 
 @pytest.mark.parametrize("busbw, verdict", [
     (_H100_FLOOR - 1, Verdict.FAIL),
-    (157.11, Verdict.WARN),  # NVIDIA's own AKS run, settings unknown (catalog.CITE_AICR_H100_AKS): IB worked
+    (157.11, Verdict.WARN),  # NVIDIA's own AKS run, settings unknown (expectations.CITE_AICR_H100_AKS): IB worked
     (_H100_2.baseline_gbps, Verdict.PASS),
 ])
 def test_the_floor_under_a_derived_threshold(busbw, verdict):
@@ -370,7 +370,7 @@ def test_the_floor_under_a_derived_threshold(busbw, verdict):
 def test_the_floor_figures_quoted_in_the_code_and_docs_are_the_catalogs():
     """The 35 % floor's comment and docs/fabric-test.md quote it in GB/s per derived size: those
     figures, and the baseline the comment names, follow the catalog."""
-    comment = (Path(__file__).resolve().parent.parent / "verify" / "verdict.py").read_text()
+    comment = (Path(__file__).resolve().parent.parent / "core" / "expectations.py").read_text()
     doc = (Path(__file__).resolve().parent.parent / "docs" / "fabric-test.md").read_text()
     assert f"of the derived {_H100_2.baseline_gbps:g} GB/s baseline" in comment
     quoted = dict(re.findall(r"for (ND H[12]00 v5)(?: that is)? (\d+) GB/s", doc))

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 
 from core import catalog, modes
+from core.expectations import FLOOR_FRACTION_OF_BASELINE, Expectation
 from verify import figures
 from verify.nccl import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
@@ -48,15 +49,6 @@ from verify.transport import SOCKET, Transport, natural_key
 # run is below what a healthy fabric measured but above the line that says it is broken. Only where
 # both are published (`warn_below_gbps`).
 WARN_FRACTION_OF_BASELINE = 0.97
-# Below this fraction of the baseline a run is FAIL even where the threshold is derived: no fabric that
-# works gets there. The floor sits below the slowest InfiniBand run on record for these sizes on AKS,
-# NVIDIA's own recipe: 157 GB/s on 2 x ND H100 v5 (its settings unknown), gated there at >= 150 GB/s
-# (catalog.CITE_AICR_H100_AKS), i.e. 42 % / 40 % of the derived 374 GB/s baseline. A run that slow
-# is suspicious (WARN), not proven broken. Below 35 % every known cause is a defect: NCCL on TCP
-# sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight rails (12.5-25 %), GPUDirect RDMA
-# lost together with half the rails. 35 % of the derived baselines:
-# ND H100 v5 130.9 GB/s, ND H200 v5 124.0 GB/s (tests/test_verify_verdict.py checks them against the catalog).
-FLOOR_FRACTION_OF_BASELINE = 0.35
 # A run whose largest message is smaller than this has not reached the bandwidth plateau.
 MIN_JUDGED_SIZE_BYTES = 1 << 30
 FROM_CATALOG = object()  # judge()'s default: look the expectation up in the catalog
@@ -104,7 +96,7 @@ def headline(verdict: Verdict, sku: str | None, figure: str | None, size_bytes: 
     return f"VERDICT: {verdict.value} — {', '.join(parts)}"
 
 
-def warn_below_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
+def warn_below_gbps(expectation: Expectation | None, threshold_gbps: float | None = None) -> float | None:
     """The WARN line below the baseline (`WARN_FRACTION_OF_BASELINE` x baseline), or None where there
     is no WARN band: it applies only when the threshold judged is the catalog's PUBLISHED one - not
     when the expectation is derived (a derived baseline is not a measurement to fall short of), and
@@ -114,7 +106,7 @@ def warn_below_gbps(expectation: catalog.Expectation | None, threshold_gbps: flo
     return expectation.baseline_gbps * WARN_FRACTION_OF_BASELINE
 
 
-def pass_line_gbps(expectation: catalog.Expectation | None, threshold_gbps: float | None = None) -> float | None:
+def pass_line_gbps(expectation: Expectation | None, threshold_gbps: float | None = None) -> float | None:
     """The busbw at the largest size at and above which judge()'s bandwidth rules give PASS: the
     threshold (the override, else the expectation's) and the WARN line (`warn_below_gbps`), whichever
     is higher. None when there is no threshold (the verdict cannot be PASS). The fabric test's
@@ -148,7 +140,7 @@ def judge(
     nodes: int | None = None,
     threshold_gbps: float | None = None,
     job_failed: str | None = None,
-    expectation: catalog.Expectation | None | object = FROM_CATALOG,
+    expectation: Expectation | None | object = FROM_CATALOG,
 ) -> Judgement:
     """Judge `result`. `nodes` defaults to the number of distinct hosts the log names.
     `job_failed` is a message when the job that ran the test ended badly (the collector passes it).
@@ -228,7 +220,7 @@ def judge(
     # -- is it fast enough? --------------------------------------------------------------------
     if expectation is FROM_CATALOG:
         expectation = entry.allreduce_expectation(nodes) if entry and nodes else None
-    assert expectation is None or isinstance(expectation, catalog.Expectation)
+    assert expectation is None or isinstance(expectation, Expectation)
     baseline = expectation.baseline_gbps if expectation else None
     threshold = expectation.threshold_gbps if expectation else None
     if threshold_gbps is not None:
