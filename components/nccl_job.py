@@ -25,7 +25,7 @@ from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
 from core.modes import RdmaMode
-from verify import doctor, launcher_env
+from verify import doctor, doctor_checks, launcher_env
 from verify.verdict import pass_line_gbps
 
 core = k8s.core.v1
@@ -134,7 +134,7 @@ def doctor_env(args: NcclJobArgs) -> dict[str, str]:
     largest = nccl_sizing.max_size_arg(args.all_reduce_args)
     node_size = sku.allreduce_1_node.size if sku.allreduce_1_node else largest
     # a pair is slow where a 2-node verdict would not PASS: the same rule as the pass line
-    pair_slow = doctor.Expectations.for_sku(sku, args.threshold_gbps).pair_slow_below_gbps
+    pair_slow = doctor_checks.Expectations.for_sku(sku, args.threshold_gbps).pair_slow_below_gbps
     pass_line = pass_line_gbps(sku.allreduce_expectation(args.node_count), args.threshold_gbps)
     # per-HCA ib_write_bw from the memory the size's gate was measured from (GPU memory on ND sizes)
     memory = sku.p2p.gate_memory if sku.p2p else ("cuda" if sku.expects_gpudirect_rdma else "host")

@@ -9,7 +9,7 @@ import pytest
 
 from core import catalog
 from verify import doctor
-from verify.doctor import Expectations, HcaBandwidth, NodeCheck, PairRun
+from verify.doctor_checks import Expectations, HcaBandwidth, NodeCheck, PairRun
 from verify.hca import HcaPort
 from verify.verdict import Verdict
 

@@ -12,7 +12,7 @@ import pytest
 
 from core import catalog
 from tests.nccl_logs import launcher_log
-from verify import doctor, doctor_report, sections
+from verify import doctor, doctor_checks, doctor_report, sections
 from verify.__main__ import main
 from verify.hca import HcaPort, infiniband_ports, parse_gpus, parse_ports
 
@@ -226,7 +226,7 @@ H100 = "Standard_ND96isr_H100_v5"
 def test_a_doctor_log_with_slow_cross_torset_pairs_reports_the_path_and_names_only_a_bad_node(bad_node):
     hosts = [f"node-{i}" for i in range(12)]
     torset_of = {i: f"torset-{i // 4}" for i in range(12)}  # three torsets of four
-    healthy = doctor.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 1.1
+    healthy = doctor_checks.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 1.1
 
     def busbw(a, b):
         slow_path = {torset_of[a], torset_of[b]} == {"torset-0", "torset-1"}
@@ -250,7 +250,7 @@ def test_a_doctor_log_with_slow_cross_torset_pairs_reports_the_path_and_names_on
 
 def test_a_doctor_log_every_pair_below_the_line_one_node_ten_times_slower_names_it():
     hosts = [f"node-{i}" for i in range(4)]
-    below = doctor.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 0.6
+    below = doctor_checks.Expectations.for_sku(catalog.lookup(H100)).pair_slow_below_gbps * 0.6
     log = doctor_log(hosts, doctor.plan_pairs(4), lambda a, b: below / 10 if 1 in (a, b) else below)
     found = doctor_report.assess(log, sku=H100, threshold_gbps=None)
     assert [s.host for s in found.diagnosis.suspects] == ["node-1"]

@@ -9,7 +9,8 @@ by it; only the command line, verify/__main__.py, dispatches to it. SKU expectat
 `core.catalog`, the one place that holds them.
 """
 
-from verify.nccl import Measurement, NcclResult, ParseError, Rank, Row, parse, parse_file
+from verify.nccl import ParseError, parse, parse_file
+from verify.nccl_result import Measurement, NcclResult, Rank, Row
 from verify.verdict import Judgement, Verdict, judge
 
 __all__ = [

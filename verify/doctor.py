@@ -2,7 +2,8 @@
 
 When the all-nodes all-reduce is slow, the launcher (scripts/nccl-launcher.sh) runs checks that
 narrow it down; this module plans the pairwise rounds and turns every check's figures into named
-suspects. No I/O here: `verify.sections` reads the log, the launcher runs the plan.
+suspects. No I/O here: `verify.sections` reads the log, the launcher runs the plan. The records (what
+the checks measured, the size's expectations, the suspects) are verify/doctor_checks.py's.
 
 **Pairing.** The all-nodes run says the fabric is slow, not where. Two-node all-reduces do: a pair is
 slow when either of its nodes is. Rounds of disjoint pairs run at the same time (N/2 pairs per
@@ -45,14 +46,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog
 from verify import torsets as torsets_
-from verify.hca import ACTIVE, LINK_UP, HcaPort, infiniband_ports
+from verify.doctor_checks import Diagnosis, Expectations, HcaBandwidth, NodeCheck, PairRun, Suspect
+from verify.hca import ACTIVE, LINK_UP, infiniband_ports
 from verify.torsets import ACROSS, tier_of
-from verify.verdict import Verdict, pass_line_gbps
+from verify.verdict import Verdict
 
 # Partners per node in the pairwise rounds: 3 tells up to two bad nodes apart from good ones
 # (module docstring). Each round is one 2-node all-reduce per pair, all pairs at once.
@@ -121,117 +121,6 @@ def rounds_env(rounds: Sequence[Sequence[tuple[int, int]]]) -> str:
     """The plan as the launcher reads it (DOCTOR_PAIR_ROUNDS): rounds split by ';', pairs by ' ',
     node indices (the hostfile's order) by '-', e.g. "0-3 1-2;0-2 1-3"."""
     return ";".join(" ".join(f"{a}-{b}" for a, b in r) for r in rounds)
-
-
-# --- what the checks measured -------------------------------------------------------------------
-@dataclass(frozen=True)
-class NodeCheck:
-    host: str
-    ports: tuple[HcaPort, ...] | None = None  # None: not listed (check skipped or cut off)
-    gpus: int | None = None
-    allreduce_busbw_gbps: float | None = None  # the single-node all-reduce at its largest size
-    allreduce_failure: str | None = None  # why that run gave no usable figure
-
-
-@dataclass(frozen=True)
-class PairRun:
-    round: int  # 0: the all-nodes run of a 2-node job
-    hosts: tuple[str, str]
-    busbw_gbps: float | None  # at the largest size
-    failure: str | None = None  # why there is no usable figure (errors, no rows, wrong data)
-    # What NCCL's INFO lines in the run say (verify.transport; None: it printed none): the one-line
-    # summary, and the pair's hosts whose ranks used TCP sockets, or an RDMA connection without GDRDMA.
-    transport: str | None = None
-    socket_hosts: tuple[str, ...] = ()
-    no_gdr_hosts: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class HcaBandwidth:
-    hosts: tuple[str, str]  # (client, server)
-    device: str  # the same device name on both ends
-    bw_gbits: float | None  # ib_write_bw BW average at the largest size
-    failure: str | None = None
-    memory: str | None = None  # "cuda" (--use_cuda: GPU memory) | "host"; None: not recorded
-
-
-@dataclass(frozen=True)
-class Expectations:
-    """What a healthy node and pair deliver: the catalog's figures, each with its source."""
-
-    vm_size: str | None = None  # None: no SKU given; only the pairs are compared, with each other
-    gpus_per_node: int | None = None
-    hcas_per_node: int | None = None
-    link_gbits: float | None = None
-    ib_generation: str | None = None
-    node_allreduce_gbps: float | None = None  # single node, all GPUs (Azure's check_nccl_allreduce)
-    node_allreduce_source: str | None = None
-    pair_threshold_gbps: float | None = None  # 2-node all-reduce FAIL line
-    pair_threshold_source: str | None = None
-    pair_threshold_derived: bool = False  # below a derived line is WARN, not FAIL (verify.verdict)
-    # where a 2-node verdict starts to PASS (verify.verdict.pass_line_gbps: the FAIL line, or the WARN
-    # line above a published one); None: the FAIL line. A pair below it is slow.
-    pair_pass_gbps: float | None = None
-    hca_gbits: float | None = None  # one HCA's ib_write_bw FAIL line
-    hca_source: str | None = None
-    hca_gate_memory: str | None = None  # the memory that gate was measured from (catalog LinkExpectation)
-    expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
-
-    @classmethod
-    def for_sku(cls, sku: catalog.Sku, pair_threshold_gbps: float | None = None) -> Expectations:
-        """`pair_threshold_gbps`: the user's threshold override (it replaces the catalog's, as in
-        verify.verdict)."""
-        pair = sku.allreduce_expectation(2)
-        node = sku.allreduce_1_node
-        return cls(
-            vm_size=sku.vm_size, gpus_per_node=sku.gpus_per_vm, hcas_per_node=sku.ib_hcas_per_vm,
-            link_gbits=float(sku.ib_link_gbits), ib_generation=sku.ib_generation,
-            node_allreduce_gbps=node.threshold_gbps if node else None,
-            node_allreduce_source=node.source if node else None,
-            pair_threshold_gbps=pair_threshold_gbps if pair_threshold_gbps is not None else (
-                pair.threshold_gbps if pair else None),
-            pair_threshold_source="threshold override" if pair_threshold_gbps is not None else (
-                pair.source if pair else None),
-            pair_threshold_derived=pair_threshold_gbps is None and bool(pair and pair.derived),
-            pair_pass_gbps=pass_line_gbps(pair, pair_threshold_gbps),
-            hca_gbits=sku.p2p.threshold_gbits if sku.p2p else None,
-            hca_source=sku.p2p.source if sku.p2p else None,
-            hca_gate_memory=sku.p2p.gate_memory if sku.p2p else None,
-            expects_gdr=sku.expects_gpudirect_rdma,
-        )
-
-
-    @property
-    def pair_slow_below_gbps(self) -> float | None:
-        """A 2-node all-reduce below this is a slow pair (the launcher's DOCTOR_PAIR_SLOW_BELOW_GBPS)."""
-        return self.pair_pass_gbps if self.pair_pass_gbps is not None else self.pair_threshold_gbps
-
-
-@dataclass(frozen=True)
-class Suspect:
-    host: str
-    hca: str | None
-    reason: str
-    evidence: dict[str, Any]
-    verdict: Verdict = Verdict.FAIL
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "hca": self.hca, "reason": self.reason, "evidence": self.evidence,
-                "verdict": self.verdict.value}
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    suspects: tuple[Suspect, ...]
-    notes: tuple[str, ...] = ()  # what the checks found that names no one (e.g. every pair slow)
-    slow_pairs: tuple[PairRun, ...] = field(default_factory=tuple)
-    # per tier and per path between torsets (`tier_figures`); empty when no torsets were given
-    tiers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> Verdict:
-        """The worst suspect's verdict (PASS when there is none)."""
-        return max((s.verdict for s in self.suspects), key=lambda v: v.severity, default=Verdict.PASS)
 
 
 # --- judging --------------------------------------------------------------------------------------

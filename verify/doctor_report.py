@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from core import catalog
 from verify import logread, result, sections
-from verify.doctor import Diagnosis, Expectations, PairRun, diagnose
+from verify.doctor import diagnose
+from verify.doctor_checks import Diagnosis, Expectations, PairRun
 from verify.verdict import Verdict
 
 

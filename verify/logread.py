@@ -22,8 +22,9 @@ from typing import IO
 
 from core import kinds
 from verify import bounded, osu, p2p, perftest
-from verify.doctor import PairRun
-from verify.nccl import NcclResult, ParseError, Stream
+from verify.doctor_checks import PairRun
+from verify.nccl import ParseError, Stream
+from verify.nccl_result import NcclResult
 from verify.sections import ALLREDUCE, DoctorReader, DoctorRun, NcclFigure, hosts_of, parse_marker
 from verify.series import Series
 

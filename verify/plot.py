@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.nccl import NcclResult
+from verify.nccl_result import NcclResult
 from verify.report import human_size
 from verify.verdict import Judgement
 

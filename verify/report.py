@@ -7,7 +7,7 @@ import math
 
 from core import kinds
 from verify.figures import figure as shown_figure
-from verify.nccl import NcclResult
+from verify.nccl_result import NcclResult
 from verify.result import AllReduceFigures, FabricResult, SizeRow
 from verify.result import Transport as ResultTransport
 from verify.transport import Transport

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 from verify import bounded, perftest
 from verify.bounded import Kept
-from verify.doctor import HcaBandwidth, NodeCheck, PairRun
+from verify.doctor_checks import HcaBandwidth, NodeCheck, PairRun
 from verify.hca import parse_gpus, parse_ports
 from verify.loglines import untag
-from verify.nccl import NcclResult, ParseError, Stream
+from verify.nccl import ParseError, Stream
+from verify.nccl_result import NcclResult
 from verify.p2p import BANDWIDTH
 
 PREFIX = "# aks-infiniband "

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from core import catalog, modes
 from core.expectations import FLOOR_FRACTION_OF_BASELINE, Expectation
 from verify import figures
-from verify.nccl import NcclResult
+from verify.nccl_result import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
 # Below this fraction of the baseline (and above the threshold) a run is WARN. Azure's published fail
@@ -111,7 +111,7 @@ def pass_line_gbps(expectation: Expectation | None, threshold_gbps: float | None
     threshold (the override, else the expectation's) and the WARN line (`warn_below_gbps`), whichever
     is higher. None when there is no threshold (the verdict cannot be PASS). The fabric test's
     launcher compares the all-nodes run against it to decide whether the doctor runs (`auto`), and a
-    doctor's pair against the 2-node one to call it slow (verify.doctor.Expectations)."""
+    doctor's pair against the 2-node one to call it slow (verify.doctor_checks.Expectations)."""
     threshold = threshold_gbps if threshold_gbps is not None else (expectation.threshold_gbps if expectation else None)
     if threshold is None:
         return None
