@@ -500,7 +500,7 @@ def test_the_job_tasks_the_collector_reads_match_the_volcano_crd(reference, stac
     ({"key": fabric.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}, False),
 ])
 def test_tolerations_follow_kubernetes_rules(toleration, tolerated):
-    from clusterside.diagnose import _tolerates
+    from clusterside.diagnose_pool import _tolerates
 
     taint = {"key": fabric.IB_TAINT_KEY, "value": fabric.IB_TAINT_VALUE, "effect": fabric.IB_TAINT_EFFECT}
     assert _tolerates(toleration, taint) is tolerated
