@@ -49,7 +49,7 @@ CERTIFY, QUARANTINE, HOLD, KEEP = "certify", "quarantine", "hold", "keep"
 
 @dataclass(frozen=True)
 class Policy:
-    mode: str = "taint"
+    mode: str = choices.DEFAULT_CERTIFIER_MODE
     dry_run: bool = False
     max_quarantine_share: float = DEFAULT_MAX_QUARANTINE_SHARE
     min_certified: int = MIN_CERTIFIED

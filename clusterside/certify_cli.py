@@ -44,7 +44,7 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--wait-minutes", type=float, default=0.0,
                    help="wait this long for the job to finish (default 0: it must have finished)")
     p.add_argument("--poll-seconds", type=float, default=15.0)
-    p.add_argument("--mode", choices=choices.CERTIFIER_MODES, default="taint",
+    p.add_argument("--mode", choices=choices.CERTIFIER_MODES, default=choices.DEFAULT_CERTIFIER_MODE,
                    help="taint: taints, condition, label, Events; label: all but taints; off: judge and print only")
     p.add_argument("--dry-run", action="store_true", help="print the decisions and the writes; change nothing")
     p.add_argument("--max-quarantine-share", type=float, default=certify.DEFAULT_MAX_QUARANTINE_SHARE,

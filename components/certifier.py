@@ -28,7 +28,7 @@ from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
 from components import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
-from core import defaults
+from core import choices, defaults
 
 core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
 
@@ -75,7 +75,7 @@ class RackAccess:
 class CertifierArgs:
     fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
     image: str = DEFAULT_IMAGE
-    mode: str = "taint"  # core.choices.CERTIFIER_MODES
+    mode: str = choices.DEFAULT_CERTIFIER_MODE  # core.choices.CERTIFIER_MODES
     schedule: str = DEFAULT_SCHEDULE  # cron, or "off": no recurring certification
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10

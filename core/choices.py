@@ -9,6 +9,7 @@ from __future__ import annotations
 # certifier.mode and `python -m verify certify --mode`: `taint` holds and quarantines with taints; `label`:
 # condition, label and Events, no taint; `off`: judge and print only (clusterside.certify.Policy).
 CERTIFIER_MODES = ("taint", "label", "off")
+DEFAULT_CERTIFIER_MODE = "taint"
 # fabricTest.doctor: when the launcher runs the fabric doctor; `auto` only when the all-nodes run is not PASS.
 DOCTOR_MODES = ("auto", "always", "never")
 # fabricTest.failOn and --fail-on: the gate's level -> the least severe verdict that trips it (verify.gate

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins
+from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
@@ -179,7 +179,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
         problems.append(f"{prefix}fabricTest.sharp: got true; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
                         f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
                         f"the key or set it to false")
-    certifier_mode = (values.get("certifier") or {}).get("mode") or "taint"
+    certifier_mode = (values.get("certifier") or {}).get("mode") or choices.DEFAULT_CERTIFIER_MODE
     if ib.get("minNodeCount") == 0 and certifier_mode == "taint" and ft.get("enabled") and kind is kinds.ALL_REDUCE:
         problems.append(f"{prefix}ibPool.minNodeCount: got 0 with certifier.mode: taint; a new node is admitted only "
                         f"after a test against a peer, and a pool scaled to zero brings its first node up alone, "

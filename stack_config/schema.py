@@ -128,7 +128,7 @@ SCHEMA: tuple[Key, ...] = (
             Key("mode", "string", "`taint`: the admission loop holds every new boot under the `uncertified` taint "
                 "(put on through the Kubernetes API, not by the AgentPool) until it passes, and a failing node is "
                 "quarantined by taint; `label`: only the FabricCertified condition, a label and Events "
-                "(no taint anywhere); `off`: judge and report only.", default="taint",
+                "(no taint anywhere); `off`: judge and report only.", default=choices.DEFAULT_CERTIFIER_MODE,
                 check=one_of(*choices.CERTIFIER_MODES)),
             Key("schedule", "string", "When to re-certify idle IB nodes (a cron schedule, UTC), or `off`.",
                 default=DEFAULT_CERTIFIER_SCHEDULE, check=checks.cron_or_off),
