@@ -69,7 +69,7 @@
 #   DOCTOR_NODE_ENV        "NAME=VALUE ..." (values without spaces): the job's settings that run sets
 #                          otherwise (-x NAME=VALUE instead of forwarding NAME); may be empty
 #   DOCTOR_PAIR_SLOW_BELOW_GBPS  a pair below this (or failed) gets per-HCA ib_write_bw: where a 2-node
-#                          verdict starts to PASS (verify.doctor.Expectations.pair_slow_below_gbps); empty: none
+#                          verdict starts to PASS (verify.doctor_checks.Expectations.pair_slow_below_gbps); empty: none
 #   DOCTOR_HCA_PAIRS       at most this many slow pairs get per-HCA ib_write_bw
 #   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time: each is an mpirun in this pod
 #   PERFTEST_MEMORY        cuda | host: the memory ib_write_bw moves, that of the size's gate (catalog
