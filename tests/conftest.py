@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 if __name__ != "conftest":
     raise ImportError(f"tests/conftest.py imported as {__name__!r}: import it as `conftest`, the name pytest gives it")
 
-ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = reference_material.reference_dir()
 
 # The suite keeps many objects alive (the provider SDKs' type tables, the test modules, renders), and

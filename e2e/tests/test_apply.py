@@ -44,7 +44,7 @@ def test_cron_schedules_the_api_server_accepts_are_the_ones_the_config_accepts(p
     schedule that can never fire is the server's to accept and this stack's to refuse)."""
     import json
 
-    from tests.test_cron import ACCEPTED, REFUSED
+    from tests.unit.stack_config.test_cron import ACCEPTED, REFUSED
 
     plane = planes.current[0] if planes.current else planes.fresh("dev")[0]
 

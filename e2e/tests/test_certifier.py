@@ -26,7 +26,7 @@ from core import fabric
 from e2e import apply, fabric_run, pools
 from e2e.cluster import ROOT, kubeconfig
 from offline import engine
-from tests.test_certify import doctor_log
+from tests.unit.clusterside.test_certify import doctor_log
 
 H100 = "Standard_ND96isr_H100_v5"
 CONFIG = {**engine.stack_file_config("dev"), "ibPool": {"vmSize": H100, "nodeCount": 4}}

@@ -1,0 +1,88 @@
+"""The README is a short guide and docs/ holds the rest: the README stays under 15 KB with a table of
+contents, links every page of docs/, and every link in them leads somewhere (file and heading, as
+GitHub makes anchors). Commands the docs name exist: every `make X` is a target, every
+`python -m X` a module."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces as hyphens."""
+    text = heading.strip().lower().replace("`", "")
+    kept = "".join(c for c in text if c in " -_" or unicodedata.category(c)[0] in "LN")
+    return kept.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for line in FENCE.sub("", path.read_text()).splitlines():
+        m = re.match(r"^(#{1,6}) (.+)$", line)
+        if m:
+            base = _anchor(m.group(2))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def test_the_readme_is_a_short_guide_with_contents():
+    text = README.read_text()
+    assert len(text.encode()) < 15_000, f"README.md is {len(text.encode())} bytes; move detail to docs/"
+    contents = next(line for line in text.splitlines() if line.startswith("**Contents:**"))
+    sections = {_anchor(h) for h in re.findall(r"^## (.+)$", FENCE.sub("", text), re.M)}
+    linked = set(re.findall(r"\(#([^)]+)\)", contents + text[text.index(contents):].split("\n\n")[0]))
+    assert sections <= linked, f"sections missing from the contents: {sections - linked}"
+
+
+def test_every_page_of_docs_is_linked_from_the_readme():
+    linked = {m.split("#")[0] for m in LINK.findall(README.read_text())}
+    assert {f"docs/{p.name}" for p in DOCS} <= linked
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_link_leads_somewhere(page: Path):
+    broken = []
+    for target in LINK.findall(FENCE.sub("", page.read_text())):
+        if re.match(r"^[a-z]+:", target):  # http(s), mailto: not checked offline
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(f"{target}: no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.name}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_commands_the_docs_name_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    text = "\n".join(p.read_text() for p in PAGES)
+    named = set(re.findall(r"`make ([a-z][a-z-]+)", text)) | set(re.findall(r"^make ([a-z][a-z-]+)", text, re.M))
+    assert named and named <= targets, f"not Makefile targets: {named - targets}"
+    modules = set(re.findall(r"python3? -m ([a-z_][a-z_.]*)", text))
+    assert {"offline", "verify", "offline.reference"} <= modules
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    assert not missing, f"named in the docs but not modules: {missing}"
+
+
+def test_the_anchor_rule_matches_githubs_on_the_headings_used_here():
+    assert _anchor("CPU-only HPC sizes (HB / HX)") == "cpu-only-hpc-sizes-hb--hx"
+    assert _anchor("`python -m verify`: reading a result") == "python--m-verify-reading-a-result"
+    assert _anchor("Read access (RBAC) that `collect` needs") == "read-access-rbac-that-collect-needs"

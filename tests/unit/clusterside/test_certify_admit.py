@@ -1,0 +1,109 @@
+"""The admission loop (`python -m verify certify --admit`, clusterside/certify_admit.py) against the fake API
+server (tests/fake_kube_store.py): every new boot of an IB node is held through the API, nothing a person
+did is undone, and held nodes that can run a test are re-tested. The real server's answer to the same
+writes, under AKS's pool rule, is e2e/tests/test_certifier.py's."""
+
+from __future__ import annotations
+
+import json
+
+from clusterside import certify, certify_admit, certify_cli
+from clusterside.kube_api import connect
+from core import fabric
+from tests.fake_kube_store import FakeApi
+from tests.unit.clusterside.test_certify import NS, POOL, UNCERT, name, node, retest_template, run_retest
+from verify import __main__ as cli
+
+
+def ready(n: dict, gpus: str = "8") -> dict:
+    n["status"]["allocatable"] = {fabric.GPU_RESOURCE: gpus}
+    return n
+
+
+def admit(api: FakeApi, tmp_path, capsys, *extra: str) -> tuple[int, str]:
+    kubeconfig = tmp_path / "k.json"
+    kubeconfig.write_text(api.kubeconfig())
+    code = cli.main(["certify", "--admit", "--once", "--kubeconfig", str(kubeconfig), "--namespace", NS, *extra])
+    return code, capsys.readouterr().err
+
+
+def test_a_new_boot_is_held_in_one_write_with_its_evidence(tmp_path, capsys):
+    nodes = [node(0, None), node(1, None, certified_boot="boot-1-1"), node(2, None, certified_boot="old-boot")]
+    with FakeApi(nodes=nodes) as api:
+        code, err = admit(api, tmp_path, capsys)
+        held = api.node(name(0))
+    assert code == 0, err
+    assert api.taints(name(0)) == [POOL, UNCERT] and api.taints(name(2)) == [POOL, UNCERT]
+    assert api.taints(name(1)) == [POOL], "passed on the boot it runs: not held"
+    assert held["metadata"]["labels"][fabric.FABRIC_STATE_LABEL] == fabric.UNCERTIFIED
+    assert json.loads(held["metadata"]["annotations"][certify.HELD_ANNOTATION])["boot_id"] == "boot-1-0"
+    hold_writes = [(m, p) for m, p, _ in api.writes if p == f"/api/v1/nodes/{name(0)}"]
+    assert hold_writes == [("PATCH", f"/api/v1/nodes/{name(0)}")], "taint, label and record in one write"
+    (event,) = [e for e in api.events() if e["regarding"]["name"] == name(2)]
+    assert event["reason"] == "FabricHeld" and "the last certification was of boot old-boot" in event["note"]
+    assert "hold node" in err
+
+
+def test_a_hold_a_person_lifted_stays_lifted_and_our_hold_on_a_passed_boot_is_lifted(tmp_path, capsys):
+    nodes = [node(0, None, held_boot="boot-1-0"),  # held once on this boot, lifted since: by a person
+             node(1, certified_boot="boot-1-1", held_boot="boot-1-1")]  # held while a run certified it
+    with FakeApi(nodes=nodes) as api:
+        code, err = admit(api, tmp_path, capsys)
+    assert code == 0, err
+    assert api.taints(name(0)) == [POOL] and api.taints(name(1)) == [POOL]
+    assert not [p for _, p, _ in api.writes if name(0) in p], "a person's decision is not undone"
+
+
+def test_label_mode_holds_by_label_only_and_a_dry_run_writes_nothing(tmp_path, capsys):
+    with FakeApi(nodes=[node(0, None)]) as api:
+        code, err = admit(api, tmp_path, capsys, "--mode", "label")
+        assert code == 0 and api.taints(name(0)) == [POOL]
+        assert api.node(name(0))["metadata"]["labels"][fabric.FABRIC_STATE_LABEL] == fabric.UNCERTIFIED
+    with FakeApi(nodes=[node(0, None)]) as api:
+        code, err = admit(api, tmp_path, capsys, "--dry-run")
+        assert code == 0 and api.writes == [] and "would hold node" in err
+
+
+def test_a_refused_hold_exits_2_and_the_other_nodes_are_held(tmp_path, capsys):
+    with FakeApi(nodes=[node(0, None), node(1, None)]) as api:
+        api.refuse = {f"/api/v1/nodes/{name(0)}": (403, 'nodes "x" is forbidden')}
+        code, err = admit(api, tmp_path, capsys)
+        assert code == 2 and "forbidden" in err
+        assert api.taints(name(1)) == [POOL, UNCERT]
+
+
+def test_admit_refuses_what_it_cannot_do(tmp_path, capsys):
+    with FakeApi(nodes=[node(0, None)]) as api:
+        for extra in (["--mode", "off"], ["--recurring"], ["--interval-seconds", "0"]):
+            code, err = admit(api, tmp_path, capsys, *extra)
+            assert code == 2 and err.startswith("error: --") and len(err.strip().splitlines()) == 1, err
+        assert api.writes == []
+
+
+def test_held_nodes_that_can_run_a_test_are_re_tested_once_within_the_back_off():
+    nodes = [ready(node(0, None, certified=True)), ready(node(1)), node(2), ready(node(3), gpus="0")]
+    assert certify_admit.due(nodes, {}, now=1000.0, retest_after_seconds=60) == [name(1)]
+    assert certify_admit.due(nodes, {name(1): 990.0}, now=1000.0, retest_after_seconds=60) == []
+    assert certify_admit.due(nodes, {name(1): 900.0}, now=1000.0, retest_after_seconds=60) == [name(1)]
+
+
+def test_the_loop_starts_one_re_test_for_held_ready_nodes_and_it_admits_them(tmp_path, capsys):
+    """Two passes: the first holds the new node and, once it can run a test, starts the recurring run on it
+    and its idle certified peers (the real `--recurring` path, the fake runs the job at once)."""
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    created, run = run_retest()
+    nodes = [ready(node(i, None, certified_boot=f"boot-1-{i}")) for i in range(3)] + [ready(node(3, None))]
+    with FakeApi(nodes=nodes, configmaps=[template], run_job=run) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        args = cli.build_parser().parse_args(["certify", "--admit", "--kubeconfig", str(kubeconfig), "--namespace",
+                                              NS, "--poll-seconds", "0.01", "--json"])
+        code = certify_admit.loop(connect(str(kubeconfig)), args, certify.Policy(mode="taint"), certify_cli.run,
+                                  sleep=lambda s: None, passes=2)
+        capsys.readouterr()
+    assert code == 0
+    assert len(created) == 1, "one re-test, not one per pass"
+    assert api.taints(name(3)) == [POOL], "held, re-tested, admitted"
+    assert api.condition(name(3), fabric.FABRIC_CONDITION)["status"] == "True"
