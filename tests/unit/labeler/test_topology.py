@@ -1,6 +1,7 @@
 """The fabric's shape: the labeler's facts from sysfs, the Hyper-V KVP pool, IMDS and SHARP (labeler/topology.py),
-the node PATCH it sends (against a fake API server that applies it), the DaemonSet that runs it on every IB
-node, and Volcano's HyperNode discovery and topology-aware scheduling built from the same labels."""
+the node PATCH it sends (against a fake API server that applies it), and Volcano's HyperNode discovery and
+topology-aware scheduling built from the same labels. The DaemonSet that runs it on every IB node, as the stack
+renders it: tests/stack/components/test_topology_labeler.py."""
 
 from __future__ import annotations
 
@@ -12,16 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components import topology_labeler, volcano_topology
-from core import fabric, pins
+from components import volcano_topology
+from core import fabric
 from labeler import topology
 from tests.fake_kube_store import TOKEN, FakeApi
-from tests.schema_checks import as_api, core_errors, crd_errors, load_yaml_all, pinned_name
+from tests.schema_checks import load_yaml_all, pinned_name
 
-DAEMONSET = "kubernetes:apps/v1:DaemonSet"
-LABELER = "topology-daemonset"
-POOL = "azure-native:containerservice:AgentPool"
-JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 NAMES = fabric.topology_names()
 
 
@@ -221,61 +218,6 @@ def test_a_hung_sharp_is_caught_and_a_refused_label_is_retried(tmp_path, monkeyp
         topology.label_with_retries(Flaky(), "aks-ib-0", {"a": "b"}, {}, attempts=2, sleep=slept.append)
 
 
-# --- the DaemonSet in the render ---------------------------------------------------------------------------
-
-def labeler_pod(dev) -> dict[str, Any]:
-    return as_api(dev.one(DAEMONSET, LABELER).inputs)["spec"]["template"]["spec"]
-
-
-def test_the_labeler_runs_on_every_ib_node_before_it_is_certified(dev):
-    spec = labeler_pod(dev)
-    assert spec["nodeSelector"] == fabric.pool_node_selector()
-    for taint in dev.one(POOL).inputs["nodeTaints"]:
-        key, effect = taint.split("=")[0], taint.rsplit(":", 1)[1]
-        assert any(t["key"] == key and t["effect"] == effect for t in spec["tolerations"]), taint
-    assert {"key": fabric.FABRIC_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
-
-
-def test_only_the_sharp_step_is_privileged_and_it_holds_no_api_token(dev):
-    spec = labeler_pod(dev)
-    sharp, label = spec["initContainers"]
-    assert sharp["securityContext"] == {"privileged": True} and "env" not in sharp
-    assert spec["automountServiceAccountToken"] is False
-    assert not any("serviceaccount" in m["mountPath"] for m in sharp["volumeMounts"])
-    assert any(m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount" for m in label["volumeMounts"])
-    for unprivileged in (label, spec["containers"][0]):
-        ctx = unprivileged["securityContext"]
-        assert ctx["runAsNonRoot"] and not ctx["privileged"] and ctx["capabilities"] == {"drop": ["ALL"]}
-
-
-def test_the_labeler_runs_the_shipped_script_with_the_label_names_from_one_place(dev):
-    spec = labeler_pod(dev)
-    sharp, init = spec["initContainers"]
-    assert (sharp["command"], init["command"]) == (["python3", "/opt/aks-infiniband/topology.py", "sharp"],
-                                                   ["python3", "/opt/aks-infiniband/topology.py", "node"])
-    env = {e["name"]: e.get("value") for e in init["env"]}
-    assert {k.removeprefix("TOPOLOGY_").lower(): v for k, v in env.items()
-            if k.startswith("TOPOLOGY_") and k != "TOPOLOGY_EXTRA_LABELS"} == NAMES
-    assert env["TOPOLOGY_EXTRA_LABELS"] == "{}", "no DRA on the dev stack: nothing beyond the topology"
-    script = dev.one("kubernetes:core/v1:ConfigMap", "topology-script").inputs["data"]["topology.py"]
-    assert script == Path(topology.__file__).read_text()
-    template = as_api(dev.one(DAEMONSET, LABELER).inputs)["spec"]["template"]["metadata"]
-    assert template["annotations"][topology_labeler.SCRIPT_HASH_ANNOTATION] == topology_labeler.script_sha256()
-
-
-def test_the_labeler_may_patch_nodes_and_nothing_else(dev):
-    """Least privilege: its one request is a node PATCH (the fake API server above answers nothing else,
-    and test_the_two_steps_label_the_node_with_every_fact passes against it), so it may not even get one."""
-    (rule,) = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "topology-role").inputs["rules"]
-    assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}
-
-
-def test_every_labeler_object_passes_the_kubernetes_schema(dev):
-    for r in dev.resources:
-        if r.name.startswith("topology-") and r.type.startswith("kubernetes:"):
-            assert core_errors(r.inputs) == [], r.name
-
-
 # --- Volcano --------------------------------------------------------------------------------------------------
 
 @functools.cache
@@ -318,17 +260,6 @@ def test_the_scheduler_gets_the_topology_plugin_and_keeps_every_upstream_plugin(
     assert all(before[n] == after[n] for n in untouched)
 
 
-def test_the_fabric_test_job_declares_its_network_topology(dev, reference):
-    job = as_api(dev.one(JOB).inputs)
-    topology = job["spec"]["networkTopology"]
-    assert topology["mode"] == "soft"
-    # Volcano overwrites a soft job's highestTierAllowed with the cluster's top tier (v1.15.1
-    # session.go convertSoftToHardTopology): declaring one would claim a bound that is never applied
-    assert "highestTierAllowed" not in topology and "highestTierName" not in topology
-    assert crd_errors({**job, "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
-                      reference / "crds" / pinned_name("batch.volcano.sh_jobs", "volcano")) == []
-
-
 def test_the_shipped_script_runs_alone(tmp_path):
     """The pod has the ConfigMap's one file and the image's python3: no project import, nothing beyond
     the standard library."""
@@ -368,25 +299,6 @@ def test_sharp_runs_with_memory_unlocked_as_azures_labeler_runs_it(tmp_path):
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
     got = out.read_text().strip()
     assert got == "unlimited" or int(got) * 1024 == hard, got
-
-
-def test_on_arm64_grace_blackwell_the_labeler_runs_only_steps_whose_images_have_arm64():
-    """Azure's node-health image (the SHARP step's) is amd64 only; GB200/GB300 nodes are arm64: there the
-    SHARP step is left out and the labelling step runs in the multi-arch Python image."""
-    from conftest import rendered
-
-    for stack, arch in (("dev", "amd64"), ("gb300", "arm64"), ("gb200", "arm64")):
-        spec = labeler_pod(rendered(stack))
-        steps = {c["name"]: c["image"] for c in spec["initContainers"]}
-        images = [*steps.values(), *(c["image"] for c in spec["containers"])]
-        by_image = {c.version: c for c in pins.COMPONENTS}
-        for image in images:
-            assert arch in by_image[image].platforms, (stack, image)
-        assert ("sharp" in steps) == (arch == "amd64"), stack
-        assert steps["label"] == pins.component("pythonImage").version
-        volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["hyperv"]["hostPath"]["type"] == "DirectoryOrCreate", "an absent KVP file stops nothing"
-        assert ("dev-infiniband" in volumes) == (arch == "amd64")
 
 
 def test_a_labelling_image_without_the_sizes_architecture_is_refused():
