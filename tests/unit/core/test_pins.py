@@ -15,7 +15,7 @@ from components.gpu_operator import GpuOperatorArgs
 from components.node_feature_discovery import NodeFeatureDiscoveryArgs
 from components.volcano import VolcanoArgs
 from core import pins
-from offline import engine, synth
+from offline import engine
 from offline.engine import ROOT
 
 CASES = {
@@ -204,25 +204,8 @@ def test_each_version_outside_the_matrix_is_refused_and_the_override_says_untest
     assert cfg.untested == ((f"versions.{key}", other),)
 
 
-def test_the_plan_says_untested(render, render_azure):
-    # The Azure half: kubernetesVersion is the cluster's, and either half exports untestedVersions.
-    rendering = render_azure(kubernetesVersion="1.36", allowUntestedVersions=True)
-    assert rendering.outputs["untestedVersions"] == {"kubernetesVersion": "1.36"}
-    plan = synth.synthesize(rendering, images=False)["plan.md"].decode()
-    assert "**untested**" in plan.split("## ")[0] and "`kubernetesVersion` `1.36`" in plan
-    assert "untestedVersions" not in render().outputs  # the default combination is tested
-
-
 def test_the_docs_show_the_matrix_of_the_code():
     assert pins.matrix_markdown() in (ROOT / "docs" / "upgrading-pins.md").read_text()
-
-
-def test_the_network_operator_images_are_the_public_registrys_never_staging(dev):
-    """The rendered rc.2 package names nvcr.io/nvstaging in its own defaults; the images the stack
-    sets itself (the NicClusterPolicy's) are the public nvcr.io/nvidia/mellanox ones."""
-    spec = dev.one("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy").inputs["spec"]
-    repos = {v["repository"] for v in spec.values() if isinstance(v, dict) and "repository" in v}
-    assert repos == {"nvcr.io/nvidia/mellanox"}
 
 
 def _string_literals(path) -> list[tuple[int, str]]:
