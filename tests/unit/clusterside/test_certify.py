@@ -494,41 +494,6 @@ def test_each_run_pushes_its_metrics_to_a_pushgateway(tmp_path, capsys):
     assert "aks_infiniband_fabric_breaker_open 0" in text and "aks_infiniband_fabric_pair_busbw_gbps{" in text
 
 
-def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_when_asked(tmp_path, capsys):
-    """The dev stack's own day-0 command line (the Job's container), given a kubeconfig: a Volcano job that
-    failed is a FAIL result in the result ConfigMap the stack reads (fabricVerdict / fabricVerdictReasons),
-    exit 0; with failOnLowBandwidth exit 1, which fails the Job and `pulumi up`."""
-    from conftest import dev_kubernetes_half, rendered
-
-    from components.fabric_check import parse_result
-
-    for overrides, exit_code in (({}, 0), ({"fabricTest": {"failOnLowBandwidth": True}}, 1)):
-        # with an override, the Kubernetes half, where the Job is declared (tests/test_stack_parts.py)
-        stack = dev_kubernetes_half(**overrides) if overrides else rendered()
-        (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"][
-            "spec"]["containers"]
-        argv = container["command"][4:]
-        ns, job = argv[argv.index("--namespace") + 1], argv[argv.index("--job") + 1]
-        home = argv[argv.index("--certifier-namespace") + 1]
-        result_cm = argv[argv.index("--result-configmap") + 1]
-        pods = [pod(f"{job}-mpimaster-0", "mpimaster", "aks-system-0"), pod(f"{job}-mpiworker-0", "mpiworker", name(0)),
-                pod(f"{job}-mpiworker-1", "mpiworker", name(1))]
-        cms = [{"metadata": {"name": cm, "namespace": home}, "data": {}}
-               for cm in (result_cm, argv[argv.index("--history-configmap") + 1])]
-        failed = {"metadata": {"name": job, "namespace": ns}, "status": {"state": {"phase": "Failed"}}}
-        log = {f"/api/v1/namespaces/{ns}/pods/{job}-mpimaster-0": "[nccl-launcher] mpirun exited 1\n"}
-        with FakeApi(nodes=[node(0), node(1)], pods=pods, jobs=[failed], configmaps=cms, logs=log) as api:
-            kubeconfig = tmp_path / "k.json"
-            kubeconfig.write_text(api.kubeconfig())
-            code = cli.main([*argv, "--kubeconfig", str(kubeconfig), "--poll-seconds", "0.01"])
-            data = api.configmap(home, result_cm)["data"]
-            assert all(api.taints(name(i)) == [POOL, UNCERT] for i in (0, 1)), "a failed run certifies no one"
-        capsys.readouterr()
-        assert code == exit_code
-        result = parse_result(data)
-        assert result.verdict == "FAIL" and "Volcano job phase Failed" in result.reasons
-
-
 # --- the rack's NVLink run (GB200/GB300): judged by the rack figure, no node changed -------------------
 GB300 = catalog.lookup("Standard_ND128isr_GB300_v6")
 RACK_CM = "fabric-certifier-rack-result"

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import dev_kubernetes_half, rendered
 
 from tests.nccl_logs import launcher_log, worker_hosts
 from tests.unit.clusterside.test_verify_collect import argv
@@ -18,7 +17,6 @@ from verify import gate
 from verify.figures import figure
 
 H100 = "Standard_ND96isr_H100_v5"
-CERTIFY = ("kubernetes:batch/v1:Job", "fabric-check-certify")
 
 
 def _log(tmp_path: Path, busbw: float, *, network: str = "IB", info: bool = True, name: str = "run.log") -> Path:
@@ -141,55 +139,3 @@ def test_a_tiny_busbw_is_printed_with_its_digits_in_the_headline(tmp_path, capsy
     out = capsys.readouterr().out
     headline = next(line for line in out.splitlines() if line.startswith("VERDICT:"))
     assert "0.08 GB/s busbw" in headline and "0.0 GB/s" not in out
-
-
-# --- the stack: fabricTest.failOn reaches the collect step ------------------------------------------
-def _certify_command(**fabric_test) -> list[str]:
-    """The day-0 certifier Job's command line, as the dev stack renders it with these fabricTest keys (with
-    keys, the Kubernetes half, where the Job is declared: tests/test_stack_parts.py holds it to the whole)."""
-    stack = dev_kubernetes_half(fabricTest=fabric_test) if fabric_test else rendered()
-    (container,) = stack.one(*CERTIFY).inputs["spec"]["template"]["spec"]["containers"]
-    return container["command"]
-
-
-def test_the_stack_passes_its_gate_to_the_certifier():
-    assert "--fail-on" not in _certify_command() and "--fail-on-low-bandwidth" not in _certify_command()
-    assert "--fail-on-low-bandwidth" in _certify_command(failOnLowBandwidth=True)  # unchanged: no new Job
-    warn = _certify_command(failOnLowBandwidth=True, failOn="warn")
-    assert warn[warn.index("--fail-on") + 1] == "warn" and "--fail-on-low-bandwidth" not in warn
-
-
-def test_fail_on_warn_makes_a_warn_fail_the_stacks_certifier(tmp_path, capsys):
-    """The dev stack's own certifier command against a fake cluster whose job logs a WARN run: exit 1 (the
-    Job, and `pulumi up`, fail) with failOn: warn; exit 0 with the default level. The nodes are judged
-    and acted on first either way."""
-    from clusterside import collect as collect_mod
-    from components import certifier as certifier_mod
-    from core import fabric
-    from tests.fake_kube_store import FakeApi
-
-    for fabric_test, expected in (({"failOnLowBandwidth": True}, 0),
-                                  ({"failOnLowBandwidth": True, "failOn": "warn"}, 1)):
-        args = _certify_command(**fabric_test)
-        ns, name = args[args.index("--namespace") + 1], args[args.index("--job") + 1]
-        text = launcher_log(worker_hosts(2, name), 8, busbw_gbps=200)
-        pods = [{"metadata": {"name": f"{name}-{task}-{i}", "namespace": ns,
-                              "creationTimestamp": "2026-03-01T12:00:00Z",
-                              "labels": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task}},
-                 "spec": {"nodeName": f"aks-ib-0000000{i}", "containers": [{"name": task}]},
-                 "status": {"phase": "Succeeded"}}
-                for i, task in ((0, collect_mod.LAUNCHER_TASK), (0, "mpiworker"), (1, "mpiworker"))]
-        nodes = [{"metadata": {"name": f"aks-ib-0000000{i}", "labels": fabric.pool_node_selector()},
-                  "spec": {"taints": [{"key": fabric.IB_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]},
-                  "status": {"conditions": []}} for i in (0, 1)]
-        configmaps = [{"metadata": {"name": n, "namespace": certifier_mod.NAMESPACE}, "data": {}}
-                      for n in (certifier_mod.RESULT_CONFIGMAP, certifier_mod.HISTORY_CONFIGMAP)]
-        volcano_job = {"metadata": {"name": name, "namespace": ns}, "status": {"state": {"phase": "Completed"}}}
-        with FakeApi(nodes=nodes, pods=pods, jobs=[volcano_job], configmaps=configmaps,
-                     logs={f"/api/v1/namespaces/{ns}/pods/{name}-{collect_mod.LAUNCHER_TASK}-0": text}) as api:
-            kubeconfig = tmp_path / "kubeconfig.json"
-            kubeconfig.write_text(api.kubeconfig())
-            code = cli.main([*args[args.index("certify"):], "--kubeconfig", str(kubeconfig)])
-        captured = capsys.readouterr()
-        assert json.loads(captured.out)["certification"]["verdict"] == "WARN", captured.err
-        assert code == expected, captured.err
