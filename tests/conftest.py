@@ -77,7 +77,7 @@ def dev_config(**overrides: Any) -> dict[str, Any]:
 
 # The halves of a stack (`stackPart`, docs/enterprise-deployment.md), as a test may render them: each
 # half is declared by the same function as in the whole stack (stack/azure.py, stack/kubernetes.py;
-# tests/test_stack_parts.py holds them equal), at a third to a half of a whole render's cost.
+# tests/stack/test_stack_parts.py holds them equal), at a third to a half of a whole render's cost.
 PARTS: dict[str, dict[str, Any]] = {
     "all": {},
     "azure": {"stackPart": "azure"},
@@ -89,7 +89,7 @@ PARTS: dict[str, dict[str, Any]] = {
 _RENDERED: dict[str, bytes] = {}
 _STORE: Path | None = None
 # engine.render as the session found it: a test may patch engine.render with one that calls rendered()
-# (tests/test_synth.py, tests/test_enterprise.py), and a render not yet stored must still be the real one.
+# (tests/stack/test_synth.py, tests/stack/test_enterprise.py), and a render not yet stored must still be the real one.
 _RENDER: Callable[..., engine.Rendering] | None = None
 
 
@@ -240,7 +240,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @pytest.fixture
 def azure_log(reference: Path) -> str:
     """Azure's published 2-node ND A100 v4 all-reduce log: the launcher log of the collector's tests
-    (tests/test_verify_collect*.py)."""
+    (tests/unit/clusterside/test_verify_collect*.py)."""
     return (reference / "nccl-tests" / "sample-output_azure-aks-rdma-infiniband_expected-output.txt").read_text()
 
 

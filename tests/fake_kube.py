@@ -6,7 +6,8 @@ the builders of the scenarios it serves.
 Two ways to drive it: a list of job phases served in order (the simple cases), or a scenario - a
 function from the scenario's clock (seconds since T0) to what the cluster looks like then - with a
 fake clock the collector sleeps on, so an hour-long wait runs in a second and every time asserted
-is the scenario's. Used by tests/test_verify_collect.py and tests/test_verify_collect_scenarios.py."""
+is the scenario's. Used by tests/unit/clusterside/test_verify_collect.py and
+tests/unit/clusterside/test_verify_collect_scenarios.py."""
 
 from __future__ import annotations
 

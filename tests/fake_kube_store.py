@@ -1,6 +1,6 @@
 """A FAKE Kubernetes API server that stores objects and records every write, for the certifier's
 scenarios (there is no cluster here). The collector's read-only fake, driven by scenarios on a fake
-clock, is tests/test_verify_collect.py's (tests/fake_kube.py once i19b's split lands); this one keeps a
+clock, is tests/unit/clusterside/test_verify_collect.py's (tests/fake_kube.py once i19b's split lands); this one keeps a
 writable object store instead. It answers as the API server does for what the certifier calls:
 
 - GET of an object or a collection (`items`, equality label selectors `a=b,c!=d,e`), pod logs;

@@ -1,5 +1,6 @@
 """Stack files that are not a configuration at all, each (file text, where the message points, text it
-must hold): tests/test_bad_stack_files.py checks the render's one-line refusal, e2e/tests/test_stack_file.py
+must hold): tests/stack/validation/test_bad_stack_files.py checks the render's one-line refusal,
+e2e/tests/test_stack_file.py
 that the Pulumi CLI refuses each too. `None`: a file that is not UTF-8 (written by the tests)."""
 
 GOOD = "config:\n  azure-native:location: eastus\n  aks-infiniband:ibPool:\n    vmSize: Standard_ND96isr_H100_v5\n" \

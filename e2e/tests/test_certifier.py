@@ -4,7 +4,8 @@ them (the pool's taints under AKS's rule, e2e/aks_rules.py), and a finished fabr
 and phase are written as Volcano would (e2e/fabric_run.py), its launcher log served by kwok.
 
 The launcher logs are CONSTRUCTED from tests/nccl_logs.py (lines in the formats of real logs; nothing here
-was measured), as in tests/test_certify.py: no recorded run has four InfiniBand nodes or a slow one. A real
+was measured), as in tests/unit/clusterside/test_certify.py: no recorded run has four InfiniBand nodes
+or a slow one. A real
 recorded log is judged on this path in e2e/tests/test_recorded_run.py.
 Each scenario's assertions read what the real server kept (taints, conditions, labels, Events).
 """

@@ -3,7 +3,8 @@
 `pulumi-config` (e2e/tools/pulumi) is the Pulumi SDK's workspace code, built from its Go module: it loads
 Pulumi.yaml and a stack file, checks the project's declared types and applies its defaults, as
 `pulumi preview` and `up` do before the program starts, and prints what the program would be handed.
-For each stack file of the corpus (the repository's stacks, the refused files of tests/test_bad_stack_files.py,
+For each stack file of the corpus (the repository's stacks, the refused files of
+tests/stack/validation/test_bad_stack_files.py,
 every bad configuration of tests/bad_configs written as a stack file, and scalars and keys that YAML
 libraries read differently), the render's reader (stack_config.stackfile, then the program's own check,
 stack_config.parse) and the CLI agree: both refuse it, or both accept it and hand the program the same
@@ -157,7 +158,7 @@ def test_a_file_the_render_refuses_the_cli_refuses(built, tmp_path, name):
 
 def test_every_bad_configuration_written_as_a_stack_file_is_read_as_the_cli_reads_it(built, tmp_path):
     """Where the CLI refuses one (a declared type), the render refuses it too; where it accepts one, both
-    hand the program the same values (and the program refuses it: tests/test_bad_input.py)."""
+    hand the program the same values (and the program refuses it: tests/stack/validation/test_bad_input.py)."""
     for path in sorted((ROOT / "tests" / "bad_configs").glob("*.yaml")):
         case = yaml.safe_load(path.read_text())
         stack = case.get("stack", "dev")

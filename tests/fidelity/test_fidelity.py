@@ -57,7 +57,7 @@ STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared",
 # Shapes that an example stack has (the same size and mode; only its location and tags differ) are that
 # stack, rendered whole for other tests too. Every other shape is the Kubernetes half of dev in that size
 # and mode, which declares every Kubernetes object the whole stack declares, input by input
-# (tests/test_stack_parts.py).
+# (tests/stack/test_stack_parts.py).
 EXAMPLES = {("h100", "shared"): "dev", ("hb", "shared"): "hb", ("gb200", "sriov"): "gb200", ("gb300", "dra"): "gb300"}
 
 

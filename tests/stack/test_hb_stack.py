@@ -19,7 +19,7 @@ from tests.paths import ROOT
 
 JOB_TYPE = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 HB = "Standard_HB176rs_v4"
-# The job, the certifier's Job and the fabric outputs are the Kubernetes half's (tests/test_stack_parts.py):
+# The job, the certifier's Job and the fabric outputs are the Kubernetes half's (tests/stack/test_stack_parts.py):
 # a variant of the hb stack renders that half (of dev on HB176rs_v4: the hb stack but for its tags), of the
 # same dicts as test_osu_build.py and test_driver_lifecycle.py (one render per session for all).
 GATE = {"p2pThresholdGbits": 350, "failOnLowBandwidth": True, "timeoutMinutes": 45}  # test_osu_build: timeoutMinutes

@@ -82,7 +82,7 @@ def test_dev_render_is_advised_about_its_open_api_server_and_local_accounts(dev)
     {"ibPool": {"vmSize": "Standard_ND128isr_GB300_v6"}, "rdmaMode": "dra"},
 ], ids=["sriov", "a100-4-nodes", "hb-cpu-only", "protected", "h100-dra", "gb300-dra"])
 def test_other_shapes_of_the_stack_pass(render_azure, render_kubernetes, overrides):
-    """Each half of the shape, which together declare what its whole stack declares (tests/test_stack_parts.py:
+    """Each half of the shape, which together declare what its whole stack declares (tests/stack/test_stack_parts.py:
     the one resource only the whole stack has, the deployer's grant, comes with entraId, which none sets)."""
     assert all_violations(render_azure(**overrides)) == [] and all_violations(render_kubernetes(**overrides)) == []
 
@@ -363,7 +363,7 @@ def _cluster(rendering: engine.Rendering) -> engine.Resource:
 
 
 # The access rules judge the ManagedCluster alone (the guard below): the tests of them render the Azure half,
-# which declares the cluster as the whole stack does (tests/test_stack_parts.py).
+# which declares the cluster as the whole stack does (tests/stack/test_stack_parts.py).
 ACCESS_RULES = (rules.api_server_restricted, rules.local_accounts_disabled)
 
 

@@ -38,7 +38,7 @@ def _res(type_: str, name: str, inputs: dict | None = None, deps: tuple[Resource
                     additional_secret_outputs=[], remote=False)
 
 
-# Two renders give the same files byte for byte: tests/test_idempotency.py (its second render in this
+# Two renders give the same files byte for byte: tests/stack/test_idempotency.py (its second render in this
 # process is synthesized there too).
 
 
@@ -301,7 +301,7 @@ def test_golden_render_of_the_dev_stack(dev: Rendering) -> None:
 def test_the_plan_shows_what_the_all_reduce_is_judged_against(files: dict[str, bytes], render_kubernetes) -> None:
     """The baseline and threshold the collect step will judge by, from the catalog, and an override when set
     (plan.md's fabric-test table is read from the certifier Job, a Kubernetes object: with an override,
-    the Kubernetes half's render, which tests/test_stack_parts.py holds to what the whole stack declares)."""
+    the Kubernetes half's render, which tests/stack/test_stack_parts.py holds to what the whole stack declares)."""
     expect = catalog.lookup(engine.stack_file_config("dev")["aks-infiniband:ibPool"]["vmSize"]).allreduce_expectation(2)
     plan = files["plan.md"].decode()
     assert f"| baseline | {expect.baseline_gbps:g} GB/s (derived, not measured) |" in plan

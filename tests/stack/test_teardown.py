@@ -64,7 +64,7 @@ def test_feature_registration_is_retained_and_nothing_else(dev):
 
 @pytest.mark.parametrize("protect", [False, True])
 def test_protect_covers_resource_group_cluster_and_pool(render_azure, render_kubernetes, protect):
-    """Each half of the stack, as the whole declares it (tests/test_stack_parts.py, options included)."""
+    """Each half of the stack, as the whole declares it (tests/stack/test_stack_parts.py, options included)."""
     azure = render_azure(protect=protect)
     for t in (RG, CLUSTER, POOL):
         assert azure.one(t).protect is protect, t

@@ -1,6 +1,6 @@
 """Every generated copy of a fact is in step with its source, and one generator writes them all:
 `python -m offline docs` (offline/docblocks.py), which `make golden` runs. The pictures and samples are
-checked against a render in tests/test_synth.py; the tables and files here, from the code alone."""
+checked against a render in tests/stack/test_synth.py; the tables and files here, from the code alone."""
 
 from __future__ import annotations
 

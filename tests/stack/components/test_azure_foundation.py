@@ -1,7 +1,7 @@
 """Rows 1-3 of the design: feature registration and its wait, the cluster, the InfiniBand pool.
 
 What this file reads of a configuration other than dev's is Azure resources and the Azure half's outputs,
-so it renders the Azure half (`render_azure`: declared as in the whole stack, tests/test_stack_parts.py)."""
+so it renders the Azure half (`render_azure`: declared as in the whole stack, tests/stack/test_stack_parts.py)."""
 
 import pytest
 

@@ -20,7 +20,7 @@ CERTIFY = ("kubernetes:batch/v1:Job", "fabric-check-certify")
 
 def _certify_command(**fabric_test) -> list[str]:
     """The day-0 certifier Job's command line, as the dev stack renders it with these fabricTest keys (with
-    keys, the Kubernetes half, where the Job is declared: tests/test_stack_parts.py holds it to the whole)."""
+    keys, the Kubernetes half, where the Job is declared: tests/stack/test_stack_parts.py holds it to the whole)."""
     stack = dev_kubernetes_half(fabricTest=fabric_test) if fabric_test else rendered()
     (container,) = stack.one(*CERTIFY).inputs["spec"]["template"]["spec"]["containers"]
     return container["command"]
@@ -78,7 +78,7 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
     from components.fabric_check import parse_result
 
     for overrides, exit_code in (({}, 0), ({"fabricTest": {"failOnLowBandwidth": True}}, 1)):
-        # with an override, the Kubernetes half, where the Job is declared (tests/test_stack_parts.py)
+        # with an override, the Kubernetes half, where the Job is declared (tests/stack/test_stack_parts.py)
         stack = dev_kubernetes_half(**overrides) if overrides else rendered()
         (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"][
             "spec"]["containers"]

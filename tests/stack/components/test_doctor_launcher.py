@@ -40,7 +40,7 @@ JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
 
 def launcher_env(nodes: int) -> dict[str, str]:
     """The launcher container's environment, from the Kubernetes half of the stack (which declares the
-    job exactly as the whole stack does: tests/test_stack_parts.py); two nodes is the dev stack."""
+    job exactly as the whole stack does: tests/stack/test_stack_parts.py); two nodes is the dev stack."""
     stack = dev_kubernetes_half(ibPool={"vmSize": H100, "nodeCount": nodes})
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")

@@ -80,7 +80,7 @@ def test_pulumi_awaits_the_job_and_a_failed_one_is_replaced_next_time(dev):
 
 
 # The Kubernetes half of these configurations is what the tests below render (the certifier Job, its
-# arguments and the fabric outputs are that half's: tests/test_stack_parts.py); several keys are set at
+# arguments and the fabric outputs are that half's: tests/stack/test_stack_parts.py); several keys are set at
 # once where each test asserts its own key's effect, and the same dicts are rendered by test_nccl_job.py
 # and test_image_prepull.py (one render per session for all of them).
 # (the doctor keys and topologyFile are for test_nccl_job.py's deadline and topology-file tests)

@@ -33,7 +33,7 @@ A100, H100, HB = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5", "Standard_HB
 def kubernetes_half(hb, size: str, mode: str = "shared") -> engine.Rendering:
     """The Kubernetes objects of dev in `size` and `mode`: the hb stack (dev on HB176rs_v4 but for its tags,
     rendered whole for other tests) for HB shared, else dev's Kubernetes half (conftest.dev_kubernetes_half),
-    which declares what the whole declares (tests/test_stack_parts.py)."""
+    which declares what the whole declares (tests/stack/test_stack_parts.py)."""
     return hb if (size, mode) == (HB, "shared") else dev_kubernetes_half(rdmaMode=mode, ibPool={"vmSize": size})
 
 
@@ -83,7 +83,7 @@ def tolerates(tolerations: list[dict], taint: str) -> bool:
 # --- RDMA mode and the resource the job requests ---------------------------------------------
 
 
-# every mode on every size it is allowed on (dra: GPU sizes; refused on HB, tests/test_config.py)
+# every mode on every size it is allowed on (dra: GPU sizes; refused on HB, tests/unit/stack_config/test_config.py)
 @pytest.mark.parametrize("mode, size", [(m.name, size) for size in (A100, H100, HB) for m in modes.MODES.values()
                                         if not (m.dra and not catalog.lookup(size).has_gpus)])
 def test_policy_advertises_exactly_the_resource_the_job_requests(hb, mode, size):

@@ -31,7 +31,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigGroup"  # Volcano's checked manifest
 LAUNCHER = ROOT / "scripts" / "nccl-launcher.sh"
 A100, H100 = "Standard_ND96asr_v4", "Standard_ND96isr_H100_v5"
-# The job, its ConfigMaps and its namespace are the Kubernetes half's (tests/test_stack_parts.py): a test
+# The job, its ConfigMaps and its namespace are the Kubernetes half's (tests/stack/test_stack_parts.py): a test
 # of a configuration renders that half (dev_kubernetes_half()), with the same dicts as test_fabric_check.py where both
 # read one (one render per session); several keys at once where each test asserts its own key's effect.
 IMAGE_ARGS = {"image": "example.io/nccl:1.2.3", "allReduceArgs": "-b 1G -e 8G -f 2 -g 1",
@@ -362,7 +362,7 @@ def test_job_waits_for_nothing_else(dev):
 def test_no_nccl_job_for_cpu_only_sizes():
     stack = dev_kubernetes_half(ibPool={"vmSize": "Standard_HB120rs_v3"})
     assert not [r for r in stack.of_type(JOB) if r.name == "fabric-test-job"]
-    # the certifier there judges the MPI point-to-point job (tests/test_hb_stack.py), not an all-reduce
+    # the certifier there judges the MPI point-to-point job (tests/stack/test_hb_stack.py), not an all-reduce
     (container,) = stack.one("kubernetes:batch/v1:Job", "fabric-check-certify").inputs["spec"]["template"]["spec"][
         "containers"]
     assert container["command"][container["command"].index("--kind") + 1] == "p2p"

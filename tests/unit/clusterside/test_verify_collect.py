@@ -1,6 +1,6 @@
 """`python -m verify collect` against the fake Kubernetes API (tests/fake_kube.py): the simple cases,
 a list of job phases served in order, both kinds, and credentials from the Azure CLI. The scripted
-scenarios of a stuck run are tests/test_verify_collect_scenarios.py."""
+scenarios of a stuck run are tests/unit/clusterside/test_verify_collect_scenarios.py."""
 
 from __future__ import annotations
 
@@ -306,7 +306,7 @@ def aks_argv(*extra: str) -> list[str]:
 def test_fetches_credentials_with_az_as_the_stack_step_runs_it(azure_log, tmp_path, monkeypatch, capsys):
     """As the Pulumi step runs it: no kubeconfig anywhere in its environment or on its command line, a
     (fake) logged-in az on PATH that prints the kubeconfig of the (fake) cluster. In this process, on an
-    environment of only PATH and HOME; tests/test_hb_stack.py runs the command line the stack renders
+    environment of only PATH and HOME; tests/stack/test_hb_stack.py runs the command line the stack renders
     as a fresh process, end to end."""
     home = tmp_path / "home"
     home.mkdir()

@@ -1,7 +1,8 @@
 """The launcher's patterns (verify/launcher_env.py) against verify's own parsers: the values the job
 hands scripts/nccl-launcher.sh must read every log as verify reads it, so that the launcher holds no
 rule of its own and none drifts. Read here with Python's `re`, as POSIX EREs (the launcher's awk reads
-the same strings; tests/test_doctor_launcher.py and tests/test_verify_transport.py run it)."""
+the same strings; tests/stack/components/test_doctor_launcher.py and tests/unit/verify/test_verify_transport.py
+run it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`verify` as docs/verify-cli.md says: the gate (`--fail-on`, `fabricTest.failOn`), the 35 % floor
 under a user's threshold, a socket run judged without --sku, files that are not there, and small
 figures. Logs are CONSTRUCTED (tests/nccl_logs.py); the collect cases run against the fake API server
-of tests/test_verify_collect.py."""
+of tests/unit/clusterside/test_verify_collect.py."""
 
 from __future__ import annotations
 

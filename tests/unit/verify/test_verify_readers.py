@@ -1,6 +1,6 @@
 """verify/readers.py: one reader per fabric-test kind, looked up by the kind's name; the CLI's report
-and collect paths take the reader object (their behaviour: tests/test_verify_cli.py,
-tests/test_verify_collect.py)."""
+and collect paths take the reader object (their behaviour: tests/unit/verify/test_verify_cli.py,
+tests/unit/clusterside/test_verify_collect.py)."""
 
 from __future__ import annotations
 
