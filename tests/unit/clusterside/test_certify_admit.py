@@ -11,7 +11,8 @@ from clusterside import certify, certify_admit, certify_cli
 from clusterside.kube_api import connect
 from core import fabric
 from tests.fake_kube_store import FakeApi
-from tests.unit.clusterside.test_certify import NS, POOL, UNCERT, name, node, retest_template, run_retest
+from tests.unit.clusterside.test_certify import NS, POOL, UNCERT, name, node
+from tests.unit.clusterside.test_certify_recurring import retest_template, run_retest
 from verify import __main__ as cli
 
 
