@@ -30,6 +30,7 @@ import stack_config
 from components import volcano as volcano_component
 from core import pins
 from offline import engine, objects
+from tests import chart_value_checks as cv
 from tests import schema_checks as sc
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
@@ -173,7 +174,7 @@ def test_sriov_device_plugin_config_uses_only_keys_of_azures_working_config(refe
     ours = json.loads(spec["sriovDevicePlugin"]["config"])
     assert set(ours) == {"resourceList"}
     for entry in ours["resourceList"]:
-        assert set(sc.key_paths(entry)) <= set(sc.key_paths(azure)), sc.key_paths(entry)
+        assert set(cv.key_paths(entry)) <= set(cv.key_paths(azure)), cv.key_paths(entry)
 
 
 # --- (b) Helm values -------------------------------------------------------------------------
@@ -184,8 +185,8 @@ def test_every_helm_value_key_exists_in_the_pinned_chart(stack, reference):
     assert {r.inputs["chart"] for r in releases} >= {"node-feature-discovery", "network-operator"}
     for r in releases:
         # an OCI chart's `chart` is its full reference (oci://.../<name>): the values are the name's
-        chart = sc.chart_values(reference, objects.helm_chart(r), r.inputs["version"])
-        assert sc.helm_key_errors(r.inputs.get("values") or {}, chart) == [], r.name
+        chart = cv.chart_values(reference, objects.helm_chart(r), r.inputs["version"])
+        assert cv.helm_key_errors(r.inputs.get("values") or {}, chart) == [], r.name
 
 
 def test_nfd_values_pass_the_charts_values_schema(dev, reference):
@@ -200,30 +201,30 @@ def test_nfd_values_pass_the_charts_values_schema(dev, reference):
 
 
 def test_key_checker_fails_on_an_invented_key(reference):
-    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
-    assert sc.helm_key_errors({"driver": {"rdma": {"useHostMofed": False}}}, gpu) == []
-    problems = sc.helm_key_errors({"driver": {"rdma": {"useHostMofedd": False}}}, gpu)
+    gpu = cv.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert cv.helm_key_errors({"driver": {"rdma": {"useHostMofed": False}}}, gpu) == []
+    problems = cv.helm_key_errors({"driver": {"rdma": {"useHostMofedd": False}}}, gpu)
     assert len(problems) == 1 and problems[0].startswith("driver.rdma.useHostMofedd: no such key")
-    nfd = sc.chart_values(reference, "node-feature-discovery", stack_config.DEFAULT_VERSIONS["nodeFeatureDiscovery"])
+    nfd = cv.chart_values(reference, "node-feature-discovery", stack_config.DEFAULT_VERSIONS["nodeFeatureDiscovery"])
     # inside the free-form worker.config, checked against the chart's documented block
-    problems = sc.helm_key_errors({"worker": {"config": {"sources": {"pci": {"deviceClassWhitelst": ["0207"]}}}}}, nfd)
+    problems = cv.helm_key_errors({"worker": {"config": {"sources": {"pci": {"deviceClassWhitelst": ["0207"]}}}}}, nfd)
     assert len(problems) == 1 and "deviceClassWhitelst" in problems[0]
 
 
 def test_key_checker_fails_on_removed_keys(reference):
-    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
-    assert sc.helm_key_errors({"operator": {"defaultRuntime": "containerd"}}, gpu)  # removed in 25.3
-    legacy = sc.chart_values(reference, "network-operator", "24.7.1-legacy")
-    current = sc.chart_values(reference, "network-operator", stack_config.DEFAULT_VERSIONS["networkOperator"])
+    gpu = cv.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert cv.helm_key_errors({"operator": {"defaultRuntime": "containerd"}}, gpu)  # removed in 25.3
+    legacy = cv.chart_values(reference, "network-operator", "24.7.1-legacy")
+    current = cv.chart_values(reference, "network-operator", stack_config.DEFAULT_VERSIONS["networkOperator"])
     for removed in ({"ofedDriver": {"deploy": True}}, {"deployCR": True}, {"rdmaSharedDevicePlugin": {"deploy": True}}):
-        assert sc.helm_key_errors(removed, legacy) == [], f"{removed} was a real key in 24.7.1"
-        assert sc.helm_key_errors(removed, current), f"{removed} must be rejected for the pinned release"
+        assert cv.helm_key_errors(removed, legacy) == [], f"{removed} was a real key in 24.7.1"
+        assert cv.helm_key_errors(removed, current), f"{removed} must be rejected for the pinned release"
 
 
 def test_key_checker_fails_on_a_value_of_the_wrong_kind(reference):
-    gpu = sc.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
-    assert sc.helm_key_errors({"nfd": {"enabled": "false"}}, gpu)  # a truthy string in a template
-    assert sc.helm_key_errors({"daemonsets": {"tolerations": {"key": "x"}}}, gpu)
+    gpu = cv.chart_values(reference, "gpu-operator", stack_config.DEFAULT_VERSIONS["gpuOperator"])
+    assert cv.helm_key_errors({"nfd": {"enabled": "false"}}, gpu)  # a truthy string in a template
+    assert cv.helm_key_errors({"daemonsets": {"tolerations": {"key": "x"}}}, gpu)
 
 
 def test_network_operator_sets_no_keys_of_its_disabled_nfd_subchart(stack):
@@ -235,7 +236,7 @@ def test_network_operator_sets_no_keys_of_its_disabled_nfd_subchart(stack):
 def test_tolerations_in_helm_values_are_valid_kubernetes_tolerations(dev):
     """List items are not key-checked against values.yaml; check them as what they become."""
     for r in dev.of_type(RELEASE):
-        for path in sc.key_paths(r.inputs["values"]):
+        for path in cv.key_paths(r.inputs["values"]):
             if not path.endswith("tolerations"):
                 continue
             value: Any = r.inputs["values"]

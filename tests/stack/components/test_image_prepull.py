@@ -10,7 +10,8 @@ import pytest
 import stack_config
 from components import image_prepull
 from core import fabric
-from tests.schema_checks import as_api, chart_values, core_errors
+from tests.chart_value_checks import chart_values
+from tests.schema_checks import as_api, core_errors
 
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 POOL = "azure-native:containerservice:AgentPool"
