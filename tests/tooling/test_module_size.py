@@ -1,7 +1,6 @@
-"""No product module over 500 lines, the size this codebase set itself (the developers' guide): every Python
-module of the project outside tests/; the test modules are held at 600 until they are split (issue 37 item 5
-moves them into folders that mirror the code). Not the data and golden files under tests/, nor the
-environments and tools beside the code. A module that grows past its limit does several jobs: split it by job."""
+"""No module over 500 lines, the size this codebase set itself (issue 37): every Python module of the
+project, its tests included; not the data and golden files under tests/, nor the environments and tools
+beside the code. A module that grows past it does several jobs: split it by job."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from pathlib import Path
 
 from tests.paths import ROOT
 
-MAX_LINES = 500  # every module outside tests/
-TESTS_MAX_LINES = 600  # the test modules (tests/), until the ones over 500 are split
+MAX_LINES = 500
 # Not the project's modules: recorded data and goldens, and what is installed or built beside the code.
 EXCLUDED = {"tests/data", "tests/golden", ".venv", ".venv-scan", "tools/bin", "tools/node_modules", "build", ".git",
             "node_modules"}
@@ -27,20 +25,15 @@ def modules(root: Path) -> list[Path]:
     return found
 
 
-def limit(name: str) -> int:
-    """The most lines the module `name` (a path relative to the root) may have."""
-    return TESTS_MAX_LINES if name.startswith("tests/") else MAX_LINES
-
-
 def oversized(root: Path) -> dict[str, int]:
     """{module: lines} for each module over its limit."""
     sizes = {p.relative_to(root).as_posix(): len(p.read_text(errors="replace").splitlines()) for p in modules(root)}
-    return {name: lines for name, lines in sizes.items() if lines > limit(name)}
+    return {name: lines for name, lines in sizes.items() if lines > MAX_LINES}
 
 
-def test_no_module_is_over_its_limit():
+def test_no_module_is_over_500_lines():
     assert len(modules(ROOT)) > 50  # the walk found the project (verify/, components/, offline/, tests/ ...)
-    assert oversized(ROOT) == {}, f"over {MAX_LINES} lines ({TESTS_MAX_LINES} for a test module): split by job"
+    assert oversized(ROOT) == {}, f"over {MAX_LINES} lines: split by job"
 
 
 def test_the_check_sees_a_long_module_and_not_the_data(tmp_path):
@@ -49,6 +42,6 @@ def test_the_check_sees_a_long_module_and_not_the_data(tmp_path):
     (tmp_path / "pkg" / "fits.py").write_text("x = 1\n" * MAX_LINES)
     (tmp_path / "tests" / "data").mkdir(parents=True)
     (tmp_path / "tests" / "data" / "recorded.py").write_text("x = 1\n" * 5000)
-    (tmp_path / "tests" / "test_long.py").write_text("x = 1\n" * (TESTS_MAX_LINES + 1))
-    (tmp_path / "tests" / "test_fits.py").write_text("x = 1\n" * TESTS_MAX_LINES)
-    assert oversized(tmp_path) == {"pkg/long.py": MAX_LINES + 1, "tests/test_long.py": TESTS_MAX_LINES + 1}
+    (tmp_path / "tests" / "test_long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "tests" / "test_fits.py").write_text("x = 1\n" * MAX_LINES)
+    assert oversized(tmp_path) == {"pkg/long.py": MAX_LINES + 1, "tests/test_long.py": MAX_LINES + 1}
