@@ -61,7 +61,7 @@ PUBLISHED_GROUPS: dict[str, tuple[Group, ...]] = {
 
 def can_pair(sku: Sku) -> bool:
     """Whether a published source says which HCA sits beside which GPU on `sku`: Azure's NCCL
-    topology file (every catalog topology has a layout: tests/test_nccl_topology.py) or PUBLISHED_GROUPS."""
+    topology file (every catalog topology has a layout: tests/fidelity/test_nccl_topology.py) or PUBLISHED_GROUPS."""
     return sku.has_gpus and (sku.nccl_topology is not None or sku.vm_size in PUBLISHED_GROUPS)
 
 

@@ -252,5 +252,6 @@ NDR_HOST_LINK = LinkExpectation(
 # of the derived 374 GB/s baseline. A run that slow is suspicious (WARN), not proven broken. Below 35 %
 # every known cause is a defect: NCCL on TCP sockets (3.4 GB/s in tests/data, ~1 %), one or two of eight
 # rails (12.5-25 %), GPUDirect RDMA lost together with half the rails. 35 % of the derived baselines:
-# ND H100 v5 130.9 GB/s, ND H200 v5 124.0 GB/s (tests/test_verify_verdict.py checks them against the catalog).
+# ND H100 v5 130.9 GB/s, ND H200 v5 124.0 GB/s (tests/unit/verify/test_verify_verdict.py checks them
+# against the catalog).
 FLOOR_FRACTION_OF_BASELINE = 0.35

@@ -111,7 +111,7 @@ IMAGE_REF = Pin(
 # --- the pinned-component record -----------------------------------------------------------------
 # Every upstream release the stack installs, in one table: the value, what kind of pin it is, and
 # where its release is stated. renovate.json's regex managers read the `# renovate:` comment above
-# each entry (tests/test_pins.py proves they match every entry), so each upstream release becomes a
+# each entry (tests/unit/core/test_pins.py proves they match every entry), so each upstream release becomes a
 # pull request; docs/upgrading-pins.md says what else a bump regenerates.
 @dataclass(frozen=True)
 class Component:
@@ -182,7 +182,7 @@ COMPONENTS: tuple[Component, ...] = (
     # node's status.images (L1lahKay/QuantFM@672657a docs/assets/gpu-scheduler-evaluation/raw/volcano/
     # evaluation-node.json, 2026-07-31) and a kind cluster's image lock (csmVIc/kube-scheduling-perf@9833dcd
     # CLUSTER_DEPLOYMENT_RECORD.md section 11, 2026-08-05). A pull by tag records the digest the tag
-    # names, the multi-arch index. A Volcano bump moves these with it (tests/test_volcano.py).
+    # names, the multi-arch index. A Volcano bump moves these with it (tests/stack/components/test_volcano.py).
     # renovate-image: datasource=docker
     Component("volcanoSchedulerImage",
               "docker.io/volcanosh/vc-scheduler:v1.15.1@sha256:e79dc85279b5fd2c5e431571b4683f819ff0dfeacdf230fca49e6ce1f4509ae1",

@@ -2,7 +2,7 @@
 docs/ (the render's pictures, the samples of what a run gives back, the tables of the configuration, the
 NCCL settings and the compatibility matrix) and the generated files (Pulumi.yaml). One generator:
 `python -m offline docs`, run by `make golden`; the tests compare each copy with what it would write
-(tests/test_generated_copies.py, and the tests beside each source).
+(tests/tooling/test_generated_copies.py, and the tests beside each source).
 
 A block sits between `<!-- generated:NAME start -->` and `<!-- generated:NAME end -->` and holds a
 fenced block (```mermaid for `.mmd`, ```text for `.txt`) or, for `.md`, the Markdown itself.

@@ -9,7 +9,7 @@ a render cheap without changing what it registers: monitor calls run inline rath
 pool, no stack trace is taken for source positions the mock monitor drops, and no alias is collapsed
 to a URN that nothing reads.
 
-`tests/test_pulumi_adapter.py` is the canary: it exercises each of these against the installed SDK
+`tests/unit/offline/test_pulumi_adapter.py` is the canary: it exercises each of these against the installed SDK
 and fails loudly, naming what to re-check, on a Pulumi version other than `PULUMI_VERSION`.
 """
 

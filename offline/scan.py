@@ -1,4 +1,4 @@
-"""What checkov scans (`make scan`, tests/test_checkov.py): the Kubernetes objects of the dev and hb renders
+"""What checkov scans (`make scan`, tests/fidelity/test_checkov.py): the Kubernetes objects of the dev and hb renders
 (GPU and CPU-only fabric tests), as `make synth` writes them, except that a Volcano Job becomes one Pod per
 task, built from the task's pod template. checkov reads any `kind: Job` as a batch/v1 Job (spec.template),
 which a Volcano Job does not have, so it would check nothing real there (and fail two checks on the

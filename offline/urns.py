@@ -1,7 +1,7 @@
 """Every resource's identity in each example stack: its URN (stack, project, the parents' type chain, its
 type token and name) and its parent's URN. Pulumi matches the state to the program by URN, so a line
 that moves here is a replace (or an orphan) on every deployed stack: refactors keep this file unchanged
-(tests/test_urns.py), and a change that means to move one says why in its commit.
+(tests/stack/test_urns.py), and a change that means to move one says why in its commit.
 
 `python -m offline urns --out tests/golden/urns` writes one file per stack (`make golden` runs it)."""
 

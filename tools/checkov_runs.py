@@ -1,4 +1,4 @@
-"""Several checkov command lines for the price of one start-up (tests/test_checkov.py).
+"""Several checkov command lines for the price of one start-up (tests/fidelity/test_checkov.py).
 
 Starting checkov costs about 2.5 s of CPU (it imports every framework it knows) and a scan of this
 stack's manifests a fraction of that. So this imports checkov once, then runs each command line in a

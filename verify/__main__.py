@@ -2,7 +2,7 @@
 
 The command line of the judge (`report`, this package) and of the cluster side (`collect`, `certify`,
 `wait-access`: clusterside/), kept at `python -m verify` because users, the docs and the certifier's pods
-run it by that name; the one module of verify/ that imports clusterside/ (tests/test_imports.py).
+run it by that name; the one module of verify/ that imports clusterside/ (tests/tooling/test_imports.py).
 `certify` (clusterside/certify_cli.py, docs/fabric-certifier.md) judges a finished job as `collect` does
 and certifies or quarantines the IB nodes it ran on; it is what the stack runs in the cluster.
 

@@ -8,7 +8,7 @@ groups) that awk and Python's `re` read the same way, written from verify's own 
 `verify.loglines` (the line prefixes, the row's first columns), `verify.nccl` (a result row),
 `verify.transport` and `verify.verdict` (the INFO messages they read, the transport rules of the
 all-nodes verdict), `verify.hca` (which ports of a node's HCA listing are InfiniBand).
-tests/test_doctor_launcher_rules.py checks each against those parsers on recorded logs and listings.
+tests/unit/verify/test_doctor_launcher_rules.py checks each against those parsers on recorded logs and listings.
 """
 
 from __future__ import annotations

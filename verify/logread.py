@@ -4,7 +4,7 @@
 (`verify.nccl.Stream`, the text before the first marker and the allreduce sections, as
 `sections.allreduce_text` chooses), the doctor's sections (`sections.DoctorReader`), and the OSU and
 perftest tables (`verify.osu`, `verify.perftest`). What it answers is what the whole-text functions answer
-(`sections.split`, `p2p.detect`, `nccl.parse`, `p2p.parse`), for any log: tests/test_logread.py holds them
+(`sections.split`, `p2p.detect`, `nccl.parse`, `p2p.parse`), for any log: tests/unit/verify/test_logread.py holds them
 to it on every log in tests/data.
 
 `lines` reads a file or stdin in chunks and splits them as str.splitlines splits a whole text (UTF-8, bad
