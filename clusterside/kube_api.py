@@ -12,8 +12,12 @@ which run where a person or the stack signed in with Entra ID; the certifier ref
 else the pod's ServiceAccount (the token and CA the kubelet mounts at SERVICE_ACCOUNT_DIR, the API server
 at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT), as client-go's rest.InClusterConfig reads them.
 The token file is re-read on every request: the kubelet rotates projected tokens (about hourly). A
-plugin's token is kept until the expirationTimestamp it gave, as client-go keeps it, and asked again
-on every request when it gave none.
+plugin runs as kubectl runs it (client-go plugin/pkg/client/auth/exec): its messages go to the caller's
+stderr (kubelogin's device code is one), it reads the terminal where there is one (and is then given all
+the time a person needs), and its token is kept until the expirationTimestamp it gave, or, when it gave
+none, until the API server answers 401. Certificate data is never left on disk: the CA is loaded from
+memory, a client key from a private folder removed as soon as it is read. Relative file paths are the
+kubeconfig file's, as client-go resolves them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -61,6 +66,10 @@ class Credentials:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    # a kubeconfig's *-data (base64-decoded), which win over the files, as in client-go
+    ca_data: bytes | None = None
+    cert_data: bytes | None = None
+    key_data: bytes | None = None
     insecure: bool = False
     exec_plugin: dict | None = None  # a kubeconfig user's `exec` (kubelogin): run for a token, as kubectl does
 
@@ -74,35 +83,52 @@ class Credentials:
 
 _EXEC_TOKENS: dict[str, tuple[str, float]] = {}  # a plugin's (JSON) -> its token and when it expires
 EXEC_TOKEN_MARGIN_SECONDS = 60  # asked again this long before the token expires
+# Without a terminal nobody can answer a sign-in prompt (kubelogin's devicecode waits for one): give up then.
+EXEC_UNATTENDED_SECONDS = 300
 
 
-def exec_token(plugin: dict, now: Callable[[], float] = time.time) -> str:
+def exec_token(plugin: dict, now: Callable[[], float] = time.time, interactive: bool | None = None) -> str:
     """The token a client-go exec credential plugin prints (an ExecCredential's status.token), run with the
-    kubeconfig's command, args and env (client.authentication.k8s.io: the plugin's contract); kept until
-    its status.expirationTimestamp (less a margin) when it gives one."""
+    kubeconfig's command, args and env (client.authentication.k8s.io: the plugin's contract). Its stderr is
+    the caller's; `interactive` (default: stdin is a terminal) gives it stdin and no time limit, as kubectl
+    does. Kept until its status.expirationTimestamp (less a margin), or until forget_exec_token (a 401) when
+    it gives none."""
     key = json.dumps(plugin, sort_keys=True)
     kept = _EXEC_TOKENS.get(key)
     if kept and now() < kept[1]:
         return kept[0]
-    env = {**os.environ, **{e["name"]: e["value"] for e in plugin.get("env") or []},
+    if interactive is None:
+        interactive = sys.stdin is not None and sys.stdin.isatty()
+    command = plugin.get("command")
+    env = {**os.environ, **{e.get("name", ""): e.get("value", "") for e in plugin.get("env") or []},
            "KUBERNETES_EXEC_INFO": json.dumps({"apiVersion": plugin.get("apiVersion"), "kind": "ExecCredential",
-                                               "spec": {"interactive": False}})}
+                                               "spec": {"interactive": interactive}})}
     try:
-        done = subprocess.run([plugin["command"], *(plugin.get("args") or [])], env=env, capture_output=True,
-                              text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ApiError(f"the credential plugin {plugin.get('command')!r} did not run ({exc})") from None
+        done = subprocess.run([command, *(plugin.get("args") or [])], env=env, stdout=subprocess.PIPE,
+                              stdin=None if interactive else subprocess.DEVNULL, text=True,
+                              timeout=None if interactive else EXEC_UNATTENDED_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise ApiError(f"the credential plugin {command!r} gave no token within {EXEC_UNATTENDED_SECONDS} s "
+                       "and there is no terminal to sign in from (its messages are above): run it from a "
+                       "terminal, or sign in first (e.g. `az login`, then AAD_LOGIN_METHOD=azurecli for "
+                       "kubelogin)") from None
+    except OSError as exc:
+        hint = f"; {plugin['installHint'].strip()}" if plugin.get("installHint") else ""
+        raise ApiError(f"the credential plugin {command!r} did not run ({exc}){hint}") from None
     try:
         status = json.loads(done.stdout)["status"]
         token = status["token"]
     except (ValueError, KeyError, TypeError):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ApiError(f"the credential plugin {plugin.get('command')!r} gave no token (exit {done.returncode}: "
-                       f"{last})") from None
+        raise ApiError(f"the credential plugin {command!r} gave no token (exit {done.returncode}; its messages "
+                       "are above)") from None
     expires = _expiry(status.get("expirationTimestamp"))
-    if expires is not None:
-        _EXEC_TOKENS[key] = (str(token), expires - EXEC_TOKEN_MARGIN_SECONDS)
+    _EXEC_TOKENS[key] = (str(token), float("inf") if expires is None else expires - EXEC_TOKEN_MARGIN_SECONDS)
     return str(token)
+
+
+def forget_exec_token(plugin: dict) -> None:
+    """The API server refused the plugin's token (401): the next request runs the plugin again."""
+    _EXEC_TOKENS.pop(json.dumps(plugin, sort_keys=True), None)
 
 
 def _expiry(text: Any) -> float | None:
@@ -122,12 +148,26 @@ def in_cluster(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
     return Credentials(server=f"https://{host}:{port}", token_file=sa_dir / "token", ca_file=str(sa_dir / "ca.crt"))
 
 
-def _data_file(data: str, suffix: str) -> str:
-    """Certificate data from a kubeconfig as a private temporary file (ssl loads only files)."""
-    fd, path = tempfile.mkstemp(suffix=suffix)
-    with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(data))
-    return path
+def _load_client_cert(ctx: ssl.SSLContext, creds: Credentials) -> None:
+    """The client certificate and key into `ctx`; from data through a private folder that is removed as
+    soon as ssl has read them (it loads only files), so a user's key is never left behind."""
+    if creds.cert_data is None and creds.key_data is None:
+        if creds.cert_file and creds.key_file:
+            ctx.load_cert_chain(creds.cert_file, creds.key_file)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for name, data, given in (("client.crt", creds.cert_data, creds.cert_file),
+                                  ("client.key", creds.key_data, creds.key_file)):
+            if data is None:
+                paths.append(given)
+                continue
+            path = Path(folder) / name
+            path.touch(mode=0o600)
+            path.write_bytes(data)
+            paths.append(str(path))
+        if all(paths):
+            ctx.load_cert_chain(paths[0], paths[1])
 
 
 def _load(path: str, where: str | None = None) -> Any:
@@ -156,7 +196,34 @@ def _load(path: str, where: str | None = None) -> Any:
 
 
 def from_kubeconfig(path: str, allow_exec: bool = False) -> Credentials:
-    return from_kubeconfig_data(_load(path), f"--kubeconfig {path}", allow_exec)
+    return from_kubeconfig_data(_resolved(_load(path), Path(path).parent), f"--kubeconfig {path}", allow_exec)
+
+
+# A kubeconfig's file references, which client-go resolves against the folder of the file they are in
+# (clientcmd.ResolveLocalPaths): (section, entry key, fields).
+_FILE_FIELDS = (("clusters", "cluster", ("certificate-authority",)),
+                ("users", "user", ("client-certificate", "client-key", "tokenFile")))
+
+
+def _resolved(doc: Any, base: Path) -> Any:
+    """`doc` with its relative file paths (and an exec command given by a relative path with a slash)
+    made the kubeconfig file's, as client-go resolves them; anything else as it was."""
+    if not isinstance(doc, dict):
+        return doc
+    doc = json.loads(json.dumps(doc, default=str))
+    for section, key, fields in _FILE_FIELDS:
+        entries = doc.get(section)
+        for entry in entries if isinstance(entries, list) else []:  # another shape: refused by _credentials
+            inner = entry.get(key) if isinstance(entry, dict) else None
+            if not isinstance(inner, dict):
+                continue
+            for field in fields:
+                if isinstance(inner.get(field), str) and inner[field] and not Path(inner[field]).is_absolute():
+                    inner[field] = str(base / inner[field])
+            command = (inner.get("exec") or {}).get("command") if isinstance(inner.get("exec"), dict) else None
+            if isinstance(command, str) and "/" in command and not Path(command).is_absolute():
+                inner["exec"]["command"] = str(base / command)
+    return doc
 
 
 def from_kubeconfig_data(doc: Any, where: str, allow_exec: bool = False) -> Credentials:
@@ -179,7 +246,7 @@ def default_kubeconfig(home: Path | None = None) -> Credentials:
         raise ApiError(f"no kubeconfig: {', '.join(paths)} not found (pass --kubeconfig, or the --aks-* flags)")
     merged: dict[str, Any] = {}
     for path in found:
-        doc = _load(path, path)
+        doc = _resolved(_load(path, path), Path(path).parent)
         if not isinstance(doc, dict):
             raise ApiError(f"{path}: not a kubeconfig (expected a YAML mapping)")
         if not merged.get("current-context") and doc.get("current-context"):
@@ -220,17 +287,26 @@ def _credentials(where: str, doc: Any, allow_exec: bool = False) -> Credentials:
         raise ApiError(f"{where}: the user runs a credential plugin (exec/auth-provider, e.g. kubelogin); "
                        "the certifier takes a token or a client certificate (e.g. `az aks get-credentials --admin`, "
                        "or a ServiceAccount token)")
-    ca_data = cluster.get("certificate-authority-data")
-    ca = cluster.get("certificate-authority") or (_data_file(ca_data, ".crt") if ca_data else None)
-    cert = user.get("client-certificate") or (
-        _data_file(user["client-certificate-data"], ".crt") if user.get("client-certificate-data") else None)
-    key = user.get("client-key") or (
-        _data_file(user["client-key-data"], ".key") if user.get("client-key-data") else None)
+    for key in UNSUPPORTED_CLUSTER_KEYS:
+        if cluster.get(key):
+            raise ApiError(f"{where}: the cluster's {key} ({cluster[key]!r}) is not supported here; "
+                           f"{UNSUPPORTED_CLUSTER_KEYS[key]}")
+    decoded = lambda entry, key: base64.b64decode(entry[key]) if entry.get(key) else None  # noqa: E731
     token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
     return Credentials(server=str(cluster["server"]).rstrip("/"), token=user.get("token"), token_file=token_file,
-                       ca_file=ca, cert_file=cert, key_file=key,
+                       ca_file=cluster.get("certificate-authority"), cert_file=user.get("client-certificate"),
+                       key_file=user.get("client-key"), ca_data=decoded(cluster, "certificate-authority-data"),
+                       cert_data=decoded(user, "client-certificate-data"), key_data=decoded(user, "client-key-data"),
                        insecure=bool(cluster.get("insecure-skip-tls-verify")),
                        exec_plugin=user.get("exec") if allow_exec else None)
+
+
+# Kubeconfig fields client-go uses that this client does not: refused in one line rather than ignored
+# (a wrong host name check, or no connection).
+UNSUPPORTED_CLUSTER_KEYS = {
+    "proxy-url": "set HTTPS_PROXY (and NO_PROXY) in the environment instead, which this client follows",
+    "tls-server-name": "give the server by the name its certificate holds, or use kubectl for this cluster",
+}
 
 
 class Api:
@@ -240,16 +316,18 @@ class Api:
         self.creds, self.timeout = creds, timeout
         self._ssl: ssl.SSLContext | None = None
         if creds.server.startswith("https:"):
-            ctx = ssl.create_default_context(cafile=creds.ca_file) if creds.ca_file else ssl.create_default_context()
+            if creds.ca_data:
+                ctx = ssl.create_default_context(cadata=creds.ca_data.decode("ascii", errors="replace"))
+            else:
+                ctx = ssl.create_default_context(cafile=creds.ca_file)  # None: the system's
             if creds.insecure:
                 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-            if creds.cert_file and creds.key_file:
-                ctx.load_cert_chain(creds.cert_file, creds.key_file)
+            _load_client_cert(ctx, creds)
             self._ssl = ctx
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str = "application/json", text: bool = False,
-                read: Callable[[Any], Any] | None = None, timeout: float | None = None) -> Any:
+                read: Callable[[Any], Any] | None = None, timeout: float | None = None, retried: bool = False) -> Any:
         url = self.creds.server + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -267,6 +345,10 @@ class Api:
                     return read(resp)
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
+            if exc.code == 401 and self.creds.exec_plugin is not None and not retried:
+                forget_exec_token(self.creds.exec_plugin)  # client-go runs the plugin again on a 401
+                return self.request(method, path, query=query, body=body, content_type=content_type, text=text,
+                                    read=read, timeout=timeout, retried=True)
             raise ApiError(f"{method} {path}: Kubernetes API answered {exc.code} {_message(exc)}".rstrip(),
                            exc.code, exc.reason) from None
         except (urllib.error.URLError, OSError) as exc:

@@ -64,9 +64,14 @@ def test_collect_signs_in_with_kubelogins_exec_credential_and_keeps_its_token(az
     assert runs.read_text().splitlines() == ["run"], "the token is kept until it expires, as client-go keeps it"
 
 
-def test_a_token_without_expiry_or_about_to_expire_is_asked_for_again(tmp_path):
+def test_a_token_without_expiry_is_kept_until_a_401_and_one_about_to_expire_is_asked_for_again(tmp_path):
+    """client-go's rule (plugin/pkg/client/auth/exec): no expirationTimestamp, the credential is kept until
+    the API server refuses it."""
     plugin, runs = kubelogin(tmp_path, expires_in=None)
     assert kube_api.exec_token(plugin) == kube_api.exec_token(plugin) == TOKEN
+    assert len(runs.read_text().splitlines()) == 1
+    kube_api.forget_exec_token(plugin)
+    kube_api.exec_token(plugin)
     assert len(runs.read_text().splitlines()) == 2
     (tmp_path / "soon").mkdir()
     plugin, runs = kubelogin(tmp_path / "soon", expires_in=timedelta(seconds=30))  # within the margin
