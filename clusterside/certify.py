@@ -358,7 +358,7 @@ def relative_warnings(history: Mapping[str, Sequence[Mapping[str, Any]]], decisi
     return out
 
 
-# --- the shipped code (components/certifier.py mounts it; the pod checks it) -------------------------
+# --- the shipped code (components/fabric/certifier.py mounts it; the pod checks it) -------------------------
 # The packages the pod may import from: the pure rules, the judge and this package (not the labeler, which
 # ships alone in its own ConfigMap, nor the stack's).
 CODE_PACKAGES = ("core", "verify", "clusterside")

@@ -26,7 +26,7 @@ from verify.result import Collected, FabricResult
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 # The result ConfigMap's keys: the typed result of the run, and the certifier's decisions.
 RESULT_KEY, CERTIFICATION_KEY = "result.json", "certification.json"
-CODE_SHA256_ENV = "AKS_INFINIBAND_CODE_SHA256"  # set by the stack's pods (components/certifier.py)
+CODE_SHA256_ENV = "AKS_INFINIBAND_CODE_SHA256"  # set by the stack's pods (components/fabric/certifier.py)
 LAUNCHER_TASK = "mpimaster"
 LOG_TAIL_LINES = 30
 

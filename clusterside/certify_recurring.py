@@ -8,7 +8,7 @@ started (`idle_nodes`: no running or pending pod asks for `nvidia.com/gpu` or `r
 node affinity, under the lowest PriorityClass (value below 0, preemptionPolicy Never), so that a pod of
 the default scheduler may preempt it and Volcano's `priority` plugin orders every real job before it.
 
-The re-test is the day-0 job's own spec (components/nccl_job.py `retest_template`, in a ConfigMap) for n
+The re-test is the day-0 job's own spec (components/fabric/nccl_job.py `retest_template`, in a ConfigMap) for n
 nodes: NODES and the doctor's inputs for n, the doctor always on. Its pairs are the doctor's circle-method
 rounds, which tell up to two bad nodes apart from good ones whatever the placement (verify/doctor.py); so
 admitting k nodes with p certified idle peers costs one run whose length does not grow with k while
@@ -30,7 +30,7 @@ from clusterside.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION
 from clusterside.kube_api import Api, ApiError
 from core import fabric
 
-PRIORITY_CLASS = "aks-infiniband-idle"  # components/certifier.py creates it
+PRIORITY_CLASS = "aks-infiniband-idle"  # components/fabric/certifier.py creates it
 RETEST_LABEL = "aks-infiniband.io/fabric-retest"
 BUSY_RESOURCES = ("nvidia.com/gpu", f"{fabric.RDMA_RESOURCE_PREFIX}/")
 WAIT_MARGIN_MINUTES = 15  # image pull and gang scheduling before the pods' own deadline starts
@@ -39,7 +39,7 @@ JUDGE_MARGIN_MINUTES = 10  # reading the log, judging and writing, after the wai
 
 def run_minutes(template: Mapping[str, Any]) -> int:
     """How long one recurring run may take: the wait for its re-test, and the judgement after it. The
-    CronJob's activeDeadlineSeconds is sized from it (components/certifier.py), and a re-test older than
+    CronJob's activeDeadlineSeconds is sized from it (components/fabric/certifier.py), and a re-test older than
     it is stale (stale_retests)."""
     return int(template["deadline_minutes"]) + WAIT_MARGIN_MINUTES + JUDGE_MARGIN_MINUTES
 

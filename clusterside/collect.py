@@ -50,7 +50,7 @@ LOG_TAIL_LINES = 30
 # then the GPU driver container (it waits for the DOCA driver), the device plugins, and the test
 # image's pull - up to ~35 minutes by the high estimates in offline/durations.py. The job's pods start
 # only after it, and their own deadline (activeDeadlineSeconds = timeoutMinutes) with them, so the
-# stack's collect step waits this long plus that deadline (components/fabric_check.py). Until it has
+# stack's collect step waits this long plus that deadline (components/fabric/fabric_check.py). Until it has
 # passed, a missing GPU or RDMA resource is setup still under way; after it, a reason to give up.
 NODE_SETUP_BUDGET_MINUTES = 45
 HEARTBEAT_MINUTES = 5  # a line at least this often, even when nothing changes

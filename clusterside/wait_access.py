@@ -2,7 +2,7 @@
 
 Azure RBAC role assignments take effect after a delay (up to minutes), so a Kubernetes provider created
 right after the deployer's Cluster Admin assignment gets 403s. The stack runs this between the two
-(components/cluster.py): it asks the API server, as the deployer, whether it may create namespaces (a
+(components/platform/cluster.py): it asks the API server, as the deployer, whether it may create namespaces (a
 SelfSubjectAccessReview, which every authenticated identity may send) every `--poll-seconds` until yes,
 for at most `--timeout-minutes`. The kubeconfig comes in $KUBECONFIG_JSON (the stack's, as JSON); its user
 is kubelogin's exec credential, run as kubectl runs it. Exit 0: allowed; 2: not within the time (one line).

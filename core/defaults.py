@@ -11,11 +11,11 @@ from core import pins
 
 # certifier.image: the pin table's pythonImage (python:3.12-slim by its index digest, Renovate-tracked), as
 # the topology labeler's labelling step uses it. The certifier needs Python 3.11+ (datetime.UTC) and nothing
-# else: its code is mounted (components/certifier.py).
+# else: its code is mounted (components/fabric/certifier.py).
 CERTIFIER_IMAGE = pins.component("pythonImage").version
 # certifier.schedule: every 6 hours, off the hour (a cron schedule, UTC).
 CERTIFIER_SCHEDULE = "17 */6 * * *"
 
 # fabricTest.doctorMinutes: the fabric doctor's time budget, added to the job's deadline unless the
-# doctor is never; the job hands it to the launcher as DOCTOR_SECONDS (components/nccl_job.py).
+# doctor is never; the job hands it to the launcher as DOCTOR_SECONDS (components/fabric/nccl_job.py).
 DOCTOR_MINUTES = 15

@@ -2,8 +2,8 @@
 
 The configuration looks the mode up by name once, at parse (stack_config: `StackConfig.rdma_mode` is
 the record; the key's allowed values and description come from `MODES`), and every layer above takes
-the record: the NicClusterPolicy (components/network_operator.py: the device plugin the mode needs),
-the fabric-test pods (components/nccl_job.py, p2p_job.py: what they request), the DRA rules
+the record: the NicClusterPolicy (components/platform/network_operator.py: the device plugin the mode needs),
+the fabric-test pods (components/fabric/nccl_job.py, p2p_job.py: what they request), the DRA rules
 (core/dra.py). A name where a record belongs is refused there (`require`). The policy pack
 (policy/rules.py) reads which resources count as RDMA from the records. Adding a mode is one
 `RdmaMode` in `MODES`, plus the component that installs what the mode needs when no

@@ -170,13 +170,13 @@ COMPONENTS: tuple[Component, ...] = (
     Component("gpuOperator", "v26.7.0", CHART_VERSION,
               "NVIDIA/gpu-operator v26.7.0 (10ee5b3; reference/chart-values/gpu-operator.*.v26.7.0)"),
     # installer/volcano-development.yaml of the tag, applied from a checked local copy
-    # (components/volcano.py); newest stable (v1.16.0-alpha.* are alphas).
+    # (components/platform/volcano.py); newest stable (v1.16.0-alpha.* are alphas).
     # renovate: datasource=github-releases depName=volcano-sh/volcano
     Component("volcano", "v1.15.1", VOLCANO_TAG,
               "volcano-sh/volcano v1.15.1 (0a56ed3) installer/volcano-development.yaml",
               sha256="b5fb45a57bcd1132be7055354999d244266873710609afd1f162005772d15c41"),
     # Volcano's own images, as the pinned manifest names them (docker.io/volcanosh/<name>:<its tag>): the
-    # program applies them by these digests (components/volcano.py). Volcano publishes no digest (its
+    # program applies them by these digests (components/platform/volcano.py). Volcano publishes no digest (its
     # release workflow pushes linux/amd64 + linux/arm64 with buildx, no signature or SBOM), so each is the
     # tag's registry digest as two unrelated public records of a pull of v1.15.1 by tag agree on it: a k3s
     # node's status.images (L1lahKay/QuantFM@672657a docs/assets/gpu-scheduler-evaluation/raw/volcano/
@@ -198,12 +198,12 @@ COMPONENTS: tuple[Component, ...] = (
               "docker.io/volcanosh/vc-webhook-manager:v1.15.1@sha256:569e3671b6d9619c175062e6d3e82bfe3bb4bc3628b36347406ccc07f10fe12c",
               IMAGE_REF, "volcano-sh/volcano v1.15.1 (the tag's index digest, as pulled)",
               platforms=("amd64", "arm64")),
-    # The NVIDIA DRA driver's chart (GB sizes, rdmaMode dra: components/dra_driver.py), SemVer without a
+    # The NVIDIA DRA driver's chart (GB sizes, rdmaMode dra: components/platform/dra_driver.py), SemVer without a
     # leading v since it moved to kubernetes-sigs at v0.4.0; an OCI chart, so Renovate reads its tags.
     # renovate: datasource=docker depName=registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu
     Component("draDriver", "0.4.1", CHART_VERSION,
               "kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 (764900e; reference/chart-values/dra-driver-nvidia-gpu.*)"),
-    # DRANET's chart (rdmaMode dra: components/dranet.py), an OCI chart as its README installs it.
+    # DRANET's chart (rdmaMode dra: components/platform/dranet.py), an OCI chart as its README installs it.
     # renovate: datasource=docker depName=registry.k8s.io/networking/charts/dranet
     Component("dranet", "1.4.0", CHART_VERSION,
               "kubernetes-sigs/dranet v1.4.0 (ca195e2; reference/chart-values/dranet.*.v1.4.0)"),
@@ -216,20 +216,20 @@ COMPONENTS: tuple[Component, ...] = (
     Component("ncclTestsImage", "ghcr.io/coreweave/nccl-tests:13.0.2-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c",
               IMAGE_REF, "coreweave/nccl-tests@2eedd7c (README.md lines 72-79, build.yml)",
               platforms=("amd64", "arm64")),
-    # The topology labeler's SHARP step (components/topology_labeler.py): Azure's node-health image with the
+    # The topology labeler's SHARP step (components/platform/topology_labeler.py): Azure's node-health image with the
     # SHARP tools and python3, as Azure's node_labeler and torset_labeler charts use it. amd64 only (Azure
     # builds it from an x86_64 OFED tarball): the step runs only on sizes of that architecture.
     # renovate-image: datasource=docker
     Component("topologyLabelerImage", "mcr.microsoft.com/aznhc/aznhc-nv:1.2.0", IMAGE_REF,
               "Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/*/helm"),
-    # The in-cluster Python of the certifier (components/certifier.py) and of the topology labeler's labelling
-    # step (components/topology_labeler.py, which runs on arm64 Grace Blackwell nodes too): python:3.12-slim by
+    # The in-cluster Python of the certifier (components/fabric/certifier.py) and of the topology labeler's labelling
+    # step (components/platform/topology_labeler.py, which runs on arm64 Grace Blackwell nodes too): python:3.12-slim by
     # its multi-arch index digest, as two unrelated public Dockerfiles pin it (the code needs 3.11+).
     # renovate-image: datasource=docker
     Component("pythonImage",
               "docker.io/library/python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea",
               IMAGE_REF, "docker-library/python 3.12/slim-bookworm (the index digest)", platforms=("amd64", "arm64")),
-    # The pre-pull and labeler DaemonSets' hold container (components/image_prepull.py): pause 3.10 by its
+    # The pre-pull and labeler DaemonSets' hold container (components/fabric/image_prepull.py): pause 3.10 by its
     # multi-arch index digest (as Cilium's Dockerfiles pin it).
     # renovate-image: datasource=docker
     Component("pauseImage",

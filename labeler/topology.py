@@ -4,7 +4,7 @@ labels, where each comes from, why the torset is named after its leaf switch).
 Standard library only, no import from this project: this file alone is shipped (a ConfigMap) into the
 labeler pods, which run it twice: `sharp`, privileged and without API credentials, asks SHARP for the
 node's topology; `node`, unprivileged, reads every fact and labels the node. The label names come in as
-environment variables (components/topology_labeler.py, from core/fabric.py). Sources:
+environment variables (components/platform/topology_labeler.py, from core/fabric.py). Sources:
 Azure/ai-infrastructure-on-azure@a01b073 utilities/aks/node_labeler and torset_labeler.
 """
 

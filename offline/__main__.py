@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pulumi
 
-from components import volcano
+from components.platform import volcano
 from core import pins
 from offline import charts, config_groups, engine, reference, scan, synth, urns
 from stack_config.stackfile import StackFileError

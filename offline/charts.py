@@ -136,7 +136,7 @@ def releases(rendering: Rendering) -> list[Release]:
             continue
         inputs = objects.redacted_inputs(r)
         ref = str(inputs.get("chart", ""))
-        # an OCI chart names its registry path in `chart` itself (components/operator_release.Chart.ref)
+        # an OCI chart names its registry path in `chart` itself (components/platform/operator_release.Chart.ref)
         repo = ref.rsplit("/", 1)[0] if ref.startswith("oci://") else str(
             (inputs.get("repositoryOpts") or {}).get("repo", ""))
         out.append(Release(name=objects.release_name(r), chart=objects.helm_chart(r), version=str(inputs["version"]),

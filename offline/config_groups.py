@@ -1,6 +1,6 @@
 """The objects of a `yaml.v2.ConfigGroup` given its content (`yaml`, `objs`), as the provider would
 apply them: the offline render writes each one under `manifests/<group>/` (Volcano's checked release
-manifest is such a group, components/volcano.py), so the plan shows every object and a changed
+manifest is such a group, components/platform/volcano.py), so the plan shows every object and a changed
 upstream file shows as a diff. A ConfigFile (a path or URL read at deploy time) has no content
 here and is left alone."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from components.volcano import DOCUMENT_MARKER
+from components.platform.volcano import DOCUMENT_MARKER
 from offline.engine import Resource
 from offline.objects import normalize, to_yaml
 

@@ -13,7 +13,7 @@ fenced block (```mermaid for `.mmd`, ```text for `.txt`) or, for `.md`, the Mark
   tests/expected-output.md): rendered offline, with the mocks' placeholders for what only Azure knows.
 - `verdict.txt`: `python -m verify report` on that log, from its figures on.
 - `config-table.md` (docs/configuration.md): every configuration key, from `stack_config.SCHEMA`.
-- `nccl-settings.md` (docs/fabric-test.md): the job's NCCL environment, from components/nccl_settings.py.
+- `nccl-settings.md` (docs/fabric-test.md): the job's NCCL environment, from components/fabric/nccl_settings.py.
 - `compatibility-matrix.md` (docs/upgrading-pins.md): `pins.MATRIX` and where upstream states support.
 - the file Pulumi.yaml: its `config:` block declares every key of `stack_config.SCHEMA`.
 """
@@ -44,7 +44,7 @@ def fenced(name: str, content: str) -> str:
 
 def tables() -> dict[str, str]:
     """The Markdown blocks generated from the code's tables (no render needed)."""
-    from components import nccl_settings
+    from components.fabric import nccl_settings
     from core import pins
     from stack_config import docs
 

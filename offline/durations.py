@@ -11,7 +11,7 @@ created a resource and moved on. Pulumi does not wait for a custom resource to b
 DOCA/OFED driver build (after the NicClusterPolicy) and the GPU driver container (after the GPU
 Operator release) run in the background; the fabric test job's pods start only when both are ready
 on the InfiniBand nodes. The test image's pull is a step of its own: by the job's pods once they are
-scheduled (after the drivers), or, with the pre-pull DaemonSet (components/image_prepull.py), as
+scheduled (after the drivers), or, with the pre-pull DaemonSet (components/fabric/image_prepull.py), as
 soon as the nodes join, in parallel with the drivers. The render adds these steps to the dependency
 graph explicitly.
 """

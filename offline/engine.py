@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components import volcano
+from components.platform import volcano
 from offline import pulumi_adapter as sdk
 from offline import reference as reference_material
 from offline.mocks import OfflineMocks

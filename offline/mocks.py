@@ -61,7 +61,7 @@ _ARM = ("/subscriptions/" + OFFLINE_ID
 # stdout of pulumi-command resources under the mock engine, by the end of the resource name.
 # Placeholders, not states: a real run prints Azure's state (Registered / NotRegistered) here.
 COMMAND_STDOUT: dict[str, str] = {
-    # the AKSInfinibandSupport step (components/feature_registration.py)
+    # the AKSInfinibandSupport step (components/platform/feature_registration.py)
     "-register": "pending (offline render: the step prints Registered once Azure has registered the feature)",
     # its read-only form on sizes that must not have the feature
     "-check-unregistered": "pending (offline render: the step prints NotRegistered, or fails if it is registered)",

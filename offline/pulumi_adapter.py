@@ -158,7 +158,7 @@ def resolve(value: Any) -> tuple[Any, bool]:
 
 def sdk_plain(value: Any) -> Any:
     """Typed input classes -> plain dicts with the API's names, as the SDK itself translates them.
-    The reference that `components.mpi_job.plain` (public surface only) is checked against."""
+    The reference that `components.fabric.mpi_job.plain` (public surface only) is checked against."""
     if _types.is_input_type(type(value)):
         return {k: sdk_plain(v) for k, v in _types.input_type_to_dict(value).items()}
     if isinstance(value, dict):

@@ -65,7 +65,7 @@ class FabricTestPlan:
 
 def _collect_argv(rendering: Rendering) -> list[str] | None:
     """`python -m verify` arguments of the step that judges the fabric test: the day-0 certifier Job's
-    container (components/fabric_check.py)."""
+    container (components/fabric/fabric_check.py)."""
     for r in rendering.resources:
         if r.type != "kubernetes:batch/v1:Job":
             continue

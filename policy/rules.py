@@ -29,7 +29,7 @@ AGENT_POOL = "azure-native:containerservice:AgentPool"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 MANIFEST_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml:ConfigFile")
-# Manifests applied from their content (Volcano's checked release manifest, components/volcano.py).
+# Manifests applied from their content (Volcano's checked release manifest, components/platform/volcano.py).
 CONFIG_GROUPS = ("kubernetes:yaml/v2:ConfigGroup", "kubernetes:yaml:ConfigGroup")
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 VOLCANO_JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -151,7 +151,7 @@ def versions_pinned(args: Any, report_violation: ReportViolation) -> None:
             if isinstance(file, str) and re.match(r"https?://", file):
                 report_violation(f"manifest {args.name!r}: {file} is fetched at deploy time, so the plan cannot "
                                  f"show its objects and a changed upstream file changes the cluster with no diff "
-                                 f"(apply a sha256-checked local copy's content, as components/volcano.py)")
+                                 f"(apply a sha256-checked local copy's content, as components/platform/volcano.py)")
         file = files[0] if _is_seq(files) and files else None
         if isinstance(file, str) and re.match(r"https?://", file):
             segments = file.split("/")

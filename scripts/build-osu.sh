@@ -12,7 +12,7 @@
 # under OSU_PREFIX; the two binaries are then found under the prefix (7.x installs them under
 # libexec/osu-micro-benchmarks/mpi/pt2pt/standard) and linked into OSU_BIN_DIR.
 #
-# Inputs (environment; the job sets them - the pins live in components/p2p_job.py only):
+# Inputs (environment; the job sets them - the pins live in components/fabric/p2p_job.py only):
 #   OSU_URL, OSU_SHA256   the tarball and its sha256 (64 hex digits)
 #   OSU_BIN_DIR           where osu_bw and osu_latency end up (on the shared emptyDir)
 #   OSU_PREFIX            install prefix (on the same emptyDir)

@@ -8,7 +8,7 @@
 # FEATURE_MODE=require-unregistered: for sizes that must NOT have the feature (ND GB200 v6): fail
 #   if it is registered (or on its way); print the state otherwise. Read-only.
 #
-# Inputs (environment), set by components/feature_registration.py: FEATURE_MODE, SUBSCRIPTION_ID (the
+# Inputs (environment), set by components/platform/feature_registration.py: FEATURE_MODE, SUBSCRIPTION_ID (the
 # subscription Pulumi deploys to; every az call names it), FEATURE_NAMESPACE, FEATURE_NAME,
 # TIMEOUT_SECONDS (featureWaitTimeoutMinutes: no default here, so the value has one source). The
 # script's own pace: POLL_SECONDS (default 30), AZ_ATTEMPTS (tries per az call, default 4),

@@ -21,7 +21,7 @@
 #
 # This script holds no parsing or transport rule and no value of its own: every pattern it matches,
 # every figure it compares and every setting is computed by Python at deploy time (verify/launcher_env.py,
-# components/nccl_job.py, components/mpi_job.py) and handed over below; the awk programs here know no
+# components/fabric/nccl_job.py, components/fabric/mpi_job.py) and handed over below; the awk programs here know no
 # log format. A missing input stops it with one line (exit 2). (The test image need not have python3:
 # docs/fabric-doctor.md.)
 #
@@ -29,13 +29,13 @@
 #   NODES             workers expected (the pool's node count)
 #   GPUS_PER_NODE     ranks per worker (the catalog's GPUs per VM)
 #   ALL_REDUCE_ARGS   arguments of all_reduce_perf, e.g. "-b 8 -e 16G -f 2 -g 1"
-#   ALL_REDUCE_BIN    all_reduce_perf's path in the image (components/nccl_job.py)
-#   HOSTFILE          the worker hosts, one a line (Volcano's svc plugin writes it: components/mpi_job.py)
+#   ALL_REDUCE_BIN    all_reduce_perf's path in the image (components/fabric/nccl_job.py)
+#   HOSTFILE          the worker hosts, one a line (Volcano's svc plugin writes it: components/fabric/mpi_job.py)
 #   MPI_HOME          HPC-X OpenMPI; passed as --prefix so that the remote orted finds its binaries and
 #                     libraries over a non-login ssh shell
-#   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/nccl_settings.py
+#   MPI_MAP_BIND      how mpirun maps and binds the ranks of a node (components/fabric/nccl_settings.py
 #                     binding(): Azure's core binding on ND v5)
-#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (components/mpi_job.py)
+#   SSH_WAIT_SECONDS  how long to wait for all workers' sshd together (components/fabric/mpi_job.py)
 #   SSH_POLL_SECONDS  pause between attempts
 #   POD_IFNAME        the pod network's interface, for mpirun's own channel
 #   LAUNCHER_NCCL_LOG condensed or full: full keeps every NCCL INFO line, the doctor's runs' too (a short
@@ -46,7 +46,7 @@
 #                     messages kept once per host, a connection line
 #   LOG_RESULT_ROW_ERE, LOG_RESULT_OK_ERE, LOG_RESULT_FIELDS  a result row, one with no wrong
 #                     element, and the fields of its size and busbw (verify.launcher_env.result_env)
-# The doctor (fabricTest.doctor; components/nccl_job.py computes every value from the catalog, verify/
+# The doctor (fabricTest.doctor; components/fabric/nccl_job.py computes every value from the catalog, verify/
 # and the configuration, in every mode: a re-test sets the doctor's values on the day-0 job's spec):
 #   DOCTOR                 auto | always | never: the mode, for the doctor marker
 #   DOCTOR_RUN             yes | no: decided before the pod started (the mode, the node count), with
@@ -74,7 +74,7 @@
 #   DOCTOR_PARALLEL        at most this many nodes' checks, or pairs, at a time: each is an mpirun in this pod
 #   PERFTEST_MEMORY        cuda | host: the memory ib_write_bw moves, that of the size's gate (catalog
 #                          LinkExpectation.gate_memory): cuda adds --use_cuda=<the HCA's index>
-#   PERFTEST_ARGS          ib_write_bw arguments: Azure's health check's for that memory (components/nccl_job.py)
+#   PERFTEST_ARGS          ib_write_bw arguments: Azure's health check's for that memory (components/fabric/nccl_job.py)
 #   PERFTEST_START_SECONDS pause between starting an ib_write_bw server and its client
 #   PERFTEST_SECONDS       the most one HCA's ib_write_bw may take
 #   HCA_PORT_ERE, HCA_DEVICE_PREFIX_ERE, HCA_DEVICE_ERE, HCA_FIELD_ERE, HCA_LINK_LAYER_ERE, HCA_INFINIBAND_ERE
@@ -96,14 +96,14 @@ filter_patterns=(LOG_TAG_ERE LOG_ROW_ERE LOG_NCCL_LINE_ERE LOG_NCCL_INFO_ERE LOG
 require() {
   local v
   for v in "$@"; do
-    [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/nccl_job.py)"
+    [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/fabric/nccl_job.py)"
   done
 }
 # Inputs that may be empty (an empty value means something: no pass line, no pair rounds), but are set.
 require_set() {
   local v
   for v in "$@"; do
-    [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/nccl_job.py)"
+    [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/fabric/nccl_job.py)"
   done
 }
 condense_nccl_log() {
@@ -216,7 +216,7 @@ for var in CUDA_DEVICE_ORDER PATH LD_LIBRARY_PATH; do
 done
 read -r -a bench_args <<<"$ALL_REDUCE_ARGS"
 read -r -a map_bind <<<"$MPI_MAP_BIND"
-# The doctor's single-node all-reduce as Azure's health check runs it (components/nccl_job.py says
+# The doctor's single-node all-reduce as Azure's health check runs it (components/fabric/nccl_job.py says
 # why): DOCTOR_NODE_MAP_BIND, and the job's settings but those DOCTOR_NODE_ENV sets instead.
 node_map_bind=() node_forward=()
 if [ "$DOCTOR_RUN" != no ]; then
@@ -440,7 +440,7 @@ pair_rounds() {
 # name on the other node): server on the second node, client on the first; one HCA at a time, each
 # bounded (on the worker too, so that a server whose client never came does not linger). As Azure's
 # health checks measure the gates it is judged by (Azure/azurehpc-health-checks@0e0a1ac): PERFTEST_ARGS
-# (components/nccl_job.py has them and their source), with cuda `--use_cuda=$dev_idx`, dev_idx the HCA's
+# (components/fabric/nccl_job.py has them and their source), with cuda `--use_cuda=$dev_idx`, dev_idx the HCA's
 # index among the node's InfiniBand HCAs in name order (ibstat -l, customTests/azure_ib_write_bw_gdr.nhc);
 # both under `numactl` on the HCA's NUMA node (/sys/class/infiniband/$dev/device/numa_node: `-N $n -m
 # $n` in the GDR check, `--membind=$n -C $core` in the other); here `numactl -N $n -m $n`, or, where

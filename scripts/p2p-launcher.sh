@@ -10,7 +10,7 @@
 # failing mpirun's, or 2 for a missing input (OSU_DIR unset, no hostfile, no osu_bw/osu_latency in
 # OSU_DIR on a worker), 3 for a wrong number of workers, 4 for a worker whose sshd never answered.
 #
-# Inputs (environment; the job sets every one, components/p2p_job.py and components/mpi_job.py: no
+# Inputs (environment; the job sets every one, components/fabric/p2p_job.py and components/fabric/mpi_job.py: no
 # defaults here, so each value has one source; a missing one stops it with one line, exit 2):
 #   OSU_DIR           directory of osu_bw / osu_latency on the workers (the job: /opt/osu/bin)
 #   OSU_BW_ARGS       extra arguments of osu_bw (e.g. "-m 1:8388608"); may be empty
@@ -27,10 +27,10 @@ log() { echo "[p2p-launcher $(date -u +%H:%M:%S)] $*" >&2; }
 die() { local code=$1; shift; log "error: $*"; exit "$code"; }
 
 for v in OSU_DIR HOSTFILE MPI_HOME SSH_WAIT_SECONDS SSH_POLL_SECONDS POD_IFNAME; do
-  [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/p2p_job.py, components/mpi_job.py)"
+  [ -n "${!v:-}" ] || die 2 "$v is not set (the job sets it: components/fabric/p2p_job.py, components/fabric/mpi_job.py)"
 done
 for v in OSU_BW_ARGS OSU_LATENCY_ARGS; do  # may be empty, but set
-  [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/p2p_job.py)"
+  [ -n "${!v+set}" ] || die 2 "$v is not set (the job sets it, empty or not: components/fabric/p2p_job.py)"
 done
 hostfile_in=$HOSTFILE
 mpi_home=$MPI_HOME

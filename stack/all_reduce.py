@@ -1,5 +1,5 @@
 """The all-reduce fabric test (GPU sizes, core/kinds.py ALL_REDUCE): the NCCL all-reduce across every GPU
-node (components/nccl_job.py), judged in GB/s of bus bandwidth. The job alone waits for everything."""
+node (components/fabric/nccl_job.py), judged in GB/s of bus bandwidth. The job alone waits for everything."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 
-from components.nccl_job import NcclJob, NcclJobArgs
+from components.fabric.nccl_job import NcclJob, NcclJobArgs
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
 from stack_config import StackConfig

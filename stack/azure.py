@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native as azure_native
 
-from components.cluster import Cluster, ClusterArgs
-from components.feature_registration import FeatureRegistration, FeatureRegistrationArgs
-from components.ib_node_pool import IbNodePool, IbNodePoolArgs
+from components.platform.cluster import Cluster, ClusterArgs
+from components.platform.feature_registration import FeatureRegistration, FeatureRegistrationArgs
+from components.platform.ib_node_pool import IbNodePool, IbNodePoolArgs
 from core import prices
 from stack.handoff import ClusterHandle
 from stack_config import StackConfig

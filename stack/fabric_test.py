@@ -13,10 +13,10 @@ from typing import Any
 
 import pulumi
 
-from components.certifier import Certifier, CertifierArgs, RackAccess
-from components.fabric_check import FabricCheck, FabricCheckArgs
-from components.fabric_test import FabricTestJob
-from components.image_prepull import ImagePrepull, ImagePrepullArgs
+from components.fabric.certifier import Certifier, CertifierArgs, RackAccess
+from components.fabric.fabric_check import FabricCheck, FabricCheckArgs
+from components.fabric.fabric_test import FabricTestJob
+from components.fabric.image_prepull import ImagePrepull, ImagePrepullArgs
 from core import kinds
 from stack import all_reduce, p2p
 from stack.handoff import ClusterHandle
@@ -60,7 +60,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
     ft = cfg.fabric_test
     kind_job = job_of(ft.kind)
     # The test image, pulled on each IB node as it joins, while the drivers install: waits for
-    # nothing but the cluster, so the job's pods find it there (components/image_prepull.py).
+    # nothing but the cluster, so the job's pods find it there (components/fabric/image_prepull.py).
     ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=opts)
     job = kind_job.declare(cfg, cluster, ops, opts)
     retest = kind_job.retest(job)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster import kubernetes_provider, with_kubelogin
+from components.platform.cluster import kubernetes_provider, with_kubelogin
 from stack_config import StackConfig
 
 # The Azure half's stack outputs that the Kubernetes half reads: the contract between the two stacks.

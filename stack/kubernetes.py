@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.fabric_check import FabricCheck
-from components.volcano import ManifestError, checked_manifest
+from components.fabric.fabric_check import FabricCheck
+from components.platform.volcano import ManifestError, checked_manifest
 from stack import fabric_test, operators, rack
 from stack.handoff import ClusterHandle
 from stack_config import StackConfig
@@ -26,7 +26,7 @@ class KubernetesHalf:
 
 
 def checked_volcano_manifest(cfg: StackConfig) -> str:
-    """Volcano's release manifest, checked against its pinned sha256 (components/volcano.py). The program
+    """Volcano's release manifest, checked against its pinned sha256 (components/platform/volcano.py). The program
     asks for it before any resource of either half exists: a copy that cannot be had or does not match
     stops it with one line, and nothing was created."""
     try:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.dra_driver import DraDriver, DraDriverArgs
-from components.dranet import Dranet, DranetArgs
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.network_operator import NetworkOperator, NetworkOperatorArgs
-from components.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
-from components.topology_labeler import TopologyLabeler, TopologyLabelerArgs
-from components.volcano import Volcano, VolcanoArgs
+from components.platform.dra_driver import DraDriver, DraDriverArgs
+from components.platform.dranet import Dranet, DranetArgs
+from components.platform.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.platform.network_operator import NetworkOperator, NetworkOperatorArgs
+from components.platform.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
+from components.platform.topology_labeler import TopologyLabeler, TopologyLabelerArgs
+from components.platform.volcano import Volcano, VolcanoArgs
 from core import dra, fabric
 from stack_config import StackConfig
 

@@ -1,5 +1,5 @@
 """The point-to-point fabric test (CPU-only HB / HX sizes, core/kinds.py POINT_TO_POINT): MPI point to
-point between two nodes (osu_bw, osu_latency: components/p2p_job.py), judged in Gb/s of link bandwidth."""
+point between two nodes (osu_bw, osu_latency: components/fabric/p2p_job.py), judged in Gb/s of link bandwidth."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 
-from components.p2p_job import P2pJob, P2pJobArgs
+from components.fabric.p2p_job import P2pJob, P2pJobArgs
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
 from stack_config import StackConfig

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pulumi
 
-from components.certifier import RackAccess
-from components.fabric_check import FabricCheck, FabricCheckArgs
-from components.nccl_job import NcclJob, NcclJobArgs
+from components.fabric.certifier import RackAccess
+from components.fabric.fabric_check import FabricCheck, FabricCheckArgs
+from components.fabric.nccl_job import NcclJob, NcclJobArgs
 from core import kinds
 from stack import all_reduce
 from stack.fabric_test import FabricTest

@@ -33,7 +33,7 @@ VERSION_PINS: dict[str, pins.Pin] = {k: pins.component(k).pin for k in pins.VERS
 DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version
 
 # The in-cluster certifier's image (the pin table's pythonImage) and schedule: core/defaults.py's, which
-# components/certifier.py's Args take too.
+# components/fabric/certifier.py's Args take too.
 DEFAULT_CERTIFIER_IMAGE = defaults.CERTIFIER_IMAGE
 DEFAULT_CERTIFIER_SCHEDULE = defaults.CERTIFIER_SCHEDULE
 

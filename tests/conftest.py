@@ -206,7 +206,7 @@ def volcano_manifest() -> Path:
     applies; skips, saying how to get it, where it is absent. Only for a test whose render's error is caught
     before pytest sees it (the synth CLI prints it, a walk over configurations collects it): any other render
     without it skips by itself (engine.ReferenceMissing, _reference_missing_skips)."""
-    from components import volcano
+    from components.platform import volcano
     from core import pins
 
     path = volcano.cached_path(pins.component("volcano").version, REFERENCE / "examples")

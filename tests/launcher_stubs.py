@@ -276,8 +276,8 @@ def add_node(root: Path, host: str, *, hcas: int = 8, rate: str = "400 Gb/sec (4
 
 def doctor_mode(mode: str, nodes: int) -> dict[str, str]:
     """The doctor's mode as the job sets it for `nodes` workers: the mode and the decision taken before the
-    pod starts (components/nccl_job.py doctor_decision), which the launcher follows."""
-    from components.nccl_job import doctor_decision
+    pod starts (components/fabric/nccl_job.py doctor_decision), which the launcher follows."""
+    from components.fabric.nccl_job import doctor_decision
 
     run, reason = doctor_decision(mode, nodes)
     return {"DOCTOR": mode, "DOCTOR_RUN": run, "DOCTOR_RUN_REASON": reason}

@@ -1,5 +1,5 @@
 """The fabric-test result as a type: what `python -m verify report|collect --json` prints, what the
-stack's collect step reads (components/fabric_check.py) and what the in-cluster certifier reads.
+stack's collect step reads (components/fabric/fabric_check.py) and what the in-cluster certifier reads.
 
 One `FabricResult` for both kinds (core/kinds.py) and for errors. Its JSON is flat (the keys users
 have scripted against since before the type), so the type groups the keys the way they appear:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from clusterside import certify_kube
-from components import certifier as certifier_mod
+from components.fabric import certifier as certifier_mod
 from core import fabric
 from e2e import apply, fabric_run, pools
 from e2e.cluster import ROOT, kubeconfig
@@ -235,7 +235,7 @@ def test_the_certifiers_serviceaccount_can_do_what_it_needs_and_no_more(world):
 
 def test_the_api_server_bounds_what_the_certifiers_account_may_create_and_change(world):
     """RBAC lets the account create Volcano Jobs in a privileged namespace and patch any node; the stack's
-    ValidatingAdmissionPolicies (components/certifier_bounds.py) narrow that to re-tests of the test's own
+    ValidatingAdmissionPolicies (components/fabric/certifier_bounds.py) narrow that to re-tests of the test's own
     images and to the certifier's own taints, label and annotations."""
     template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
                                                    certifier_mod.TEMPLATE_CONFIGMAP, "-o", "json").stdout)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import stack_config
-from components import gpu_operator
+from components.platform import gpu_operator
 from core import fabric
 from offline import charts
 from tests import schema_checks as sc
@@ -103,7 +103,7 @@ def test_the_cluster_policy_carries_the_toolkit_fix(dev_charts):
     assert env["RUNTIME_CONFIG_SOURCE"] == "file"
     assert env["ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED"] == "false"
     assert "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS" not in env
-    # The comment in components/gpu_operator.py cites toolkit v1.20.0's default; a chart that ships
+    # The comment in components/platform/gpu_operator.py cites toolkit v1.20.0's default; a chart that ships
     # another toolkit must have the fix re-checked against it.
     assert toolkit["enabled"] is True and toolkit["version"] == "v1.20.0"
 

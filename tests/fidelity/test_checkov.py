@@ -149,9 +149,9 @@ def test_the_config_file_runs_clean(reports):
 
 
 def test_the_one_privileged_pod_of_our_own_is_named_and_each_of_its_skips_is_used(unfiltered):
-    """The topology labeler's SHARP step is privileged (components/topology_labeler.py says why): its
+    """The topology labeler's SHARP step is privileged (components/platform/topology_labeler.py says why): its
     findings are skipped on that one object by annotation, each with its reason, and none is stale."""
-    from components import topology_labeler
+    from components.platform import topology_labeler
     resource = "DaemonSet.fabric-topology.fabric-topology-labeler"
     skipped = {s["check_id"] for s in unfiltered["results"].get("skipped_checks", []) if s["resource"] == resource}
     assert skipped == set(topology_labeler.PRIVILEGED_SHARP_STEP)

@@ -27,7 +27,7 @@ import yaml
 from conftest import dev_config, rendered
 
 import stack_config
-from components import volcano as volcano_component
+from components.platform import volcano as volcano_component
 from core import pins
 from offline import engine, objects
 from tests import chart_value_checks as cv

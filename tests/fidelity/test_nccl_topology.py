@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from components import nccl_topology
+from components.fabric import nccl_topology
 from core import catalog
 
 

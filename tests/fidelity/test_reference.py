@@ -40,7 +40,7 @@ def test_the_lock_pins_every_file_with_a_hash_and_a_source():
 def test_the_lock_holds_the_volcano_manifest_the_render_applies():
     """`make synth` reads Volcano's release manifest from the reference material only (offline/engine.py): the
     lock fetches the pinned tag's file under the name the render reads, with the sha256 the pin table gives."""
-    from components import volcano
+    from components.platform import volcano
     from core import pins
 
     pin = pins.component("volcano")
@@ -139,7 +139,7 @@ def _render_inputs(monkeypatch, cache: Path, download) -> int:
 
 def test_make_synth_in_a_fresh_clone_fetches_the_manifest_it_applies_and_only_that(reference, tmp_path,
                                                                                     monkeypatch, capsys):
-    from components import volcano
+    from components.platform import volcano
     from core import pins
 
     name = volcano.cached_path(pins.component("volcano").version, Path("examples")).as_posix()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import rendered
 
-from components.cluster import with_kubelogin
+from components.platform.cluster import with_kubelogin
 from core import enterprise, fabric, prices
 from offline import engine, mocks
 from stack import handoff

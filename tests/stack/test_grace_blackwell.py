@@ -13,10 +13,11 @@ import pytest
 from conftest import dev_config, rendered
 
 import stack_config
-from components import certifier as certifier_mod
-from components import dra_driver, dranet, fabric_claims, nccl_settings
-from components.fabric_claims import groups
-from components.nccl_topology import layout
+from components.fabric import certifier as certifier_mod
+from components.fabric import fabric_claims, nccl_settings
+from components.fabric.fabric_claims import groups
+from components.fabric.nccl_topology import layout
+from components.platform import dra_driver, dranet
 from core import catalog, dra, fabric, pins
 from offline import engine
 from tests import schema_checks as sc
@@ -376,7 +377,7 @@ def test_rack_is_refused_for_a_size_without_multi_node_nvlink(monkeypatch, capsy
     assert code == 2 and "--rack applies to the NCCL all-reduce of a multi-node-NVLink size" in err
 
 
-# --- Volcano allocates the claims: DRA on in its scheduler (components/volcano_dra.py) ------------------
+# --- Volcano allocates the claims: DRA on in its scheduler (components/platform/volcano_dra.py) ------------------
 def _volcano(reference: Path) -> list[dict[str, Any]]:
     text = (reference / "examples" / "volcano-development.v1.15.1.yaml").read_text()
     return [d for d in sc.load_yaml_all(text) if d]
@@ -385,7 +386,7 @@ def _volcano(reference: Path) -> list[dict[str, Any]]:
 def test_volcanos_scheduler_gets_dra_on_and_keeps_everything_else(reference):
     import yaml
 
-    from components import volcano_dra, volcano_topology
+    from components.platform import volcano_dra, volcano_topology
 
     before = _volcano(reference)
     after = volcano_dra.configure(volcano_topology.configure(before))  # composes with the topology rewrite

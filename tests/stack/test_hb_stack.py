@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from clusterside import collect as collect_mod
-from components.fabric_check import PENDING, parse_result
-from components.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
+from components.fabric.fabric_check import PENDING, parse_result
+from components.fabric.p2p_job import OSU_DIR, WORKERS, P2pJobArgs
 from core import catalog, fabric, kinds, modes
 from offline import engine
 from tests.paths import ROOT
@@ -120,7 +120,7 @@ def test_disabled_fabric_test_renders_no_job(render_kubernetes):
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
 def test_launcher_script_is_valid_bash():
-    from components.p2p_job import LAUNCHER_SCRIPT
+    from components.fabric.p2p_job import LAUNCHER_SCRIPT
 
     subprocess.run(["bash", "-n", str(LAUNCHER_SCRIPT)], check=True)
 
@@ -198,7 +198,7 @@ def test_the_rendered_hb_certifier_against_a_fake_kubernetes_api(render_kubernet
     against the fake API serving a real two-VM HBv3 log; the ConfigMap it writes read by the stack's own
     parse_result. The figure is the one the fixture's last row gives."""
     from clusterside import certify
-    from components import certifier as certifier_mod
+    from components.fabric import certifier as certifier_mod
     from tests.fake_kube_store import FakeApi
     from tests.unit.verify.test_osu_perftest import HBV3_BW, HBV3_LAT, raw_rows
 
@@ -251,7 +251,7 @@ def test_the_p2p_job_keeps_its_urns_across_its_rename(hb):
 
 def test_the_point_to_point_test_has_one_name():
     """p2p: the kind, the component, the job, the launcher, the config key, the outputs."""
-    names = [p.name for p in (ROOT / "components").glob("*.py")] + [p.name for p in (ROOT / "scripts").glob("*")]
+    names = [p.name for p in (ROOT / "components").rglob("*.py")] + [p.name for p in (ROOT / "scripts").glob("*")]
     assert "p2p_job.py" in names and "p2p-launcher.sh" in names
     assert not [n for n in names if "bandwidth" in n or "mpi-p2p" in n]
     assert P2pJobArgs.job_name == "p2p" and kinds.POINT_TO_POINT.name == kinds.P2P == "p2p"

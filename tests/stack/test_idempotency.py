@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from components import volcano
+from components.platform import volcano
 from offline import engine, synth
 from offline.mocks import OFFLINE_ID
 from offline.reference import reference_dir

@@ -21,7 +21,7 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
 import stack_config
-from components import volcano
+from components.platform import volcano
 from core import catalog, fabric, pins
 from offline import engine
 from policy import rules

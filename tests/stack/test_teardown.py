@@ -12,7 +12,7 @@ import pytest
 
 from offline import engine
 
-FEATURE_STEP = "ib-feature-register"  # components/feature_registration.py: the az step, no delete command
+FEATURE_STEP = "ib-feature-register"  # components/platform/feature_registration.py: the az step, no delete command
 RG = "azure-native:resources:ResourceGroup"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"

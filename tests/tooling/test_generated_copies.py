@@ -52,7 +52,7 @@ def test_one_generator_run_by_make_golden():
     assert golden and "python -m offline docs" in golden.group(1)
     assert "sync-config" not in MAKEFILE
     writers = [p.relative_to(ROOT).as_posix() for package in ("components", "core", "stack_config", "verify")
-               for p in sorted((ROOT / package).glob("*.py"))
+               for p in sorted((ROOT / package).rglob("*.py"))
                if re.search(r"\.write_text\(", p.read_text()) and re.search(r"TABLE_START|Pulumi\.yaml", p.read_text())]
     assert writers == []
 

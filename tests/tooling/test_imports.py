@@ -16,11 +16,25 @@ PACKAGES = ("core", "components", "offline", "stack", "stack_config", "verify", 
 
 
 def _modules() -> dict[str, Path]:
+    """Every module by its dotted name, sub-packages included (components/platform/volcano.py is
+    components.platform.volcano; a package's __init__.py is the package)."""
     found = {p.stem: p for p in ROOT.glob("*.py") if p.stem != "__main__"}
     for package in PACKAGES:
-        for p in (ROOT / package).glob("*.py"):
-            found[package if p.stem == "__init__" else f"{package}.{p.stem}"] = p
+        for p in (ROOT / package).rglob("*.py"):
+            parts = p.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
     return found
+
+
+def test_the_walk_sees_every_module_of_every_package_and_sub_package():
+    """A module the walk misses is a module whose imports nobody checks: the count is every .py file of
+    the packages (sub-packages too) and the top-level modules but __main__.py."""
+    on_disk = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
+    top = [p for p in ROOT.glob("*.py") if p.stem != "__main__"]
+    modules = _modules()
+    assert len(modules) == len(on_disk) + len(top)
+    assert {"components.platform", "components.platform.volcano", "components.fabric.nccl_job",
+            "components.namespace"} <= set(modules)
 
 
 @functools.cache
@@ -140,8 +154,20 @@ def test_the_program_declares_its_resources_only_through_the_assembly():
 def test_the_layer_check_sees_an_upward_and_a_sideways_import():
     graph = _graph_with_main()
     graph["core.catalog"] = {*graph["core.catalog"], "stack_config.schema"}
-    graph["components.cluster"] = {*graph["components.cluster"], "stack_config"}
-    assert upward_imports(graph) == ["components.cluster -> stack_config", "core.catalog -> stack_config.schema"]
+    graph["components.platform.cluster"] = {*graph["components.platform.cluster"], "stack_config"}
+    assert upward_imports(graph) == ["components.platform.cluster -> stack_config",
+                                     "core.catalog -> stack_config.schema"]
+
+
+def test_the_platform_does_not_import_the_fabric_test():
+    """components/platform/ (the cluster, the operators, Volcano, the labeler) stands without
+    components/fabric/ (the fabric test, its verdict, the certifier): the test builds on the platform,
+    never the reverse. Both may use the shared helpers at components/ (namespace.py)."""
+    graph = import_graph()
+    platform = {m for m in graph if m.startswith("components.platform")}
+    assert platform and {m for m in graph if m.startswith("components.fabric")}
+    assert [f"{a} -> {b}" for a in sorted(platform) for b in sorted(graph[a])
+            if b.startswith("components.fabric")] == []
 
 
 def test_the_judge_does_not_import_the_cluster_side_and_only_its_command_line_may():

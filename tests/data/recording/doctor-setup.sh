@@ -29,13 +29,13 @@ echo "=== build rc=$? ($((SECONDS - START)) s)"
 [ -x "$W/build/all_reduce_perf" ] || { tail -30 "$W/build.log"; exit 1; }
 
 cp "$ROOT/tests/data/recording/fake-ssh" "$W/bin/ssh" && chmod +x "$W/bin/ssh"
-# the job's NCCL environment (components/nccl_settings.py), this machine's interface
+# the job's NCCL environment (components/fabric/nccl_settings.py), this machine's interface
 export NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=SYS NCCL_SOCKET_IFNAME=$IF NCCL_NET_PLUGIN=none NCCL_DEBUG=INFO \
   NCCL_DEBUG_SUBSYS=INIT,NET CUDA_DEVICE_ORDER=PCI_BUS_ID UCX_TLS=tcp UCX_NET_DEVICES=$IF
 export NCCL_NVLS_ENABLE=0  # the machine's rule
 export OMPI_MCA_plm=rsh OMPI_MCA_plm_rsh_agent="$W/bin/ssh" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
   OMPI_MCA_btl_tcp_if_include=$IF
-# the patterns components/nccl_job.py hands the launcher (verify/launcher_env.py)
+# the patterns components/fabric/nccl_job.py hands the launcher (verify/launcher_env.py)
 while IFS= read -r -d '' kv; do export "$kv"; done < <(cd "$ROOT" && python3 -m verify.launcher_env)
 export PATH="$W/bin:$PATH" LD_LIBRARY_PATH="$NCCL_DIR/lib:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}"
 for net in 203.0.113 198.51.100 198.18.0; do hostname -I | grep -q "$net\." || break; done

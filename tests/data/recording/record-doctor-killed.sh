@@ -9,7 +9,7 @@ set -u
 W=/tmp/killrec
 source "$(dirname "$0")/doctor-setup.sh"
 
-# what components/nccl_job.py doctor_env hands the job, with long pair runs so the round is still
+# what components/fabric/nccl_job.py doctor_env hands the job, with long pair runs so the round is still
 # running when the signal comes
 doctor_env=(DOCTOR=always DOCTOR_SECONDS=400 DOCTOR_PASS_BUSBW_GBPS=300
   "DOCTOR_PAIR_ROUNDS=0-1 2-3;0-2 1-3;0-3 1-2" "DOCTOR_PAIR_ARGS=-b 8M -e 2G -f 2 -g 1 -n 60"

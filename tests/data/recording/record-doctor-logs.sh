@@ -9,7 +9,7 @@ set -u
 W=/tmp/i12rec
 source "$(dirname "$0")/doctor-setup.sh"
 
-# what components/nccl_job.py doctor_env would hand an ND H200 v5 job, with this machine's sizes
+# what components/fabric/nccl_job.py doctor_env would hand an ND H200 v5 job, with this machine's sizes
 doctor_env=(DOCTOR=auto DOCTOR_SECONDS=150 DOCTOR_PASS_BUSBW_GBPS=300
   "DOCTOR_PAIR_ROUNDS=0-3 1-2;0-2 1-3;0-1 2-3" "DOCTOR_PAIR_ARGS=-b 256M -e 256M -f 2 -g 1"
   "DOCTOR_NODE_ARGS=-b 256M -e 256M -f 2 -g 1" DOCTOR_PAIR_SLOW_BELOW_GBPS=100 DOCTOR_HCA_PAIRS=2)

@@ -50,7 +50,7 @@ cp -r "$D/nccl-tests" "$W/src"
 echo "=== build rc=$? ($((SECONDS - START)) s)"; tail -3 "$R/build.log"
 [ -x "$W/build/all_reduce_perf" ] || { tail -40 "$R/build.log"; tar -C "$W" -czf "$OUT/recordings.tar.gz" rec; exit 1; }
 
-# --- the environment the job sets (components/nccl_job.py nccl_env), this machine's interface -----
+# --- the environment the job sets (components/fabric/nccl_job.py nccl_env), this machine's interface -----
 export NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=SYS NCCL_IB_PCI_RELAXED_ORDERING=1 NCCL_SOCKET_IFNAME=$IF \
   NCCL_NET_PLUGIN=none NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET CUDA_DEVICE_ORDER=PCI_BUS_ID \
   UCX_TLS=tcp UCX_NET_DEVICES=$IF
@@ -58,7 +58,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # This machine's OpenMPI: launch over the ssh shim, TCP between the fake hosts.
 export OMPI_MCA_plm=rsh OMPI_MCA_plm_rsh_agent="$D/bin/ssh" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
   OMPI_MCA_btl_tcp_if_include=$IF
-# the patterns components/nccl_job.py hands the launcher (verify/launcher_env.py)
+# the patterns components/fabric/nccl_job.py hands the launcher (verify/launcher_env.py)
 while IFS= read -r -d '' kv; do export "$kv"; done < <(cd "${ROOT:-$PWD}" && python3 -m verify.launcher_env)  # from the repository root
 export PATH="$D/bin:$PATH" LD_LIBRARY_PATH="$NCCL_DIR/lib:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}"
 # node-N must resolve to an address that is not this machine's, or mpirun runs its ranks here unshimmed

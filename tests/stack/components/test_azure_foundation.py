@@ -5,7 +5,7 @@ so it renders the Azure half (`render_azure`: declared as in the whole stack, te
 
 import pytest
 
-from components.cluster import decode_kubeconfig
+from components.platform.cluster import decode_kubeconfig
 from core import catalog, fabric, pins
 from offline import mocks
 

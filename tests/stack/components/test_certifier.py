@@ -1,4 +1,4 @@
-"""Row 10: the certifier's objects in the render (components/certifier.py): least-privilege RBAC exactly as
+"""Row 10: the certifier's objects in the render (components/fabric/certifier.py): least-privilege RBAC exactly as
 issue 21 lists it, the code shipped by content hash, the lowest PriorityClass, the recurring CronJob, the
 AgentPool's hold and the tolerations of it; each object against the Kubernetes schema of the stack's
 version (kubernetes-validate)."""
@@ -14,7 +14,7 @@ import pytest
 
 import stack_config
 from clusterside import certify, certify_cli
-from components import certifier as certifier_mod
+from components.fabric import certifier as certifier_mod
 from core import fabric
 from stack_config.schema import DEFAULT_CERTIFIER_SCHEDULE
 from tests import schema_checks as sc
@@ -216,7 +216,7 @@ def test_the_recurring_runs_deadline_covers_the_wait_it_computes(dev):
 def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and_node_writes(dev):
     """RBAC's `create` on Volcano Jobs in a privileged namespace and `patch` on nodes are narrowed by two
     ValidatingAdmissionPolicies matched on the account (tried against the real API server in make e2e)."""
-    from components import certifier_bounds
+    from components.fabric import certifier_bounds
 
     policies = {r.inputs["metadata"]["name"]: r.inputs["spec"]
                 for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}

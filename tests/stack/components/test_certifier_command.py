@@ -1,5 +1,5 @@
 """The dev stack's own day-0 certifier command line (the fabric-check-certify Job's container,
-components/fabric_check.py), run in this process against the fake API server: the gate the stack passes it
+components/fabric/fabric_check.py), run in this process against the fake API server: the gate the stack passes it
 (fabricTest.failOn, failOnLowBandwidth) decides its exit, and a failed fabric test job is a FAIL result in the
 ConfigMap the stack reads. The CLI's gate itself: tests/unit/verify/test_verify_gate.py; the certifier's
 scenarios: tests/unit/clusterside/test_certify.py."""
@@ -38,7 +38,7 @@ def test_fail_on_warn_makes_a_warn_fail_the_stacks_certifier(tmp_path, capsys):
     Job, and `pulumi up`, fail) with failOn: warn; exit 0 with the default level. The nodes are judged
     and acted on first either way."""
     from clusterside import collect as collect_mod
-    from components import certifier as certifier_mod
+    from components.fabric import certifier as certifier_mod
     from core import fabric
     from tests.fake_kube_store import FakeApi
 
@@ -75,7 +75,7 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
     exit 0; with failOnLowBandwidth exit 1, which fails the Job and `pulumi up`."""
     from conftest import dev_kubernetes_half, rendered
 
-    from components.fabric_check import parse_result
+    from components.fabric.fabric_check import parse_result
 
     for overrides, exit_code in (({}, 0), ({"fabricTest": {"failOnLowBandwidth": True}}, 1)):
         # with an override, the Kubernetes half, where the Job is declared (tests/stack/test_stack_parts.py)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import dev_kubernetes_half
 
-from components import mpi_job, nccl_job
+from components.fabric import mpi_job, nccl_job
 from tests import launcher_stubs
 from tests.doctor_launcher_runs import (
     HEALTHY,
@@ -196,7 +196,7 @@ def test_the_sshd_wait_has_one_source(tmp_path, env4):
     assert not (tmp_path / "mpirun.calls").exists()
 
 
-# Every input the job sets (components/nccl_job.py): none has a default in the script.
+# Every input the job sets (components/fabric/nccl_job.py): none has a default in the script.
 REQUIRED = ("ALL_REDUCE_BIN", "HOSTFILE", "MPI_HOME", "MPI_MAP_BIND", "SSH_POLL_SECONDS", "POD_IFNAME",
             "LAUNCHER_NCCL_LOG", "DOCTOR", "DOCTOR_RUN", "DOCTOR_RUN_REASON", "DOCTOR_SECONDS",
             "DOCTOR_PASS_BUSBW_GBPS")

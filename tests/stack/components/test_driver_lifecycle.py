@@ -10,7 +10,8 @@ import inspect
 import pulumi_azure_native as azure_native
 import pytest
 
-from components import gpu_operator, mpi_job, network_operator
+from components.fabric import mpi_job
+from components.platform import gpu_operator, network_operator
 from core import fabric
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -58,12 +59,12 @@ def test_the_doca_driver_upgrades_drained_one_node_at_a_time(dev):
     policy = ofed["upgradePolicy"]
     assert policy["autoUpgrade"] is True and policy["maxParallelUpgrades"] == 1
     assert policy["drain"] == {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300}
-    # not set, with the reasons in components/network_operator.py
+    # not set, with the reasons in components/platform/network_operator.py
     assert "waitForCompletion" not in policy and "safeLoad" not in policy
 
 
 def test_third_party_rdma_modules_are_left_alone(dev):
-    """No catalog size gets a MANA NIC (components/network_operator.py has the evidence)."""
+    """No catalog size gets a MANA NIC (components/platform/network_operator.py has the evidence)."""
     env = {e["name"] for e in dev.one(NIC_CLUSTER_POLICY).inputs["spec"]["ofedDriver"]["env"]}
     assert env == {"OFED_BLACKLIST_MODULES_FILE"}
     assert "UNLOAD_THIRD_PARTY_RDMA_MODULES" not in str(network_operator.DOCA_DRIVER_ENV)

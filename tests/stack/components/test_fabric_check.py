@@ -9,9 +9,9 @@ import pytest
 from conftest import dev_config
 
 import stack_config
-from components import certifier as certifier_mod
-from components import fabric_check
-from components.fabric_check import PENDING, parse_result
+from components.fabric import certifier as certifier_mod
+from components.fabric import fabric_check
+from components.fabric.fabric_check import PENDING, parse_result
 from tests.unit.verify.test_verify_cli import run as verify_cli  # python -m verify's main(), in this process
 
 JOB = "kubernetes:batch.volcano.sh/v1alpha1:Job"
@@ -149,7 +149,7 @@ def test_the_certifier_job_changes_with_the_test_job_and_only_then(dev, render_k
 
 def test_the_run_id_digests_the_rendered_job(dev):
     """The hash covers the spec that is sent, not a hand-picked subset of the config."""
-    from components.mpi_job import spec_hash
+    from components.fabric.mpi_job import spec_hash
     from tests.schema_checks import as_api
 
     job = as_api(dev.one(JOB, "fabric-test-job").inputs)

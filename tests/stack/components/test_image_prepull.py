@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import stack_config
-from components import image_prepull
+from components.fabric import image_prepull
 from core import fabric
 from tests.chart_value_checks import chart_values
 from tests.schema_checks import as_api, core_errors

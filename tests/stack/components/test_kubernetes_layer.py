@@ -10,8 +10,8 @@ from conftest import dev_kubernetes_half
 
 import stack_config
 from components.namespace import POD_SECURITY_ENFORCE_LABEL, NamespaceArgs
-from components.network_operator import NetworkOperatorArgs
-from components.volcano import VolcanoArgs, checked_manifest, manifest_url
+from components.platform.network_operator import NetworkOperatorArgs
+from components.platform.volcano import VolcanoArgs, checked_manifest, manifest_url
 from core import catalog, fabric, modes
 from offline import engine
 

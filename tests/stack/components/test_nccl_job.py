@@ -13,8 +13,8 @@ import pytest
 from conftest import dev_config, dev_kubernetes_half, rendered
 
 import stack_config
-from components import mpi_job, nccl_job, nccl_settings
-from components.nccl_topology import render_xml
+from components.fabric import mpi_job, nccl_job, nccl_settings
+from components.fabric.nccl_topology import render_xml
 from core import catalog, defaults, fabric, modes
 from offline import engine
 from tests.paths import ROOT

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import dev_kubernetes_half
 
-from components import mpi_job, nccl_job
+from components.fabric import mpi_job, nccl_job
 from core import catalog
 from tests import launcher_stubs
 from tests.paths import DATA

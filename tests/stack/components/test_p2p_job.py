@@ -1,14 +1,14 @@
-"""The point-to-point job's osu-build initContainer as Pulumi.hb.yaml renders it (components/p2p_job.py): the pinned
-tarball and its checksum, the binaries where the worker mounts them and the launcher looks, unprivileged and bounded,
-the worker's pod template against the Kubernetes schema. The script itself, run for real:
+"""The point-to-point job's osu-build initContainer as Pulumi.hb.yaml renders it (components/fabric/p2p_job.py): the
+pinned tarball and its checksum, the binaries where the worker mounts them and the launcher looks, unprivileged and
+bounded, the worker's pod template against the Kubernetes schema. The script itself, run for real:
 tests/unit/scripts/test_osu_build.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from components import p2p_job as p2p
-from components.mpi_job import MPI_HOME
+from components.fabric import p2p_job as p2p
+from components.fabric.mpi_job import MPI_HOME
 from offline import engine
 from tests.schema_checks import as_api, core_errors
 

@@ -1,6 +1,6 @@
-"""The labeler's DaemonSet as the stack renders it (components/topology_labeler.py: on every IB node before it is
-certified, privileged only for the SHARP step, the shipped script, RBAC, each object against the Kubernetes schema, the
-steps an arm64 size can run) and the fabric test job's network topology; the labeler's own logic is
+"""The labeler's DaemonSet as the stack renders it (components/platform/topology_labeler.py: on every IB node before it
+is certified, privileged only for the SHARP step, the shipped script, RBAC, each object against the Kubernetes
+schema, the steps an arm64 size can run) and the fabric test job's network topology; the labeler's own logic is
 tests/unit/labeler/test_topology.py's."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components import topology_labeler
+from components.platform import topology_labeler
 from core import fabric, pins
 from labeler import topology
 from tests.schema_checks import as_api, core_errors, crd_errors, pinned_name

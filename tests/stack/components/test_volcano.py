@@ -14,7 +14,7 @@ import pulumi
 import pytest
 from conftest import dev_config
 
-from components import volcano
+from components.platform import volcano
 from core import pins
 from offline import config_groups, engine, synth
 
@@ -78,7 +78,7 @@ def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
 
     expected = [d for d in sc.load_yaml_all(upstream.decode()) if d]
     group = dev.one(config_groups.CONFIG_GROUP, "volcano-manifest")
-    # the checked content with the stack's two ConfigMaps (components/volcano_topology.py), no URL, no path
+    # the checked content with the stack's two ConfigMaps (components/platform/volcano_topology.py), no URL, no path
     assert group.inputs == {"yaml": volcano.configured(upstream.decode(), False)}
     files = synth.synthesize(dev, images=False)
     written = sorted(p for p in files if p.startswith("manifests/volcano-manifest/"))
@@ -92,9 +92,9 @@ def test_the_render_holds_every_volcano_object(dev, upstream, tmp_path):
 def test_only_the_documents_the_stack_configures_are_written_again(upstream, dra):
     """The applied text is the release's, document for document: each one the configuration leaves alone
     (the 1 MB of CRDs among them) is the release's own text, and each one it changes holds exactly the
-    configured object (components/volcano_topology.py, with DRA components/volcano_dra.py, and the admission
-    webhook's readiness probe)."""
-    from components import volcano_dra, volcano_topology
+    configured object (components/platform/volcano_topology.py, with DRA
+    components/platform/volcano_dra.py, and the admission webhook's readiness probe)."""
+    from components.platform import volcano_dra, volcano_topology
     from tests import schema_checks as sc
 
     text = upstream.decode()
@@ -139,15 +139,16 @@ def test_without_a_cache_and_without_network_the_message_says_what_to_do(tmp_pat
 
 
 def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, upstream):
-    """GB sizes and rdmaMode dra claim devices: Volcano's scheduler must allocate them (components/volcano_dra.py),
-    composed with the topology configuration; a device-plugin stack keeps the scheduler as it was."""
+    """GB sizes and rdmaMode dra claim devices: Volcano's scheduler must allocate them
+    (components/platform/volcano_dra.py), composed with the topology configuration; a device-plugin stack
+    keeps the scheduler as it was."""
     from conftest import rendered
 
-    from components import volcano_dra
+    from components.platform import volcano_dra
     from tests import schema_checks as sc
 
     def scheduler_args(stack) -> list[str]:
-        """The scheduler container's args. Of the group's documents (the text components/volcano.py applies,
+        """The scheduler container's args. Of the group's documents (the text components/platform/volcano.py applies,
         split at its `---` lines) only those with the lines `kind: Deployment` and `name:` the
         scheduler are parsed, then held to both: the other 42 documents of Volcano's 1 MB need no parse here."""
         group = stack.one(config_groups.CONFIG_GROUP, "volcano-manifest")
@@ -161,7 +162,7 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
 
     gb300 = rendered("gb300")
     text = upstream.decode()
-    # configured(text, dra) as components/volcano.py calls it: the same cache entry, not a second rewrite
+    # configured(text, dra) as components/platform/volcano.py calls it: the same cache entry, not a second rewrite
     assert gb300.one(config_groups.CONFIG_GROUP, "volcano-manifest").inputs == {"yaml": volcano.configured(text, True)}
     assert volcano_dra.FEATURE_GATE in scheduler_args(gb300)
     assert volcano_dra.PREDICATE_ARGUMENT in volcano.configured(text, True)

@@ -31,7 +31,7 @@ from verify import doctor
 
 
 def retest_template(max_nodes: int = 4) -> dict:
-    """The day-0 job's template as components/nccl_job.py's retest_template writes it (the dev stack's)."""
+    """The day-0 job's template as components/fabric/nccl_job.py's retest_template writes it (the dev stack's)."""
     from conftest import rendered
 
     spec = rendered().one("kubernetes:batch.volcano.sh/v1alpha1:Job", "fabric-test-job").inputs["spec"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import nccl_job
+from components.fabric import nccl_job
 from core import catalog, modes
 from verify import doctor
 

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from clusterside import collect
-from components.mpi_job import MASTER_TASK
-from components.p2p_job import P2pJobArgs
+from components.fabric.mpi_job import MASTER_TASK
+from components.fabric.p2p_job import P2pJobArgs
 from core import catalog
 from tests.fake_kube import (
     JOB,

@@ -35,10 +35,10 @@ def test_every_size_has_exactly_one_kind_and_the_kinds_differ_where_they_must():
 
 def test_a_kind_of_a_fixed_node_count_is_what_its_job_spans_and_only_the_others_name_their_nodes(monkeypatch):
     """Kind.nodes: None, the run spans the pool and `certify` is given --nodes; a number, the job has that
-    many workers (components/p2p_job.py WORKERS) and the collector knows it."""
+    many workers (components/fabric/p2p_job.py WORKERS) and the collector knows it."""
     from types import SimpleNamespace
 
-    from components import certifier, fabric_check, p2p_job
+    from components.fabric import certifier, fabric_check, p2p_job
 
     assert kinds.ALL_REDUCE.nodes is None and kinds.POINT_TO_POINT.nodes == p2p_job.WORKERS == 2
     monkeypatch.setattr(certifier, "policy_args", lambda args: [])

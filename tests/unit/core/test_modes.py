@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 import stack_config
-from components.nccl_job import NcclJobArgs
-from components.network_operator import NetworkOperatorArgs, nic_cluster_policy_spec
-from components.p2p_job import P2pJobArgs
+from components.fabric.nccl_job import NcclJobArgs
+from components.fabric.p2p_job import P2pJobArgs
+from components.platform.network_operator import NetworkOperatorArgs, nic_cluster_policy_spec
 from core import catalog, modes
 from stack_config.engine import ConfigError
 

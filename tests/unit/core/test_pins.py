@@ -11,9 +11,9 @@ import pytest
 from conftest import dev_config
 
 import stack_config
-from components.gpu_operator import GpuOperatorArgs
-from components.node_feature_discovery import NodeFeatureDiscoveryArgs
-from components.volcano import VolcanoArgs
+from components.platform.gpu_operator import GpuOperatorArgs
+from components.platform.node_feature_discovery import NodeFeatureDiscoveryArgs
+from components.platform.volcano import VolcanoArgs
 from core import pins
 from offline import engine
 from offline.engine import ROOT

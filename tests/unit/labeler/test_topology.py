@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components import volcano_topology
+from components.platform import volcano_topology
 from core import fabric
 from labeler import topology
 from tests.fake_kube_store import TOKEN, FakeApi
@@ -302,7 +302,7 @@ def test_sharp_runs_with_memory_unlocked_as_azures_labeler_runs_it(tmp_path):
 
 
 def test_a_labelling_image_without_the_sizes_architecture_is_refused():
-    from components.topology_labeler import TopologyLabelerArgs
+    from components.platform.topology_labeler import TopologyLabelerArgs
 
     with pytest.raises(ValueError, match="cpu_arch: got 'riscv64'"):
         TopologyLabelerArgs(cpu_arch="riscv64")

@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import resource_pb2
 
-from components import mpi_job, nccl_job, p2p_job
+from components.fabric import mpi_job, nccl_job, p2p_job
 from core import catalog, modes
 from offline import engine
 from offline import pulumi_adapter as sdk
@@ -73,7 +73,7 @@ def test_the_program_reads_its_config_the_way_the_cli_hands_it():
 
 @pytest.mark.parametrize("size", ["Standard_ND96isr_H100_v5", "Standard_HB176rs_v4"])
 def test_the_jobs_plain_specs_match_the_sdks_own_translation(size, monkeypatch):
-    """components.mpi_job.plain (public surface only) gives what Pulumi itself would register."""
+    """components.fabric.mpi_job.plain (public surface only) gives what Pulumi itself would register."""
     sku = catalog.lookup(size)
     image = "example.invalid/img:1.0"
     if sku.has_gpus:

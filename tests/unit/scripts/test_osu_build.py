@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from components import mpi_job
-from components import p2p_job as p2p
+from components.fabric import mpi_job
+from components.fabric import p2p_job as p2p
 
 BENCHES = ("osu_bw", "osu_latency")
 # what the script needs from the image besides a downloader (curl / wget are added per test)
@@ -248,7 +248,7 @@ def _launcher_env(tmp_path: Path, workers_with_osu: tuple[str, ...]) -> tuple[di
             _executable(tmp_path / "workers" / host / p2p.OSU_DIR.lstrip("/") / bench, "#!/bin/sh\n")
     calls = tmp_path / "calls.log"
     calls.touch()
-    # what the job sets (components/p2p_job.py, mpi_job.launcher_env), with this fake cluster's hostfile
+    # what the job sets (components/fabric/p2p_job.py, mpi_job.launcher_env), with this fake cluster's hostfile
     env = {**mpi_job.launcher_env(), "OSU_DIR": p2p.OSU_DIR, "OSU_BW_ARGS": "", "OSU_LATENCY_ARGS": "",
            "PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "CALLS": str(calls),
            "WORKERS": str(tmp_path / "workers"), "HOSTFILE": str(hostfile),

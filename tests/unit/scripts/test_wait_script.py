@@ -257,7 +257,7 @@ def test_an_unknown_mode_is_refused(run, tmp_path):
 
 
 def test_environment_contract_matches_the_component():
-    from components import feature_registration
+    from components.platform import feature_registration
 
     text = SCRIPT.read_text()
     for var in ("SUBSCRIPTION_ID", "FEATURE_MODE", "FEATURE_NAMESPACE", "FEATURE_NAME", "TIMEOUT_SECONDS"):

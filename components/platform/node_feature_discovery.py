@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
-from components.operator_release import Chart, operator_release
+from components.platform.operator_release import Chart, operator_release
 from core import fabric, pins
 
 CHART = Chart(name="node-feature-discovery", repo="https://kubernetes-sigs.github.io/node-feature-discovery/charts")

@@ -1,8 +1,8 @@
 """The NCCL environment and the mpirun binding of the all-reduce, per Azure ND generation, in one place.
 
 Every value carries its source (repository@commit path, or "ours" with the reason). Pure Python (no
-Pulumi import): the job (components/nccl_job.py) reads it, the table in docs/fabric-test.md is generated from it
-(`python -m components.nccl_settings` prints it, `make golden` writes it; a test keeps the two equal).
+Pulumi import): the job (components/fabric/nccl_job.py) reads it, the table in docs/fabric-test.md is generated from it
+(`python -m components.fabric.nccl_settings` prints it, `make golden` writes it; a test keeps the two equal).
 
 What is Azure's, and from where:
 - ND H100 v5 / ND H200 v5 (`ndv5`): the settings of Azure's own AKS NCCL test (its Helm chart's
@@ -202,7 +202,8 @@ def family(sku: Sku) -> Family:
         return FAMILIES[sku.generation]
     except KeyError:
         raise ValueError(f"sku: {sku.vm_size} is of generation {sku.generation!r}, which has no NCCL settings "
-                         f"family; the families are {', '.join(FAMILIES)} (components/nccl_settings.py)") from None
+                         f"family; the families are {', '.join(FAMILIES)} "
+                         f"(components/fabric/nccl_settings.py)") from None
 
 
 TOPOLOGY_SETTING = Setting(

@@ -1,7 +1,7 @@
 """Row 10: the in-cluster certifier's home: its namespace, ServiceAccount and least-privilege RBAC, the
 project's own judge and cluster-side code as a content-hashed ConfigMap, the ConfigMaps it writes (result, history),
 the lowest PriorityClass, and the CronJob that re-certifies idle nodes. The day-0 Job that `pulumi up`
-awaits is components/fabric_check.py's; both run `pod_spec`.
+awaits is components/fabric/fabric_check.py's; both run `pod_spec`.
 
 How the code reaches the cluster (docs/fabric-certifier.md weighs it against ACR Tasks): the modules of
 `core/`, `verify/` and `clusterside/` in this checkout that `python -m verify` imports (clusterside/certify.py
@@ -26,13 +26,13 @@ import pulumi_kubernetes as k8s
 from clusterside import certify, certify_kube, certify_recurring
 from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
-from components import certifier_bounds
+from components.fabric import certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import choices, defaults
 
 core_v1, meta, rbac = k8s.core.v1, k8s.meta.v1, k8s.rbac.v1
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "fabric-certifier"
 SERVICE_ACCOUNT = "fabric-certifier"
 CODE_CONFIGMAP = "fabric-certifier-code"
@@ -80,7 +80,7 @@ class CertifierArgs:
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10
     pushgateway_url: str | None = None
-    # what a recurring run re-runs (components/nccl_job.py retest_template); None: no recurring runs
+    # what a recurring run re-runs (components/fabric/nccl_job.py retest_template); None: no recurring runs
     retest: Mapping[str, Any] | None = None
     # the fabric test job's namespace (it must exist before the Role in it)
     wait_for: Sequence[pulumi.Resource] = ()
@@ -214,7 +214,7 @@ class Certifier(pulumi.ComponentResource):
         role(f"{name}-events", certify_kube.EVENTS_NAMESPACE, event_rules(), child)
         self.rack_role = role(f"{name}-rack", args.rack.namespace_name, rack_rules(), pulumi.ResourceOptions(
             parent=self, depends_on=[args.rack.namespace])) if args.rack else None
-        # what RBAC cannot say: which Jobs and which node fields (components/certifier_bounds.py)
+        # what RBAC cannot say: which Jobs and which node fields (components/fabric/certifier_bounds.py)
         certifier_bounds.declare(name, f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
                                  certifier_bounds.images(args.retest) if args.retest else [], LABELS, child)
         files = certify.code_files(ROOT)

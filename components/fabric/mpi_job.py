@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import volcano_topology
 from components.namespace import Namespace, NamespaceArgs
+from components.platform import volcano_topology
 from core import fabric
 
 core = k8s.core.v1
@@ -137,7 +137,7 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         init_containers=init_containers or None,
         containers=containers,
         volumes=volumes,
-        resource_claims=list(resource_claims) or None,  # DRA claims (components/fabric_claims.py)
+        resource_claims=list(resource_claims) or None,  # DRA claims (components/fabric/fabric_claims.py)
     )
 
 
@@ -252,7 +252,7 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "plugins": {"ssh": [], "svc": []},
-        # prefer one torset (soft: components/volcano_topology.py says why)
+        # prefer one torset (soft: components/platform/volcano_topology.py says why)
         "networkTopology": volcano_topology.job_network_topology(),
         # any pod that fails (its deadline included) or is evicted ends the job as Terminated
         "policies": [

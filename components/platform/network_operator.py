@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
-from components.operator_release import Chart, operator_release
+from components.platform.operator_release import Chart, operator_release
 from core import fabric, modes, pins
 
 CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")

@@ -9,7 +9,7 @@ builds the pinned, checksummed OSU release into `OSU_DIR`. Not yet run on real H
 details and sources: docs/fabric-test.md#cpu-only-hpc-sizes-hb--hx.
 
 The job's shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is
-`components.mpi_job`, shared with the NCCL test, so the two fabric tests cannot drift apart.
+`components.fabric.mpi_job`, shared with the NCCL test, so the two fabric tests cannot drift apart.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import mpi_job
-from components.mpi_job import MPI_HOME
+from components.fabric import mpi_job
+from components.fabric.mpi_job import MPI_HOME
 from core import modes, pins
 from core.catalog import Sku
 from core.kinds import POINT_TO_POINT, Kind, kind_for
@@ -31,8 +31,8 @@ from core.modes import RdmaMode
 
 core = k8s.core.v1
 
-LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "p2p-launcher.sh"
-BUILD_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "build-osu.sh"
+LAUNCHER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "p2p-launcher.sh"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-osu.sh"
 # OSU Micro-Benchmarks, pinned: the official tarball and its sha256, as spack records it
 # (spack/spack-packages@00caeea repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py:
 # version("7.5", sha256="1cf84ac5...")). The only place these pins live; the script gets them as env.

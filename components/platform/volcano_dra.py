@@ -5,7 +5,7 @@ The gang scheduler places the test's pods, so it must allocate their ResourceCla
 release manifest has the RBAC for it but neither switch (volcano-sh/volcano@0a56ed3, v1.15.1; its
 docs/user-guide/how_to_enable_dra.md): the scheduler's `--feature-gates=DynamicResourceAllocation=true`
 and the predicates plugin's argument `predicate.DynamicResourceAllocationEnable: true`. Like
-components/volcano_topology.py, this rewrites the checked manifest's objects before they are applied.
+components/platform/volcano_topology.py, this rewrites the checked manifest's objects before they are applied.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - on the rack's NVLink run of a multi-node-NVLink size, a `ComputeDomain` (resource.nvidia.com/v1beta1),
   whose driver makes the channel template the workers claim (`spec.channel.resourceClaimTemplate.name`).
 
-The pairs come from Azure's own topology: the NCCL topology files (components/nccl_topology.py) where
+The pairs come from Azure's own topology: the NCCL topology files (components/fabric/nccl_topology.py) where
 Azure publishes one, and DRANET's GB300 ResourceSlices for GB300. A size with neither has no pairing,
 and `rdmaMode: dra` is refused there (stack_config).
 """
@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.nccl_topology import layout
+from components.fabric.nccl_topology import layout
 from core import dra
 from core.catalog import Sku
 

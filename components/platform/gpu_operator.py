@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
-from components.operator_release import Chart, operator_release
+from components.platform.operator_release import Chart, operator_release
 from core import fabric, pins
 
 CHART = Chart(name="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia")
@@ -45,7 +45,7 @@ DRIVER_UPGRADE_POLICY = {
 class GpuOperatorArgs:
     # Chart version, with its leading v (core/pins.py COMPONENTS "gpuOperator").
     version: str
-    # GPUs are handed out by the NVIDIA DRA driver (components/dra_driver.py), not the device plugin.
+    # GPUs are handed out by the NVIDIA DRA driver (components/platform/dra_driver.py), not the device plugin.
     dra_gpus: bool = False
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
@@ -71,7 +71,7 @@ def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
     settings of NVIDIA's AKS recipe (NVIDIA/aicr recipes/components/gpu-operator/values*.yaml), each
     adopted here or declined with its reason."""
     values: dict[str, Any] = {
-        # Node Feature Discovery is its own release (components/node_feature_discovery.py).
+        # Node Feature Discovery is its own release (components/platform/node_feature_discovery.py).
         "nfd": {"enabled": False},
         "driver": {
             # GPUDirect RDMA: the driver container loads nvidia-peermem. The DOCA/OFED driver comes

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
-from components.operator_release import Chart, operator_release
+from components.platform.operator_release import Chart, operator_release
 from core import dra, fabric, pins
 
 CHART = Chart(name="dra-driver-nvidia-gpu", repo="oci://registry.k8s.io/dra-driver-nvidia/charts")
@@ -48,7 +48,7 @@ def chart_values(compute_domains: bool) -> dict[str, Any]:
         # comment; Azure's deploy-aks.sh: --set nvidiaDriverRoot=/run/nvidia/driver).
         "nvidiaDriverRoot": "/run/nvidia/driver",
         # GPUs through DRA: the chart refuses to allocate them unless told the classic device plugin is
-        # off (the GPU Operator's devicePlugin.enabled=false, components/gpu_operator.py).
+        # off (the GPU Operator's devicePlugin.enabled=false, components/platform/gpu_operator.py).
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains}},
         # The API the stack's claims use: the chart's auto-detection can pick a version the server does

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
-from components.operator_release import Chart, operator_release
+from components.platform.operator_release import Chart, operator_release
 from core import dra, fabric, pins
 
 # The chart as the project publishes it (README: `helm install -n kube-system dranet

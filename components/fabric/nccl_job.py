@@ -2,7 +2,7 @@
 
 One `mpimaster` pod runs `scripts/nccl-launcher.sh` (mpirun over `all_reduce_perf`); one
 `mpiworker` pod per node runs sshd and holds all of its node's GPUs and RDMA devices. The job's
-shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is `components.mpi_job`;
+shape (gang scheduling, ssh/svc plugins, placement, security, replacement) is `components.fabric.mpi_job`;
 this file holds what is NCCL's: the environment, the topology file, the GPU requests.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import fabric_claims, mpi_job, nccl_settings
-from components.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
-from components.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
-from components.nccl_topology import render_xml
+from components.fabric import fabric_claims, mpi_job, nccl_settings
+from components.fabric.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
+from components.fabric.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
+from components.fabric.nccl_topology import render_xml
 from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind, kind_for
@@ -30,7 +30,7 @@ from verify.verdict import pass_line_gbps
 
 core = k8s.core.v1
 
-LAUNCHER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "nccl-launcher.sh"
+LAUNCHER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "nccl-launcher.sh"
 ALL_REDUCE_BIN = "/opt/nccl_tests/build/all_reduce_perf"  # path in the nccl-tests image
 # Per rank (one per GPU): a CPU core and host memory for its buffers and the NCCL proxy thread.
 CPU_PER_RANK, MEMORY_GI_PER_RANK = 1, 8
@@ -60,7 +60,7 @@ class NcclJobArgs:
     timeout_minutes: int  # the pods' activeDeadlineSeconds
     # HPC-X's SHARP plugin with CollNet (True), or NCCL's own IB transport (False, what the catalog's
     # lines judge); and whether to mount Azure's NCCL topology file where one exists (see
-    # components/nccl_settings.py for both).
+    # components/fabric/nccl_settings.py for both).
     sharp: bool = False
     topology_file: bool = True
     # What the job must wait for: the IB pool, the NicClusterPolicy, the GPU Operator, Volcano.
@@ -79,7 +79,7 @@ class NcclJobArgs:
     threshold_gbps: float | None = None
     # The rack's NVLink run of a multi-node-NVLink size (GB200/GB300): MNNVL and NVLS on, every worker
     # in one NVL72 clique, the ComputeDomain's channel claimed; judged by the catalog's rack figure,
-    # beside the IB-only verdict run and never in it (components/nccl_settings.py RACK_RUN).
+    # beside the IB-only verdict run and never in it (components/fabric/nccl_settings.py RACK_RUN).
     rack_run: bool = False
 
     @property
@@ -200,7 +200,7 @@ def same_node_labels(args: NcclJobArgs) -> list[str]:
 
 def worker_resources(args: NcclJobArgs) -> core.ResourceRequirementsArgs:
     """Every GPU of the node and the HCAs as the configured RDMA mode hands them out (core/modes.py):
-    as counts of the device plugins' resources, or as the worker's DRA claims (components/fabric_claims.py)."""
+    as counts of the device plugins' resources, or as the worker's DRA claims (components/fabric/fabric_claims.py)."""
     gpus = args.sku.gpus_per_vm
     claimed = gpus_by_claim(args)
     extended = {**({} if claimed else {fabric.GPU_RESOURCE: str(gpus)}),

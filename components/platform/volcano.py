@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import volcano_dra, volcano_topology
+from components.platform import volcano_dra, volcano_topology
 from core import pins
 
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
@@ -33,7 +33,7 @@ NAMESPACE = "volcano-system"
 # (ignored by git). The offline render points it at the reference material's examples/, which holds
 # the same file under the same name.
 CACHE_ENV = "AKS_IB_VOLCANO_CACHE"
-DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "volcano"
+DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "volcano"
 # Set with CACHE_ENV by the offline render: a copy missing from that folder is not fetched, and the
 # error (ManifestMissing) ends with this variable's value, which says how to get the file.
 NO_FETCH_ENV = "AKS_IB_VOLCANO_NO_FETCH"
@@ -166,8 +166,8 @@ def with_pinned_images(objects: list[dict]) -> list[dict]:
 @functools.cache
 def configured(manifest: str, dra: bool = False) -> str:
     """The checked manifest with the stack's scheduler and controller configuration in its two
-    ConfigMaps (components/volcano_topology.py: HyperNodes from the topology labels, the
-    network-topology-aware plugin), with `dra`, DRA on in the scheduler (components/volcano_dra.py), the
+    ConfigMaps (components/platform/volcano_topology.py: HyperNodes from the topology labels, the
+    network-topology-aware plugin), with `dra`, DRA on in the scheduler (components/platform/volcano_dra.py), the
     webhook's readiness and the images by digest.
     Only the documents that configuration changes are written again; every other one keeps the
     release's own text, and the CRDs are not even parsed (reading and writing all of it took seconds)."""

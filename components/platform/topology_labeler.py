@@ -34,7 +34,7 @@ rbac = k8s.rbac.v1
 
 NAMESPACE = "fabric-topology"
 NAME = "fabric-topology-labeler"
-SCRIPT = Path(__file__).resolve().parent.parent / "labeler" / "topology.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "labeler" / "topology.py"
 SCRIPT_KEY = "topology.py"
 SCRIPT_MOUNT = "/opt/aks-infiniband"
 HYPERV_DIR = "/var/lib/hyperv"  # Hyper-V's KVP pools (.kvp_pool_3: the host's name), read by labeler/topology.py

@@ -1,5 +1,5 @@
 """Row 9: the day-0 verdict, judged in the cluster. A `batch/v1` Job runs the project's own certifier
-(`python -m verify certify`, components/certifier.py's pod) against the fabric test job: it waits for the
+(`python -m verify certify`, components/fabric/certifier.py's pod) against the fabric test job: it waits for the
 job, judges its log as `python -m verify collect` does (verify/readers.py), certifies or quarantines the
 nodes it ran on, and writes the typed result (verify/result.py) and its decisions into the result
 ConfigMap. `pulumi up` waits through the Kubernetes provider's own await of that Job (until its
@@ -32,9 +32,9 @@ import pulumi_kubernetes as k8s
 
 from clusterside.certify_cli import CERTIFICATION_KEY, RESULT_KEY
 from clusterside.collect import NODE_SETUP_BUDGET_MINUTES
-from components import certifier as certifier_mod
-from components.certifier import Certifier
-from components.fabric_test import FabricTestJob, number_arg
+from components.fabric import certifier as certifier_mod
+from components.fabric.certifier import Certifier
+from components.fabric.fabric_test import FabricTestJob, number_arg
 from core.kinds import COLLECT_DEFAULT, Kind
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
