@@ -1,7 +1,7 @@
 """The README is a short guide and docs/ holds the rest: the README stays under 15 KB with a table of
-contents, links every page of docs/, and every link in them leads somewhere (file and heading, as
-GitHub makes anchors). Commands the docs name exist: every `make X` is a target, every
-`python -m X` a module."""
+contents and points at docs/README.md, an index whose three tracks (user, operator, developer) link
+every page of docs/ once; every link in them leads somewhere (file and heading, as GitHub makes
+anchors). Commands the docs name exist: every `make X` is a target, every `python -m X` a module."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from tests.paths import ROOT
 
 README = ROOT / "README.md"
+INDEX = ROOT / "docs" / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -50,9 +51,29 @@ def test_the_readme_is_a_short_guide_with_contents():
     assert sections <= linked, f"sections missing from the contents: {sections - linked}"
 
 
-def test_every_page_of_docs_is_linked_from_the_readme():
+def test_the_readme_points_at_the_docs_index():
     linked = {m.split("#")[0] for m in LINK.findall(README.read_text())}
-    assert {f"docs/{p.name}" for p in DOCS} <= linked
+    assert "docs/README.md" in linked
+
+
+def test_every_page_of_docs_sits_in_exactly_one_track_of_the_index():
+    """docs/README.md has three tracks (user, operator, developer); each page of docs/ is linked from
+    exactly one of them, so a reader knows where to start and a new page has one home. Dead links in
+    the index are caught by test_every_link_leads_somewhere, which reads docs/README.md too."""
+    text = FENCE.sub("", INDEX.read_text())
+    tracks = re.split(r"^## ", text, flags=re.M)[1:]
+    assert len(tracks) == 3, f"docs/README.md has {len(tracks)} tracks; want user, operator, developer"
+    homes: dict[str, list[str]] = {}
+    for track in tracks:
+        title = track.splitlines()[0]
+        for target in {m.split("#")[0] for m in LINK.findall(track)}:
+            if not re.match(r"^[a-z]+:", target) and target.endswith(".md"):
+                homes.setdefault(target, []).append(title)
+    pages = {p.name for p in DOCS if p != INDEX}
+    missing = sorted(pages - homes.keys())
+    twice = {page: where for page, where in homes.items() if page in pages and len(where) > 1}
+    assert not missing, f"pages in no track of docs/README.md: {missing}"
+    assert not twice, f"pages in more than one track: {twice}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
