@@ -7,7 +7,7 @@ the fabric-test pods (components/fabric/nccl_job.py, p2p_job.py: what they reque
 (core/dra.py). A name where a record belongs is refused there (`require`). The policy pack
 (policy/rules.py) reads which resources count as RDMA from the records. Adding a mode is one
 `RdmaMode` in `MODES`, plus the component that installs what the mode needs when no
-NicClusterPolicy section does (docs/architecture.md).
+NicClusterPolicy section does (docs/developing.md).
 """
 
 from __future__ import annotations
