@@ -10,7 +10,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 from conftest import dev_kubernetes_half
 
 from core import catalog
@@ -36,16 +35,6 @@ def launcher_env(nodes: int) -> dict[str, str]:
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
     return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
-
-
-@pytest.fixture(scope="module")
-def env4() -> dict[str, str]:
-    return launcher_env(4)
-
-
-@pytest.fixture(scope="module")
-def env2() -> dict[str, str]:
-    return launcher_env(2)
 
 
 def forwarded(argv: list[str]) -> list[str]:
