@@ -36,7 +36,7 @@ def add_parser(sub, judging_args, epilog: str) -> None:
                        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kubeconfig", help="kubeconfig file (token or client certificate); default: the pod's "
                                         "ServiceAccount (in-cluster)")
-    p.add_argument("--kind", choices=kinds.KINDS, default=kinds.NCCL)
+    p.add_argument("--kind", choices=kinds.KINDS, default=kinds.COLLECT_DEFAULT)
     p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where the "
                                                       "certifier's ConfigMaps are written; Node Events go to default)")
     p.add_argument("--job", help="the Volcano Job to judge; without it only membership and NPD are checked")
@@ -100,8 +100,9 @@ def _problem(args: argparse.Namespace) -> str | None:
         certify.Policy(mode=args.mode, dry_run=args.dry_run, max_quarantine_share=args.max_quarantine_share)
     except ValueError as exc:
         return f"--{exc}"
-    if args.kind == kinds.NCCL and (args.job or args.recurring) and args.nodes is None and not args.recurring:
-        return "--nodes is required with --job and --kind nccl (the nodes the all-reduce was meant to span)"
+    kind = kinds.kind(args.kind)
+    if kind.nodes is None and args.job and args.nodes is None:
+        return f"--nodes is required with --job and --kind {kind.name} (the nodes its run was meant to span)"
     if args.job and args.recurring:
         return "--job and --recurring exclude each other (--recurring creates its own job)"
     if args.admit and (args.job or args.recurring or args.rack):
@@ -114,7 +115,7 @@ def _problem(args: argparse.Namespace) -> str | None:
     if args.rack and (args.mode != "off" or args.recurring or not args.job):
         return (f"--rack judges the --job of the rack's NVLink run, not the fabric: it needs --mode off "
                 f"(got {args.mode}) and no --recurring")
-    if args.rack and (args.kind != kinds.NCCL or not args.sku or not catalog.lookup(args.sku).has_mnnvl):
+    if args.rack and (not kind.rack_run or not args.sku or not catalog.lookup(args.sku).has_mnnvl):
         return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
     expected = os.environ.get(CODE_SHA256_ENV)
     if expected:  # in the stack's pods: run only the code the preview showed

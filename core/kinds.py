@@ -3,10 +3,11 @@ and the point-to-point test (CPU-only HB / HX sizes, `P2pJob`).
 
 Each record holds what differs between them: the nodes one run spans, the unit its bandwidth is
 judged in (GB/s of bus bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that unit,
-the collector's flag, the stack outputs it reports, and whether the fabric doctor and the NCCL
-settings (SHARP, the topology file) apply. The configuration resolves the size's kind once, at
-parse (`stack_config.FabricTest.kind`); the layers above branch on these fields, never on which kind
-it is. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
+the collector's flag, the stack outputs it reports, whether the fabric doctor and the NCCL settings
+(SHARP, the topology file) apply, whether the certifier re-runs it, whether a GB rack also runs it
+over its NVLink, its launcher script and its result's figures key. The configuration resolves the
+size's kind once, at parse (`stack_config.FabricTest.kind`); the layers above branch on these
+fields, never on which kind it is. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ class Kind:
     threshold_flag: str  # the collector's flag for it (python -m verify collect)
     has_doctor: bool  # the fabric doctor (fabricTest.doctor) can run with it
     runs_nccl: bool  # NCCL's settings (fabricTest.sharp, fabricTest.topologyFile) apply
+    # The certifier re-runs it: its recurring runs and its admission of new nodes (certifier.schedule,
+    # certifier.mode taint's hold). A test that spans a fixed pair proves no other node, so it has neither.
+    retests: bool
+    # On a multi-node-NVLink size (GB200, GB300) the stack also runs it once across the rack with MNNVL on
+    # (stack/rack.py), judged by the catalog's rack figure.
+    rack_run: bool
+    launcher: str  # its launcher, in scripts/: the job's mpimaster pod runs it
+    figures_key: str  # the result JSON's key for its figures (verify/result.py; published, so never renamed)
     # stack output name -> FabricCheck attribute, in the order they are exported
     stack_outputs: tuple[tuple[str, str], ...]
 
@@ -47,6 +56,10 @@ ALL_REDUCE = Kind(
     threshold_flag="--threshold-gbps",
     has_doctor=True,
     runs_nccl=True,
+    retests=True,
+    rack_run=True,
+    launcher="nccl-launcher.sh",
+    figures_key="allreduce",
     stack_outputs=(("fabricTransport", "transport"),
                    ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
                    ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
@@ -64,6 +77,10 @@ POINT_TO_POINT = Kind(
     threshold_flag="--threshold-gbits",
     has_doctor=False,
     runs_nccl=False,
+    retests=False,
+    rack_run=False,
+    launcher="p2p-launcher.sh",
+    figures_key="p2p",
     stack_outputs=(("p2pBandwidthAtMaxSizeGbits", "bw_at_max_size_gbits"),
                    ("p2pMaxBandwidthGbits", "max_bw_gbits"), ("p2pLatencyUs", "latency_us")),
 )

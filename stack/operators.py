@@ -32,6 +32,20 @@ class Operators:
     dra: Sequence[pulumi.Resource]
     dra_versions: Mapping[str, str]  # their driver versions, as the jobs record them
 
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """What a fabric-test job waits for, whatever its kind: the NicClusterPolicy, the GPU Operator (GPU
+        sizes), Volcano's manifest and the DRA drivers (where claims carry the GPUs or HCAs)."""
+        gpu = [self.gpu_operator.release] if self.gpu_operator else []
+        return [self.network_operator.policy, *gpu, self.volcano.manifest, *self.dra]
+
+    @property
+    def driver_versions(self) -> dict[str, str]:
+        """The driver versions a fabric-test job records: the Network Operator's, the GPU Operator's (GPU
+        sizes), the DRA drivers'."""
+        gpu = self.gpu_operator.driver_versions if self.gpu_operator else {}
+        return {**self.network_operator.driver_versions, **gpu, **self.dra_versions}
+
 
 def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOptions) -> Operators:
     """`volcano_manifest`: Volcano's release manifest as checked against its pin (stack/kubernetes.py);

@@ -13,8 +13,6 @@ import pulumi
 from components.fabric.certifier import RackAccess
 from components.fabric.fabric_check import FabricCheck, FabricCheckArgs
 from components.fabric.nccl_job import NcclJob, NcclJobArgs
-from core import kinds
-from stack import all_reduce
 from stack.fabric_test import FabricTest
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
@@ -26,7 +24,7 @@ NAMESPACE = "fabric-test-rack"
 def applies(cfg: StackConfig) -> bool:
     """Whether the stack runs it: the all-reduce on a multi-node-NVLink size whose pool fits in one rack."""
     sku = cfg.sku
-    return (cfg.fabric_test.enabled and cfg.fabric_test.kind is kinds.ALL_REDUCE and sku.has_mnnvl
+    return (cfg.fabric_test.enabled and cfg.fabric_test.kind.rack_run and sku.has_mnnvl
             and cfg.ib_pool.node_count <= sku.mnnvl_rack_nodes)
 
 
@@ -50,8 +48,8 @@ class RackRun:
                 all_reduce_args=ft.all_reduce_args, timeout_minutes=ft.timeout_minutes, sharp=False,
                 topology_file=ft.topology_file, rack_run=True, namespace_name=NAMESPACE,
                 # after the verdict's certify Job: both runs take every GPU of the pool
-                job_name="nccl-allreduce-rack", wait_for=[*all_reduce.wait_for(cluster, ops), test.check.certify],
-                driver_versions=all_reduce.driver_versions(ops),
+                job_name="nccl-allreduce-rack", wait_for=[*cluster.pool, *ops.ready, test.check.certify],
+                driver_versions=ops.driver_versions,
             ),
             opts=opts,
         )

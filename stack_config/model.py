@@ -180,7 +180,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
                         f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
                         f"the key or set it to false")
     certifier_mode = (values.get("certifier") or {}).get("mode") or choices.DEFAULT_CERTIFIER_MODE
-    if ib.get("minNodeCount") == 0 and certifier_mode == "taint" and ft.get("enabled") and kind is kinds.ALL_REDUCE:
+    if ib.get("minNodeCount") == 0 and certifier_mode == "taint" and ft.get("enabled") and kind.retests:
         problems.append(f"{prefix}ibPool.minNodeCount: got 0 with certifier.mode: taint; a new node is admitted only "
                         f"after a test against a peer, and a pool scaled to zero brings its first node up alone, "
                         f"held with no peer: set minNodeCount to 1 or more (that node is the peer), or "

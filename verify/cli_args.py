@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from core import catalog, choices, kinds
+from core import catalog, choices
 from verify import gate, readers
 from verify.result import FabricResult
 
@@ -75,7 +75,7 @@ def problem(args: argparse.Namespace, reader: readers.Reader) -> str | None:
     """The flags that do not apply to the reader's kind, as an error message (None: all good)."""
     if getattr(args, "sharp", False) and not reader.measures_sharp:
         return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
-    if getattr(args, "rack", False) and (reader.kind != kinds.NCCL or not catalog.lookup(args.sku).has_mnnvl):
+    if getattr(args, "rack", False) and (not reader.record.rack_run or not catalog.lookup(args.sku).has_mnnvl):
         return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
     return reader.problem(args)
 

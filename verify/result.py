@@ -215,9 +215,11 @@ class Collected(_Part):
     sharp: bool | None = _f("nccl: the run used SHARP (CollNet); null for p2p")
 
 
-# kind -> (FabricResult field, its figures type): a kind with no entry is refused by name, never read as another
+# kind -> (FabricResult field, its figures type): a kind with no entry is refused by name, never read as another.
+# The field is the record's figures_key, the JSON's key for them.
 FIGURES: dict[str, tuple[str, type[AllReduceFigures] | type[P2pFigures]]] = {
-    kinds.NCCL: ("allreduce", AllReduceFigures), kinds.P2P: ("p2p", P2pFigures)}
+    kind.name: (kind.figures_key, figures)
+    for kind, figures in ((kinds.ALL_REDUCE, AllReduceFigures), (kinds.POINT_TO_POINT, P2pFigures))}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pulumi
@@ -38,4 +39,7 @@ class FabricTestJob(Protocol):
     sharp: bool  # the all-reduce ran with SHARP/CollNet (fabricTest.sharp); always False for point to point
     rack_run: bool  # the rack's NVLink run of a GB200/GB300 size (NcclJobArgs.rack_run); False for point to point
     spec_sha256: str  # changes exactly when the job is replaced: the collect step's trigger
+    # What the certifier's recurring runs and admission loop re-run of it (a Volcano Job template); None
+    # where its kind does not re-test (Kind.retests), so the certifier gets no schedule
+    retest: Mapping[str, Any] | None
     job: pulumi.Resource  # what the collect step waits for

@@ -33,6 +33,7 @@ core = k8s.core.v1
 meta = k8s.meta.v1
 
 NAMESPACE = "fabric-test"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"  # the launchers (core/kinds.py Kind.launcher)
 LAUNCHER_DIR = "/opt/aks-infiniband"
 MPI_HOME = "/opt/hpcx/ompi"  # HPC-X Open MPI in the default (nccl-tests) image
 SSH_PORT = 22  # the ssh plugin's default port, which its generated ssh config uses

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -30,7 +29,7 @@ from verify.verdict import pass_line_gbps
 
 core = k8s.core.v1
 
-LAUNCHER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "nccl-launcher.sh"
+LAUNCHER_SCRIPT = mpi_job.SCRIPTS / ALL_REDUCE.launcher
 ALL_REDUCE_BIN = "/opt/nccl_tests/build/all_reduce_perf"  # path in the nccl-tests image
 # Per rank (one per GPU): a CPU core and host memory for its buffers and the NCCL proxy thread.
 CPU_PER_RANK, MEMORY_GI_PER_RANK = 1, 8
@@ -273,6 +272,7 @@ class NcclJob(pulumi.ComponentResource):
     deadline_minutes: int
     sharp: bool  # whether the run used SHARP (CollNet): the result says which transport it measured
     rack_run: bool  # the rack's NVLink run (MNNVL on), judged by the rack figure (NcclJobArgs.rack_run)
+    retest: dict[str, Any] | None  # what the certifier re-runs (retest_template); None for the rack's run
     spec: dict[str, Any]
     spec_sha256: str
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -31,8 +30,8 @@ from core.modes import RdmaMode
 
 core = k8s.core.v1
 
-LAUNCHER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "p2p-launcher.sh"
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-osu.sh"
+LAUNCHER_SCRIPT = mpi_job.SCRIPTS / POINT_TO_POINT.launcher
+BUILD_SCRIPT = mpi_job.SCRIPTS / "build-osu.sh"
 # OSU Micro-Benchmarks, pinned: the official tarball and its sha256, as spack records it
 # (spack/spack-packages@00caeea repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py:
 # version("7.5", sha256="1cf84ac5...")). The only place these pins live; the script gets them as env.
@@ -165,6 +164,7 @@ class P2pJob(pulumi.ComponentResource):
     kind: Kind = POINT_TO_POINT
     sharp: bool = False  # no NCCL, no SHARP: MPI point to point over one HCA
     rack_run: bool = False  # no NVLink run: the rack's run is the all-reduce's
+    retest: None = None  # the certifier re-runs none of it (POINT_TO_POINT.retests)
     namespace: pulumi.Resource
     launcher: k8s.core.v1.ConfigMap
     job: k8s.apiextensions.CustomResource

@@ -158,7 +158,9 @@ def test_hb_stack_certifies_the_p2p_job_with_the_p2p_kind(hb):
 
 
 def test_hb_pool_is_not_held_and_has_no_recurring_run(hb):
-    """The two-node test cannot admit the pool's other nodes: no hold (no admission loop), no CronJob."""
+    """The two-node test cannot admit the pool's other nodes: no hold (no admission loop), no CronJob, as
+    its record says (Kind.retests); the stack reads that from the job's retest, which P2pJob never has."""
+    assert not kinds.kind_for(catalog.lookup(HB)).retests
     (pool,) = hb.of_type("azure-native:containerservice:AgentPool")[-1:]
     assert pool.inputs["nodeTaints"] == [fabric.IB_TAINT]
     assert hb.of_type("kubernetes:batch/v1:CronJob") == [] and hb.of_type("kubernetes:apps/v1:Deployment") == []

@@ -47,9 +47,12 @@ def test_a_stale_copy_is_seen_and_the_generator_rewrites_it(tmp_path):
 
 
 def test_one_generator_run_by_make_golden():
-    """`make golden` runs `python -m offline docs`; no other target or module writes a generated copy."""
+    """`make golden` runs `python -m offline docs` and rewrites the published result schema (its test,
+    tests/unit/verify/test_fabric_result.py, fails when the file is stale); no other target or module
+    writes a generated copy."""
     golden = re.search(r"^golden:.*\n((?:\t.*\n)+)", MAKEFILE, re.M)
     assert golden and "python -m offline docs" in golden.group(1)
+    assert "python -m verify.result > verify/schema/fabric-result.v1.json" in golden.group(1)
     assert "sync-config" not in MAKEFILE
     writers = [p.relative_to(ROOT).as_posix() for package in ("components", "core", "stack_config", "verify")
                for p in sorted((ROOT / package).rglob("*.py"))

@@ -390,9 +390,25 @@ def test_the_rack_run_is_judged_by_the_rack_figure_writes_its_result_and_changes
     (("--rack", "--mode", "label"), "it needs --mode off (got label)"),
     (("--rack", "--mode", "off", "--sku", "Standard_ND96isr_H100_v5"),
      "--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not Standard_ND96isr_H100_v5"),
-], ids=["default-mode", "label", "no-mnnvl"])
+    # a kind whose record has no rack run (Kind.rack_run), even on a GB size
+    (("--rack", "--mode", "off", "--kind", "p2p"), "--rack applies to the NCCL all-reduce of a multi-node-NVLink"),
+], ids=["default-mode", "label", "no-mnnvl", "kind-without-rack-run"])
 def test_the_rack_flag_is_refused_where_it_would_certify_or_cannot_apply(tmp_path, capsys, extra, why):
     with cluster([node(i) for i in range(2)], launcher_log(HOSTS[:2], 4), n=2) as api:
         code, _, err = rack_run(api, tmp_path, capsys, *extra)
     assert code == 2 and why in err
     assert api.writes == []
+
+
+@pytest.mark.parametrize("kind, refused", [("nccl", True), ("p2p", False)])
+def test_a_job_of_a_kind_that_spans_the_pool_needs_nodes_and_one_of_a_fixed_pair_does_not(tmp_path, capsys, kind,
+                                                                                           refused):
+    """Kind.nodes None (the all-reduce spans the pool): `certify --job` must be told how many; a fixed count
+    (point to point's two) it knows."""
+    kubeconfig = tmp_path / "kubeconfig.json"
+    kubeconfig.write_text("{}")  # never read: the arguments are checked first
+    code = cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--job", JOB, "--kind", kind,
+                     "--mode", "off", "--dry-run", "--wait-minutes", "0"])
+    err = capsys.readouterr().err
+    said = f"--nodes is required with --job and --kind {kind}"
+    assert (code == 2 and said in err) if refused else said not in err

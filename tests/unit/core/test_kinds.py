@@ -74,3 +74,19 @@ def test_the_assembly_has_a_job_for_every_kind_and_refuses_a_kind_without_one():
     assert set(fabric_test.JOBS) == set(kinds.BY_NAME)
     with pytest.raises(ValueError, match="fabricTest: no job runs the 'ib_write_bw' fabric test"):
         fabric_test.job_of(replace(kinds.POINT_TO_POINT, name="ib_write_bw"))
+
+
+def test_each_record_names_its_launcher_and_the_result_field_of_its_figures():
+    """Kind.launcher is the script the job mounts (components/fabric/mpi_job.py SCRIPTS), Kind.figures_key the
+    FabricResult field and JSON key of its figures (verify/result.py FIGURES)."""
+    import dataclasses
+
+    from components.fabric import mpi_job, nccl_job, p2p_job
+    from verify import result
+
+    fields = {f.name for f in dataclasses.fields(result.FabricResult)}
+    for k in kinds.BY_NAME.values():
+        assert (mpi_job.SCRIPTS / k.launcher).is_file(), k.launcher
+        assert k.figures_key in fields and result.FIGURES[k.name][0] == k.figures_key
+    assert nccl_job.LAUNCHER_SCRIPT.name == "nccl-launcher.sh" and p2p_job.LAUNCHER_SCRIPT.name == "p2p-launcher.sh"
+
