@@ -2,7 +2,10 @@
 documents them) and a component's Args (components/), which a test or a program builds without the
 configuration. One value each, so the two cannot drift apart.
 
-Pinned versions are not here: they are the pin table's (core/pins.py), which Renovate bumps.
+Pinned versions are not here: they are the pin table's (core/pins.py), which Renovate bumps. Nor are
+the defaults of the closed sets (the certifier's mode, the gate's level): each stands beside its set
+in core/choices.py, which the certifier's pods import. This module imports the pin table, so the pods
+never import it, and a pin bump leaves the certifier's code hash alone (clusterside/certify.py `code_files`).
 """
 
 from __future__ import annotations
