@@ -152,7 +152,7 @@ golden: venv ## accept the dev stack's render as tests/golden/dev; rewrite every
 	$(BIN)/python -m offline synth --stack dev --out tests/golden/dev --no-images --no-charts --index-groups
 	$(BIN)/python -m offline urns --out tests/golden/urns
 	$(BIN)/python -m offline docs
-	$(BIN)/python -m verify.result > verify/schema/fabric-result.v1.json
+	$(BIN)/python -m verify.result_schema > verify/schema/fabric-result.v1.json
 
 # To look at the pictures as a reader will: Mermaid (pinned in tools/mermaid/package-lock.json) in Debian's
 # Chromium, headless, at the README's width. Not needed by the tests or CI.

@@ -13,7 +13,7 @@ have scripted against since before the type), so the type groups the keys the wa
 
 Build one with the dataclasses and print `to_json()`; read one with `FabricResult.from_json(doc)`,
 which refuses (`ResultError`, naming the key) anything the published schema would refuse. The schema
-(`SCHEMA_PATH`) is generated from these classes by `json_schema()`; tests hold the file to it and
+(`SCHEMA_PATH`) is generated from these classes by verify/result_schema.py; tests hold the file to it and
 validate every --json output against the file. Units are in the names: `_gbps` is GB/s (bytes, NCCL
 bus bandwidth), `_gbits` Gb/s (bits, link rate), `_us` microseconds, `_bytes` bytes. docs/fabric-result.md
 says what changes the version.
@@ -27,7 +27,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core import kinds
 
@@ -215,11 +215,16 @@ class Collected(_Part):
     sharp: bool | None = _f("nccl: the run used SHARP (CollNet); null for p2p")
 
 
-# kind -> (FabricResult field, its figures type): a kind with no entry is refused by name, never read as another.
-# The field is the record's figures_key, the JSON's key for them.
-FIGURES: dict[str, tuple[str, type[AllReduceFigures] | type[P2pFigures]]] = {
-    kind.name: (kind.figures_key, figures)
-    for kind, figures in ((kinds.ALL_REDUCE, AllReduceFigures), (kinds.POINT_TO_POINT, P2pFigures))}
+class KindFigures(NamedTuple):
+    field: str  # the FabricResult field and JSON key: the record's figures_key
+    figures: type[AllReduceFigures] | type[P2pFigures]
+    description: str  # the schema's words for a result of this kind
+
+
+# kind -> its figures (one result each in json_schema); a kind with no entry is refused by name, never read as another
+FIGURES: dict[str, KindFigures] = {k.name: KindFigures(k.figures_key, cls, text) for k, cls, text in (
+    (kinds.ALL_REDUCE, AllReduceFigures, "an all-reduce result (nccl-tests, GPU sizes)"),
+    (kinds.POINT_TO_POINT, P2pFigures, "a point-to-point result (OSU / perftest, CPU-only sizes)"))}
 
 
 @dataclass(frozen=True)
@@ -247,15 +252,14 @@ class FabricResult:
 
     def with_plot(self, plot: str | None) -> FabricResult:
         """The result with the figures' `plot` (the PNG --plot wrote) set."""
-        if self.allreduce is not None:
-            return dataclasses.replace(self, allreduce=dataclasses.replace(self.allreduce, plot=plot))
-        if self.p2p is not None:
-            return dataclasses.replace(self, p2p=dataclasses.replace(self.p2p, plot=plot))
-        return self
+        figures = self.figures
+        if figures is None:
+            return self
+        return dataclasses.replace(self, **{FIGURES[self.kind].field: dataclasses.replace(figures, plot=plot)})
 
     @property
     def figures(self) -> AllReduceFigures | P2pFigures | None:
-        return getattr(self, FIGURES[self.kind][0]) if self.kind in FIGURES else None
+        return getattr(self, FIGURES[self.kind].field) if self.kind in FIGURES else None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document (a dict ready for json.dumps): the groups' keys flat, as the schema says."""
@@ -290,7 +294,7 @@ class FabricResult:
         kind = doc.get("kind")
         if kind not in FIGURES:
             raise ResultError(f"kind: {kind!r}, allowed: {', '.join(FIGURES)}")
-        figures_field, figures_cls = FIGURES[kind]
+        figures_field, figures_cls, _ = FIGURES[kind]
         groups = {"figures": (figures_cls, "max_size_bytes"), "collected": (Collected, "job")}
         allowed = set(COMMON_KEYS) | {f.name for c, _ in groups.values() for f in dataclasses.fields(c)}
         if kinds.kind(kind).has_doctor:
@@ -306,7 +310,7 @@ class FabricResult:
             reasons=_load(tuple[str, ...], doc["reasons"], "reasons"),
             sku=_load(str | None, doc["sku"], "sku"),
             nodes=_load(int | None, doc["nodes"], "nodes"),
-            **{field: got["figures"] if field == figures_field else None for field, _ in FIGURES.values()},
+            **{field: got["figures"] if field == figures_field else None for field, _, _ in FIGURES.values()},
             suspects=_load(tuple[Suspect, ...], doc["suspects"], "suspects") if has_doctor else (),
             doctor=_load(Doctor, doc["doctor"], "doctor") if has_doctor else None,
             collected=got["collected"],
@@ -325,7 +329,7 @@ COMMON_KEYS = ("schemaVersion", "kind", "verdict", "reasons", "sku", "nodes")
 
 
 # --- reading and writing by the type hints ---------------------------------------------------------
-def _hints(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
@@ -374,7 +378,7 @@ def _load(hint: Any, value: Any, where: str) -> Any:
             raise ResultError(f"{where}: an object, got {value!r}")
         fields = {f.name: f for f in dataclasses.fields(hint)}
         _keys(value, set(fields), where, required=tuple(fields))
-        hints = _hints(hint)
+        hints = field_types(hint)
         return hint(**{name: _field(hints[name], f, value[name], f"{where}.{name}") for name, f in fields.items()})
     if origin is tuple:
         if not isinstance(value, list):
@@ -390,7 +394,7 @@ def _load(hint: Any, value: Any, where: str) -> Any:
           int: isinstance(value, int) and not isinstance(value, bool),
           float: isinstance(value, (int, float)) and not isinstance(value, bool)}[hint]
     if not ok:
-        raise ResultError(f"{where}: {value!r} is not {_JSON_TYPES[hint]}")
+        raise ResultError(f"{where}: {value!r} is not {JSON_TYPES[hint]}")
     return value
 
 
@@ -401,99 +405,4 @@ def _field(hint: Any, f: dataclasses.Field, value: Any, where: str) -> Any:
     return _load(hint, value, where)
 
 
-# --- the published schema ---------------------------------------------------------------------------
-_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number"}
-
-
-def _schema_of(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        (inner,) = [a for a in args if a is not type(None)]
-        return {"anyOf": [_schema_of(inner, defs), {"type": "null"}]}
-    if dataclasses.is_dataclass(hint):
-        if hint.__name__ not in defs:
-            defs[hint.__name__] = {}  # reserved first: a class may refer to itself through another
-            defs[hint.__name__] = _object(hint, defs, closed=True)
-        return {"$ref": f"#/$defs/{hint.__name__}"}
-    if origin is tuple:
-        return {"type": "array", "items": _schema_of(args[0], defs)}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": _schema_of(args[1], defs)}
-    if hint is Any:
-        return {}
-    return {"type": _JSON_TYPES[hint]}
-
-
-def _property(hint: Any, f: dataclasses.Field, defs: dict[str, Any]) -> dict[str, Any]:
-    prop = _schema_of(hint, defs)
-    if "enum" in f.metadata:
-        allowed = list(f.metadata["enum"])
-        prop = ({"enum": [*allowed, None]} if typing.get_origin(hint) in (types.UnionType, typing.Union)
-                else {"enum": allowed})
-    return {"description": f.metadata["doc"], **prop} if "doc" in f.metadata else prop
-
-
-def _object(cls: type, defs: dict[str, Any], *, closed: bool) -> dict[str, Any]:
-    hints = _hints(cls)
-    props = {f.name: _property(hints[f.name], f, defs) for f in dataclasses.fields(cls)}
-    out: dict[str, Any] = {"description": (cls.__doc__ or "").strip(), "type": "object", "properties": props}
-    if closed:
-        out |= {"required": list(props), "additionalProperties": False}
-    return out
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema (2020-12) of the documents `to_json` writes: SCHEMA_PATH holds its output."""
-    defs: dict[str, Any] = {}
-    hints = _hints(FabricResult)
-    top = {f.name: f for f in dataclasses.fields(FabricResult)}
-    common = {name: _property(hints[name], top[name], defs) for name in ("kind", "verdict", "reasons", "sku", "nodes")}
-    common["schemaVersion"] = {"description": "this schema's version", "const": SCHEMA_VERSION}
-    for cls in (AllReduceFigures, P2pFigures, Collected):
-        defs[cls.__name__] = _object(cls, defs, closed=False)
-
-    def group(cls: type, marker: str) -> dict[str, Any]:
-        # present when its marker key is: then every one of its keys is
-        return {"$ref": f"#/$defs/{cls.__name__}",
-                "dependentRequired": {marker: [f.name for f in dataclasses.fields(cls) if f.name != marker]}}
-
-    def result(kind: str, figures: type, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {**common, "kind": {"const": kind}, **extra},
-            "required": list(COMMON_KEYS),
-            "allOf": [group(figures, "max_size_bytes"), group(Collected, "job")],
-            "unevaluatedProperties": False,
-        }
-
-    doctor = {"suspects": _property(hints["suspects"], top["suspects"], defs),
-              "doctor": _property(Doctor, top["doctor"], defs)}
-    defs["nccl"] = result(kinds.NCCL, AllReduceFigures, doctor) | {
-        "description": "an all-reduce result (nccl-tests, GPU sizes)",
-        "dependentRequired": {"suspects": ["doctor"], "doctor": ["suspects"]}}
-    defs["p2p"] = result(kinds.P2P, P2pFigures, {}) | {
-        "description": "a point-to-point result (OSU / perftest, CPU-only sizes)"}
-    defs["error"] = {
-        "description": "no result: unreadable input, bad arguments, a timeout, a Kubernetes API error",
-        "type": "object",
-        "properties": {"schemaVersion": common["schemaVersion"], "verdict": {"type": "null"},
-                       "error": _property(str, top["error"], defs)},
-        "required": ["schemaVersion", "verdict", "error"],
-        "additionalProperties": False,
-    }
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": f"aks-infiniband fabric-test result, schema version {SCHEMA_VERSION}",
-        "description": "What `python -m verify report|collect --json` prints (docs/fabric-result.md).",
-        "oneOf": [{"$ref": "#/$defs/nccl"}, {"$ref": "#/$defs/p2p"}, {"$ref": "#/$defs/error"}],
-        "$defs": dict(sorted(defs.items())),
-    }
-
-
-def schema_text() -> str:
-    return json.dumps(json_schema(), indent=2) + "\n"
-
-
-if __name__ == "__main__":  # python -m verify.result > verify/schema/fabric-result.v1.json
-    print(schema_text(), end="")
+JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number"}  # also the schema's names

@@ -52,7 +52,7 @@ def test_one_generator_run_by_make_golden():
     writes a generated copy."""
     golden = re.search(r"^golden:.*\n((?:\t.*\n)+)", MAKEFILE, re.M)
     assert golden and "python -m offline docs" in golden.group(1)
-    assert "python -m verify.result > verify/schema/fabric-result.v1.json" in golden.group(1)
+    assert "python -m verify.result_schema > verify/schema/fabric-result.v1.json" in golden.group(1)
     assert "sync-config" not in MAKEFILE
     writers = [p.relative_to(ROOT).as_posix() for package in ("components", "core", "stack_config", "verify")
                for p in sorted((ROOT / package).rglob("*.py"))

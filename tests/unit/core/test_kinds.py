@@ -87,6 +87,6 @@ def test_each_record_names_its_launcher_and_the_result_field_of_its_figures():
     fields = {f.name for f in dataclasses.fields(result.FabricResult)}
     for k in kinds.BY_NAME.values():
         assert (mpi_job.SCRIPTS / k.launcher).is_file(), k.launcher
-        assert k.figures_key in fields and result.FIGURES[k.name][0] == k.figures_key
+        assert k.figures_key in fields and result.FIGURES[k.name].field == k.figures_key
     assert nccl_job.LAUNCHER_SCRIPT.name == "nccl-launcher.sh" and p2p_job.LAUNCHER_SCRIPT.name == "p2p-launcher.sh"
 
