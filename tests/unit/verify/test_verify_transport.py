@@ -186,7 +186,7 @@ def test_nccl_warn_lines_are_kept_not_dropped():
 
 
 def test_64_nodes_every_hosts_transport_survives_the_launchers_filter():
-    """At 64 nodes x 8 GPUs the raw INFO log is MBs (docs/fabric-verdict.md); the launcher keeps the
+    """At 64 nodes x 8 GPUs the raw INFO log is MBs (docs/fabric-test.md, 64 nodes); the launcher keeps the
     transport lines of every host, and the verdict sees all 64."""
     hosts = worker_hosts(64)
     raw = launcher_log(hosts, 8, busbw_gbps=H100_64_HEALTHY_GBPS, dropped_lines_per_rank=60)
