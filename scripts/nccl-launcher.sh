@@ -11,7 +11,7 @@
 #
 # The log keeps what the verdict reads and stays small at any scale. Every rank prints NCCL's INFO
 # lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET): 6-18 KB per rank measured, ~7-11 MB at 64
-# nodes x 8 GPUs extrapolated (docs/fabric-verdict.md), near the size at which kubelet rotates a
+# nodes x 8 GPUs extrapolated (docs/fabric-test.md), near the size at which kubelet rotates a
 # container log (upstream 10 MiB; AKS containerLogMaxSizeMB, 50 by default); the API then returns
 # only the newest file, without the header or the transport lines. So mpirun's output goes through
 # condense_nccl_log below: of NCCL's INFO lines only those verify reads are kept, each distinct one
