@@ -5,9 +5,13 @@ Each record holds what differs between them: the nodes one run spans, the unit i
 judged in (GB/s of bus bandwidth vs Gb/s of link bandwidth), the stack's threshold key for that unit,
 the collector's flag, the stack outputs it reports, whether the fabric doctor and the NCCL settings
 (SHARP, the topology file) apply, whether the certifier re-runs it, whether a GB rack also runs it
-over its NVLink, its launcher script and its result's figures key. The configuration resolves the
-size's kind once, at parse (`stack_config.FabricTest.kind`); the layers above branch on these
+over its NVLink, its launcher script and the format of the log it prints. The configuration resolves
+the size's kind once, at parse (`stack_config.FabricTest.kind`); the layers above branch on these
 fields, never on which kind it is. The names are `python -m verify`'s `--kind` and the result JSON's `kind`.
+
+verify reads a log by its format (`LOG_FORMATS`: a reader, a parser and the result's figures each),
+not by its kind: a new kind whose launcher prints a format verify reads is this record, its job and
+its launcher, with no verify code (docs/developing.md, "A fabric-test kind").
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from core.catalog import Sku
 
 NCCL = "nccl"  # nccl-tests all_reduce_perf across the GPU nodes (verify/nccl.py, verify/verdict.py)
 P2P = "p2p"  # OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)
+
+# The logs verify reads (verify/readers.py), each judged in its own unit:
+NCCL_TESTS = "nccl-tests"  # nccl-tests' all_reduce_perf table (text or -J json), judged in GB/s of bus bandwidth
+BANDWIDTH_TABLES = "bandwidth-tables"  # OSU osu_bw / osu_latency or perftest tables, judged in Gb/s
+LOG_FORMATS = (NCCL_TESTS, BANDWIDTH_TABLES)
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Kind:
     # (stack/rack.py), judged by the catalog's rack figure.
     rack_run: bool
     launcher: str  # its launcher, in scripts/: the job's mpimaster pod runs it
-    figures_key: str  # the result JSON's key for its figures (verify/result.py; published, so never renamed)
+    log_format: str  # what its launcher prints (LOG_FORMATS): how verify reads and judges it
     # stack output name -> FabricCheck attribute, in the order they are exported
     stack_outputs: tuple[tuple[str, str], ...]
 
@@ -59,7 +68,7 @@ ALL_REDUCE = Kind(
     retests=True,
     rack_run=True,
     launcher="nccl-launcher.sh",
-    figures_key="allreduce",
+    log_format=NCCL_TESTS,
     stack_outputs=(("fabricTransport", "transport"),
                    ("allReduceMaxBusBwGbps", "max_busbw_gbps"),
                    ("allReduceBusBwAtMaxSizeGbps", "busbw_at_max_size_gbps"),
@@ -80,7 +89,7 @@ POINT_TO_POINT = Kind(
     retests=False,
     rack_run=False,
     launcher="p2p-launcher.sh",
-    figures_key="p2p",
+    log_format=BANDWIDTH_TABLES,
     stack_outputs=(("p2pBandwidthAtMaxSizeGbits", "bw_at_max_size_gbits"),
                    ("p2pMaxBandwidthGbits", "max_bw_gbits"), ("p2pLatencyUs", "latency_us")),
 )
@@ -95,6 +104,11 @@ def kind(name: str, key: str = "kind") -> Kind:
         return BY_NAME[name]
     except (KeyError, TypeError):
         raise ValueError(f"{key}: got {name!r}; expected one of {', '.join(BY_NAME)}") from None
+
+
+def first_of(log_format: str) -> Kind:
+    """The first kind whose log is of `log_format`: what `report --kind auto` names a log it reads as one."""
+    return next(k for k in BY_NAME.values() if k.log_format == log_format)
 
 
 def kind_for(sku: Sku) -> Kind:

@@ -139,8 +139,9 @@ class LogFold:
         """As `report --kind auto` chooses: a doctor's log holds ib_write_bw tables too, and its all-reduce
         section makes it nccl; else p2p where an OSU or perftest table is, else nccl."""
         if self.allreduce_section:
-            return kinds.NCCL
-        return kinds.P2P if self.osu is not None and (self.osu.titled or self.perftest.headed) else kinds.NCCL
+            return kinds.first_of(kinds.NCCL_TESTS).name
+        tables = self.osu is not None and (self.osu.titled or self.perftest.headed)
+        return kinds.first_of(kinds.BANDWIDTH_TABLES if tables else kinds.NCCL_TESTS).name
 
     def _cut(self) -> tuple[str, ...]:
         return (f"{self.lines_cut} line(s) over {bounded.chars(LINE_CHARS)}: the start of each read",) \
@@ -179,7 +180,9 @@ def read(f: IO[bytes] | IO[str], kind: str = "auto", tail: int = 0) -> LogFold:
     """A file, stdin or an HTTP answer, read once: binary (decoded as UTF-8) or, where it is a text stream,
     as it comes. `kind`: the kind it is judged as (auto: either); `tail`: the last lines to keep."""
     chunks = text_chunks(f) if isinstance(f.read(0), str) else binary_chunks(f)  # type: ignore[arg-type]
-    out = LogFold(nccl=kind in ("auto", kinds.NCCL), p2p=kind in ("auto", kinds.P2P), tail=tail)
+    log_format = None if kind == "auto" else kinds.kind(kind).log_format  # None: either
+    out = LogFold(nccl=log_format in (None, kinds.NCCL_TESTS), p2p=log_format in (None, kinds.BANDWIDTH_TABLES),
+                  tail=tail)
     return out.read(Lines(chunks))
 
 

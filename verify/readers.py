@@ -1,10 +1,12 @@
-"""How each kind of fabric-test result (its record: core/kinds.py) is read from a log and judged: one
-small protocol, `Reader`, implemented once per kind. `python -m verify` looks the kind's reader up by name
-(`reader`) and passes the object, so `report` and `collect` are one path for both kinds.
+"""How a fabric-test result is read from a log and judged: one small protocol, `Reader`, implemented once
+per log format (core/kinds.py LOG_FORMATS: nccl-tests' table, OSU / perftest bandwidth tables) and made
+once per kind, from its record (`for_kind`). `python -m verify` looks the kind's reader up by name
+(`reader`) and passes the object, so `report` and `collect` are one path for every kind.
 
-What the kind's record says (its threshold flag and unit, whether NCCL's settings such as SHARP apply)
-is read from it; what differs in reading is here: the parser and the verdict, the other kind's flag
-refused (never converted), the nodes a result spans, and the fabric doctor's findings folded in.
+What the kind's record says (its name, threshold flag and unit, the nodes it spans, whether NCCL's
+settings such as SHARP, the fabric doctor or the rack run apply) is read from it; what differs by format
+is here: the parser and the verdict, the other unit's flag refused (never converted), and the fabric
+doctor's findings folded in.
 """
 
 from __future__ import annotations
@@ -79,25 +81,43 @@ def _no_result(kind: str, what: str, settings: Settings, nodes: int | None, exc:
                         sku=settings.sku, nodes=nodes)
 
 
-class AllReduce:
-    """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in."""
+class _OfKind:
+    """What a reader takes from its kind's record."""
 
-    record = kinds.ALL_REDUCE
-    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
+    def __init__(self, record: kinds.Kind) -> None:
+        self.record = record
+        self.kind, self.threshold_flag, self.measures_sharp = record.name, record.threshold_flag, record.runs_nccl
 
     def threshold(self, args: argparse.Namespace) -> float | None:
-        return args.threshold_gbps
+        """The value of the record's threshold flag (--threshold-gbps: args.threshold_gbps)."""
+        return getattr(args, self.threshold_flag.removeprefix("--").replace("-", "_"))
+
+    def nodes(self, args: argparse.Namespace) -> int | None:
+        """The record's fixed count, or (a kind that spans the pool) what --nodes says."""
+        return self.record.nodes if self.record.nodes is not None else args.nodes
+
+    def _nodes_problem(self, args: argparse.Namespace) -> str | None:
+        fixed = self.record.nodes
+        if fixed is None and args.command == "collect" and args.nodes is None:
+            return f"--nodes is required with --kind {self.kind} (the nodes its run was meant to span)"
+        if fixed is not None and args.nodes is not None and args.nodes != fixed:
+            return f"--nodes {args.nodes}: a {self.kind} result spans {fixed} nodes (omit --nodes)"
+        return None
+
+    def _as_kind(self, judged: Judged) -> Judged:
+        """The result under this reader's kind: the parsers' results name the first kind of their format."""
+        return Judged(dataclasses.replace(judged.result, kind=self.kind), judged.text)
+
+
+class NcclTests(_OfKind):
+    """nccl-tests all_reduce_perf across the GPU nodes, with the fabric doctor's findings folded in where
+    the kind has the doctor."""
 
     def problem(self, args: argparse.Namespace) -> str | None:
         if args.threshold_gbits is not None:
             return ("--threshold-gbits is the point-to-point threshold in Gb/s; an nccl-tests result is judged in "
                     "GB/s of bus bandwidth: use --threshold-gbps")
-        if args.command == "collect" and args.nodes is None:
-            return "--nodes is required with --kind nccl (the nodes the all-reduce was meant to span)"
-        return None
-
-    def nodes(self, args: argparse.Namespace) -> int | None:
-        return args.nodes
+        return self._nodes_problem(args)
 
     def judge(self, log: str | logread.LogFold, settings: Settings) -> Judged:
         read = logread.fold(log, p2p=False)
@@ -110,20 +130,21 @@ class AllReduce:
             from verify.plot import write_png
 
             out = out.with_plot(str(write_png(result, judgement, settings.plot)))
-        return self._with_doctor(read, settings, out, table(result, judgement))
+        return self._as_kind(self._with_doctor(read, settings, out, table(result, judgement)))
 
     def unread(self, log: str | logread.LogFold, settings: Settings, exc: ValueError) -> Judged:
-        out = _no_result(self.kind, "nccl-tests", settings, settings.nodes, exc)
+        out = _no_result(self.kind, "nccl-tests", settings, self.record.nodes or settings.nodes, exc)
         # the doctor may still name the node that broke the all-nodes run
         return self._with_doctor(log, settings, out, verdict_text(out))
 
     def where(self, sku: str | None, nodes: int | None) -> str:
         return f" on {sku}" + (f" x {plural(nodes, 'node')}" if nodes else "") if sku else ""
 
-    @staticmethod
-    def _with_doctor(log: str | logread.LogFold, settings: Settings, out: FabricResult, text: str) -> Judged:
+    def _with_doctor(self, log: str | logread.LogFold, settings: Settings, out: FabricResult, text: str) -> Judged:
         """The fabric doctor's findings (verify/doctor_report.py) folded into the all-reduce's result:
         `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
+        if not self.record.has_doctor:
+            return Judged(out, text)
         assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold)
         merged = doctor_report.merge(out, assessment)
         text += doctor_report.text(assessment)
@@ -132,26 +153,15 @@ class AllReduce:
         return Judged(merged, text)
 
 
-class PointToPoint:
-    """OSU osu_bw / osu_latency or perftest between two CPU-only HB / HX nodes (verify/p2p.py)."""
-
-    record = kinds.POINT_TO_POINT
-    kind, threshold_flag, measures_sharp = record.name, record.threshold_flag, record.runs_nccl
-
-    def threshold(self, args: argparse.Namespace) -> float | None:
-        return args.threshold_gbits
+class BandwidthTables(_OfKind):
+    """OSU osu_bw / osu_latency or perftest between two nodes (verify/p2p.py)."""
 
     def problem(self, args: argparse.Namespace) -> str | None:
         if args.threshold_gbps is not None:
             return ("--threshold-gbps is the NCCL bus-bandwidth threshold in GB/s; a point-to-point (OSU / "
                     f"perftest) result is judged in Gb/s: use --threshold-gbits (e.g. {args.threshold_gbps * 8:g} "
                     f"for {args.threshold_gbps:g} GB/s)")
-        if args.nodes is not None and args.nodes != p2p.NODES:
-            return f"--nodes {args.nodes}: a point-to-point result spans {p2p.NODES} nodes (omit --nodes)"
-        return None
-
-    def nodes(self, args: argparse.Namespace) -> int | None:
-        return p2p.NODES
+        return self._nodes_problem(args)
 
     def judge(self, log: str | logread.LogFold, settings: Settings) -> Judged:
         read = logread.fold(log, nccl=False)
@@ -162,10 +172,10 @@ class PointToPoint:
         out = verdict.result()
         if settings.plot:
             out = out.with_plot(str(p2p.plot(verdict, settings.plot)))
-        return Judged(out, p2p.table(verdict))
+        return self._as_kind(Judged(out, p2p.table(verdict)))
 
     def unread(self, log: str | logread.LogFold, settings: Settings, exc: ValueError) -> Judged:
-        out = _no_result(self.kind, "point-to-point", settings, p2p.NODES, exc)
+        out = _no_result(self.kind, "point-to-point", settings, self.record.nodes, exc)
         return Judged(out, verdict_text(out))
 
     def where(self, sku: str | None, nodes: int | None) -> str:
@@ -174,7 +184,16 @@ class PointToPoint:
 
 # What a reader's judge raises when the log holds no result of its kind (each parser has its own).
 PARSE_ERRORS = (ParseError, p2p.ParseError)
-READERS: dict[str, Reader] = {r.kind: r for r in (AllReduce(), PointToPoint())}
+BY_FORMAT: dict[str, type[NcclTests] | type[BandwidthTables]] = {
+    kinds.NCCL_TESTS: NcclTests, kinds.BANDWIDTH_TABLES: BandwidthTables}
+
+
+def for_kind(record: kinds.Kind) -> Reader:
+    """The reader of a kind's log: its format's, judging under its record."""
+    return BY_FORMAT[record.log_format](record)
+
+
+READERS: dict[str, Reader] = {k.name: for_kind(k) for k in kinds.BY_NAME.values()}
 
 
 def reader(kind: str) -> Reader:

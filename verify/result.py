@@ -216,15 +216,15 @@ class Collected(_Part):
 
 
 class KindFigures(NamedTuple):
-    field: str  # the FabricResult field and JSON key: the record's figures_key
+    field: str  # the FabricResult field and JSON key (published: never renamed)
     figures: type[AllReduceFigures] | type[P2pFigures]
-    description: str  # the schema's words for a result of this kind
 
 
-# kind -> its figures (one result each in json_schema); a kind with no entry is refused by name, never read as another
-FIGURES: dict[str, KindFigures] = {k.name: KindFigures(k.figures_key, cls, text) for k, cls, text in (
-    (kinds.ALL_REDUCE, AllReduceFigures, "an all-reduce result (nccl-tests, GPU sizes)"),
-    (kinds.POINT_TO_POINT, P2pFigures, "a point-to-point result (OSU / perftest, CPU-only sizes)"))}
+# Each log format's figures (core/kinds.py LOG_FORMATS), and so each kind's: a kind with no entry is refused
+# by name, never read as another; the schema has one result per kind (verify/result_schema.py).
+BY_FORMAT = {kinds.NCCL_TESTS: KindFigures("allreduce", AllReduceFigures),
+             kinds.BANDWIDTH_TABLES: KindFigures("p2p", P2pFigures)}
+FIGURES: dict[str, KindFigures] = {k.name: BY_FORMAT[k.log_format] for k in kinds.BY_NAME.values()}
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ class FabricResult:
         kind = doc.get("kind")
         if kind not in FIGURES:
             raise ResultError(f"kind: {kind!r}, allowed: {', '.join(FIGURES)}")
-        figures_field, figures_cls, _ = FIGURES[kind]
+        figures_field, figures_cls = FIGURES[kind]
         groups = {"figures": (figures_cls, "max_size_bytes"), "collected": (Collected, "job")}
         allowed = set(COMMON_KEYS) | {f.name for c, _ in groups.values() for f in dataclasses.fields(c)}
         if kinds.kind(kind).has_doctor:
@@ -310,7 +310,7 @@ class FabricResult:
             reasons=_load(tuple[str, ...], doc["reasons"], "reasons"),
             sku=_load(str | None, doc["sku"], "sku"),
             nodes=_load(int | None, doc["nodes"], "nodes"),
-            **{field: got["figures"] if field == figures_field else None for field, _, _ in FIGURES.values()},
+            **{field: got["figures"] if field == figures_field else None for field, _ in FIGURES.values()},
             suspects=_load(tuple[Suspect, ...], doc["suspects"], "suspects") if has_doctor else (),
             doctor=_load(Doctor, doc["doctor"], "doctor") if has_doctor else None,
             collected=got["collected"],

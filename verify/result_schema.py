@@ -71,7 +71,7 @@ def json_schema() -> dict[str, Any]:
     top = {f.name: f for f in dataclasses.fields(FabricResult)}
     common = {name: _property(hints[name], top[name], defs) for name in ("kind", "verdict", "reasons", "sku", "nodes")}
     common["schemaVersion"] = {"description": "this schema's version", "const": SCHEMA_VERSION}
-    for cls in (*(f.figures for f in FIGURES.values()), Collected):
+    for cls in (*dict.fromkeys(f.figures for f in FIGURES.values()), Collected):
         defs[cls.__name__] = _object(cls, defs, closed=False)
 
     def group(cls: type, marker: str) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def json_schema() -> dict[str, Any]:
             "required": list(COMMON_KEYS),
             "allOf": [group(f.figures, "max_size_bytes"), group(Collected, "job")],
             "unevaluatedProperties": False,
-            "description": f.description,
+            "description": f"kind {kind}: a result of {kinds.kind(kind).test}",
         } | ({"dependentRequired": {"suspects": ["doctor"], "doctor": ["suspects"]}} if has_doctor else {})
 
     defs |= {name: result(name, f) for name, f in FIGURES.items()}

@@ -76,17 +76,39 @@ def test_the_assembly_has_a_job_for_every_kind_and_refuses_a_kind_without_one():
         fabric_test.job_of(replace(kinds.POINT_TO_POINT, name="ib_write_bw"))
 
 
-def test_each_record_names_its_launcher_and_the_result_field_of_its_figures():
-    """Kind.launcher is the script the job mounts (components/fabric/mpi_job.py SCRIPTS), Kind.figures_key the
-    FabricResult field and JSON key of its figures (verify/result.py FIGURES)."""
-    import dataclasses
+def test_each_record_names_its_launcher_and_a_log_format_verify_reads():
+    """Kind.launcher is the script the job mounts (components/fabric/mpi_job.py SCRIPTS); Kind.log_format has
+    a reader (verify/readers.py BY_FORMAT) and figures (verify/result.py BY_FORMAT), each judging in the
+    record's unit through its threshold flag."""
+    import argparse
 
     from components.fabric import mpi_job, nccl_job, p2p_job
-    from verify import result
+    from verify import readers, result
 
-    fields = {f.name for f in dataclasses.fields(result.FabricResult)}
+    assert set(readers.BY_FORMAT) == set(result.BY_FORMAT) == set(kinds.LOG_FORMATS)
     for k in kinds.BY_NAME.values():
         assert (mpi_job.SCRIPTS / k.launcher).is_file(), k.launcher
-        assert k.figures_key in fields and result.FIGURES[k.name].field == k.figures_key
+        reader = readers.reader(k.name)
+        assert reader.record is k and result.FIGURES[k.name] == result.BY_FORMAT[k.log_format]
+        args = argparse.Namespace(threshold_gbps=1.5, threshold_gbits=12.0)
+        assert reader.threshold(args) == {"--threshold-gbps": 1.5, "--threshold-gbits": 12.0}[k.threshold_flag]
     assert nccl_job.LAUNCHER_SCRIPT.name == "nccl-launcher.sh" and p2p_job.LAUNCHER_SCRIPT.name == "p2p-launcher.sh"
 
+
+def test_a_new_kind_of_a_format_verify_reads_needs_no_verify_code():
+    """The replay of docs/developing.md's claim: a record whose launcher prints OSU tables (here a GPU-node
+    pair test, say) is read, judged and reported under its own name, its nodes and flags its record's."""
+    import argparse
+    from dataclasses import replace
+
+    from tests.paths import DATA
+    from verify import readers
+
+    pair = replace(kinds.POINT_TO_POINT, name="gpu-pair", test="osu_bw between two GPU nodes", gpus=True)
+    reader = readers.for_kind(pair)
+    log = (DATA / "osu_bw_v5.8_azure-hb120-96rs_v3.txt").read_text()
+    judged = reader.judge(log, readers.Settings(sku="Standard_HB120rs_v3", nodes=None, threshold=None))
+    assert judged.result.kind == "gpu-pair" and judged.result.p2p is not None
+    assert judged.result.p2p.bw_at_max_size_gbits and judged.result.verdict in ("PASS", "WARN")
+    args = argparse.Namespace(command="report", nodes=3, threshold_gbps=None, threshold_gbits=None)
+    assert reader.problem(args) == "--nodes 3: a gpu-pair result spans 2 nodes (omit --nodes)"
