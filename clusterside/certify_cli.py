@@ -101,7 +101,7 @@ def _problem(args: argparse.Namespace) -> str | None:
     except ValueError as exc:
         return f"--{exc}"
     kind = kinds.kind(args.kind)
-    if kind.nodes is None and args.job and args.nodes is None:
+    if kind.nodes is None and args.job and args.nodes is None and not args.recurring:
         return f"--nodes is required with --job and --kind {kind.name} (the nodes its run was meant to span)"
     if args.job and args.recurring:
         return "--job and --recurring exclude each other (--recurring creates its own job)"

@@ -46,8 +46,8 @@ class Kind:
     # The certifier re-runs it: its recurring runs and its admission of new nodes (certifier.schedule,
     # certifier.mode taint's hold). A test that spans a fixed pair proves no other node, so it has neither.
     retests: bool
-    # On a multi-node-NVLink size (GB200, GB300) the stack also runs it once across the rack with MNNVL on
-    # (stack/rack.py), judged by the catalog's rack figure.
+    # On a multi-node-NVLink size (GB200, GB300) a stack of this kind also runs the NCCL all-reduce once
+    # across the rack with MNNVL on (stack/rack.py), judged by the catalog's rack figure.
     rack_run: bool
     launcher: str  # its launcher, in scripts/: the job's mpimaster pod runs it
     log_format: str  # what its launcher prints (LOG_FORMATS): how verify reads and judges it

@@ -92,10 +92,10 @@ def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     on_fail = {None: "reported in the outputs; `pulumi up` still succeeds (`fabricTest.failOnLowBandwidth: false`)",
                "fail": "`pulumi up` fails on FAIL (`fabricTest.failOnLowBandwidth: true`, `failOn: fail`)",
                "warn": "`pulumi up` fails on anything but PASS: WARN, UNKNOWN or FAIL (`failOn: warn`)"}[level]
-    if args.kind == kinds.P2P:
+    kind = kinds.kind(args.kind)
+    if kind.log_format == kinds.BANDWIDTH_TABLES:
         link = sku.p2p
-        rows = [("test", f"`osu_bw` then `osu_latency`, one rank on each of 2 × {sku.vm_size} (MPI over UCX, "
-                         "RC verbs)"),
+        rows = [("test", f"{kind.test}: one rank on each of {kind.nodes} × {sku.vm_size} (MPI over UCX, RC verbs)"),
                 ("figure judged", "`osu_bw` bandwidth at the largest message, Gb/s (bits, the unit of the link rate)")]
         if link:
             rows.append(("line rate", f"{link.baseline_gbits:g} Gb/s ({sku.ib_generation})"))
@@ -113,8 +113,6 @@ def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
                                        "`fabricTest.p2pThresholdGbits` is set"))
         rows.append(("gate", on_fail))
         return FabricTestPlan("osu_bw point-to-point", rows, link.source if link else None, "verify/p2p.py")
-    if args.kind != kinds.NCCL:
-        raise ValueError(f"kind: got {args.kind!r}; plan.md has a fabric-test table for {kinds.NCCL} and {kinds.P2P}")
     gpus = args.nodes * sku.gpus_per_vm
     transport = "SHARP (CollNet)" if args.sharp else "NCCL's own InfiniBand transport"
     rows = [("test", f"NCCL `all_reduce_perf` across {args.nodes} × {sku.vm_size} ({gpus} GPUs), {transport}"),

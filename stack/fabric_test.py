@@ -84,6 +84,9 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
     ImagePrepull("fabric-test-prepull", ImagePrepullArgs(image=ft.image), opts=opts)
     job = build(cfg, [*cluster.pool, *ops.ready], ops.driver_versions, opts)
     retest = job.retest
+    if (retest is not None) != ft.kind.retests:  # the config's admission rules read the record
+        raise ValueError(f"fabricTest: the {ft.kind.name!r} job's retest disagrees with its record's retests "
+                         f"({ft.kind.retests}): core/kinds.py and its job component must agree")
     ce = cfg.certifier
     certifier = Certifier(
         "certifier",

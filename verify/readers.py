@@ -105,8 +105,10 @@ class _OfKind:
         return None
 
     def _as_kind(self, judged: Judged) -> Judged:
-        """The result under this reader's kind: the parsers' results name the first kind of their format."""
-        return Judged(dataclasses.replace(judged.result, kind=self.kind), judged.text)
+        """The result under this reader's kind (and its fixed node count): the parsers name the kind of
+        their format that core/kinds.py lists first."""
+        fixed = {} if self.record.nodes is None else {"nodes": self.record.nodes}
+        return Judged(dataclasses.replace(judged.result, kind=self.kind, **fixed), judged.text)
 
 
 class NcclTests(_OfKind):

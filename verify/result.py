@@ -220,11 +220,17 @@ class KindFigures(NamedTuple):
     figures: type[AllReduceFigures] | type[P2pFigures]
 
 
-# Each log format's figures (core/kinds.py LOG_FORMATS), and so each kind's: a kind with no entry is refused
-# by name, never read as another; the schema has one result per kind (verify/result_schema.py).
+# Each log format's figures (core/kinds.py LOG_FORMATS), and so each kind's (`figures_of`); the schema has one
+# result per kind (verify/result_schema.py).
 BY_FORMAT = {kinds.NCCL_TESTS: KindFigures("allreduce", AllReduceFigures),
              kinds.BANDWIDTH_TABLES: KindFigures("p2p", P2pFigures)}
-FIGURES: dict[str, KindFigures] = {k.name: BY_FORMAT[k.log_format] for k in kinds.BY_NAME.values()}
+
+
+def figures_of(kind: str | None) -> KindFigures | None:
+    """The figures of the kind called `kind` (its log format's); None for a name core/kinds.py does not
+    know, which is refused by name, never read as another kind."""
+    record = kinds.BY_NAME.get(kind) if isinstance(kind, str) else None
+    return BY_FORMAT[record.log_format] if record else None
 
 
 @dataclass(frozen=True)
@@ -255,11 +261,12 @@ class FabricResult:
         figures = self.figures
         if figures is None:
             return self
-        return dataclasses.replace(self, **{FIGURES[self.kind].field: dataclasses.replace(figures, plot=plot)})
+        return dataclasses.replace(self, **{figures_of(self.kind).field: dataclasses.replace(figures, plot=plot)})
 
     @property
     def figures(self) -> AllReduceFigures | P2pFigures | None:
-        return getattr(self, FIGURES[self.kind].field) if self.kind in FIGURES else None
+        of = figures_of(self.kind)
+        return getattr(self, of.field) if of else None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document (a dict ready for json.dumps): the groups' keys flat, as the schema says."""
@@ -292,9 +299,10 @@ class FabricResult:
             _keys(doc, {"schemaVersion", "verdict", "error"}, "an error document")
             return cls.failure(_load(str, doc["error"], "error"))
         kind = doc.get("kind")
-        if kind not in FIGURES:
-            raise ResultError(f"kind: {kind!r}, allowed: {', '.join(FIGURES)}")
-        figures_field, figures_cls = FIGURES[kind]
+        of = figures_of(kind)
+        if of is None:
+            raise ResultError(f"kind: {kind!r}, allowed: {', '.join(kinds.BY_NAME)}")
+        figures_field, figures_cls = of
         groups = {"figures": (figures_cls, "max_size_bytes"), "collected": (Collected, "job")}
         allowed = set(COMMON_KEYS) | {f.name for c, _ in groups.values() for f in dataclasses.fields(c)}
         if kinds.kind(kind).has_doctor:
@@ -310,7 +318,7 @@ class FabricResult:
             reasons=_load(tuple[str, ...], doc["reasons"], "reasons"),
             sku=_load(str | None, doc["sku"], "sku"),
             nodes=_load(int | None, doc["nodes"], "nodes"),
-            **{field: got["figures"] if field == figures_field else None for field, _ in FIGURES.values()},
+            **{field: got["figures"] if field == figures_field else None for field, _ in BY_FORMAT.values()},
             suspects=_load(tuple[Suspect, ...], doc["suspects"], "suspects") if has_doctor else (),
             doctor=_load(Doctor, doc["doctor"], "doctor") if has_doctor else None,
             collected=got["collected"],

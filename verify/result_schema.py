@@ -1,6 +1,6 @@
 """The published JSON Schema of the fabric result (verify/result.py), generated from its classes:
 `make golden` runs `python -m verify.result_schema > verify/schema/fabric-result.v1.json`, and
-tests/unit/verify/test_fabric_result.py holds the file to it. One result per kind (`FIGURES`), and
+tests/unit/verify/test_fabric_result.py holds the file to it. One result per kind (`figures_of`), and
 the error document. Not shipped to the certifier: nothing it runs imports this.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from core import kinds
 from verify.result import (
+    BY_FORMAT,
     COMMON_KEYS,
-    FIGURES,
     JSON_TYPES,
     SCHEMA_ID,
     SCHEMA_VERSION,
@@ -24,6 +24,7 @@ from verify.result import (
     FabricResult,
     KindFigures,
     field_types,
+    figures_of,
 )
 
 
@@ -71,7 +72,7 @@ def json_schema() -> dict[str, Any]:
     top = {f.name: f for f in dataclasses.fields(FabricResult)}
     common = {name: _property(hints[name], top[name], defs) for name in ("kind", "verdict", "reasons", "sku", "nodes")}
     common["schemaVersion"] = {"description": "this schema's version", "const": SCHEMA_VERSION}
-    for cls in (*dict.fromkeys(f.figures for f in FIGURES.values()), Collected):
+    for cls in (*(f.figures for f in BY_FORMAT.values()), Collected):
         defs[cls.__name__] = _object(cls, defs, closed=False)
 
     def group(cls: type, marker: str) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def json_schema() -> dict[str, Any]:
             "description": f"kind {kind}: a result of {kinds.kind(kind).test}",
         } | ({"dependentRequired": {"suspects": ["doctor"], "doctor": ["suspects"]}} if has_doctor else {})
 
-    defs |= {name: result(name, f) for name, f in FIGURES.items()}
+    defs |= {name: result(name, figures_of(name)) for name in kinds.BY_NAME}
     defs["error"] = {
         "description": "no result: unreadable input, bad arguments, a timeout, a Kubernetes API error",
         "type": "object",
@@ -107,7 +108,7 @@ def json_schema() -> dict[str, Any]:
         "$id": SCHEMA_ID,
         "title": f"aks-infiniband fabric-test result, schema version {SCHEMA_VERSION}",
         "description": "What `python -m verify report|collect --json` prints (docs/fabric-result.md).",
-        "oneOf": [{"$ref": f"#/$defs/{name}"} for name in (*FIGURES, "error")],
+        "oneOf": [{"$ref": f"#/$defs/{name}"} for name in (*kinds.BY_NAME, "error")],
         "$defs": dict(sorted(defs.items())),
     }
 

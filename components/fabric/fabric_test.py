@@ -40,6 +40,6 @@ class FabricTestJob(Protocol):
     rack_run: bool  # the rack's NVLink run of a GB200/GB300 size (NcclJobArgs.rack_run); False for point to point
     spec_sha256: str  # changes exactly when the job is replaced: the collect step's trigger
     # What the certifier's recurring runs and admission loop re-run of it (a Volcano Job template); None
-    # where its kind does not re-test (Kind.retests), so the certifier gets no schedule
+    # where its kind does not re-test (Kind.retests; the stack holds the two equal), and for the rack's run
     retest: Mapping[str, Any] | None
     job: pulumi.Resource  # what the collect step waits for

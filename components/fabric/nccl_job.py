@@ -22,7 +22,7 @@ from components.fabric.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding,
 from components.fabric.nccl_topology import render_xml
 from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins
 from core.catalog import Sku
-from core.kinds import ALL_REDUCE, Kind, kind_for
+from core.kinds import ALL_REDUCE, Kind
 from core.modes import RdmaMode
 from verify import doctor, doctor_checks, launcher_env
 from verify.verdict import pass_line_gbps
@@ -87,7 +87,7 @@ class NcclJobArgs:
         return self.timeout_minutes + (self.doctor_minutes if self.doctor != "never" else 0)
 
     def __post_init__(self) -> None:
-        if kind_for(self.sku) is not ALL_REDUCE:
+        if self.sku.has_gpus != ALL_REDUCE.gpus:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has no GPUs; the NCCL all-reduce needs GPU sizes "
                 f"(CPU-only sizes get a separate fabric test)"

@@ -25,7 +25,7 @@ from components.fabric import mpi_job
 from components.fabric.mpi_job import MPI_HOME
 from core import modes, pins
 from core.catalog import Sku
-from core.kinds import POINT_TO_POINT, Kind, kind_for
+from core.kinds import POINT_TO_POINT, Kind
 from core.modes import RdmaMode
 
 core = k8s.core.v1
@@ -76,7 +76,7 @@ class P2pJobArgs:
     job_name: str = "p2p"
 
     def __post_init__(self) -> None:
-        if kind_for(self.sku) is not POINT_TO_POINT:
+        if self.sku.has_gpus != POINT_TO_POINT.gpus:
             raise ValueError(
                 f"sku: {self.sku.vm_size} has {self.sku.gpus_per_vm} GPUs; the MPI point-to-point job is for "
                 f"CPU-only sizes (GPU sizes run the NCCL all-reduce)"

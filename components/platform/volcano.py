@@ -118,7 +118,7 @@ class VolcanoArgs:
 # keeps the markers, at odd indexes) and the top-level kind of a CRD: the manifest's 11 CRDs are 97 % of
 # its 1 MB, and nothing here changes them.
 DOCUMENT_MARKER = re.compile(r"^(---[ \t]*\n)", re.MULTILINE)
-_CRD = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
+CRD_DOCUMENT = re.compile(r"^kind:[ \t]*CustomResourceDefinition[ \t]*$", re.MULTILINE)
 
 
 ADMISSION_DEPLOYMENT, ADMISSION_CONTAINER, ADMISSION_PORT = "volcano-admission", "admission", 8443
@@ -175,7 +175,7 @@ def configured(manifest: str, dra: bool = False) -> str:
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     pieces = DOCUMENT_MARKER.split(manifest)  # documents at even indexes, the marker lines between them
     parsed = {i: yaml.load(pieces[i], Loader=loader)  # noqa: S506 (a safe loader)
-              for i in range(0, len(pieces), 2) if not _CRD.search(pieces[i])}
+              for i in range(0, len(pieces), 2) if not CRD_DOCUMENT.search(pieces[i])}
     parsed = {i: obj for i, obj in parsed.items() if obj}
     objects = volcano_topology.configure(list(parsed.values()))
     objects = volcano_dra.configure(objects) if dra else objects

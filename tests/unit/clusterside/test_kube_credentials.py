@@ -39,9 +39,9 @@ def test_the_plugins_messages_reach_the_person_and_it_knows_whether_it_may_ask(t
 
 
 def test_without_a_terminal_a_plugin_waiting_for_a_sign_in_is_given_up_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(kube_api, "EXEC_UNATTENDED_SECONDS", 1)
+    monkeypatch.setattr(kube_api, "EXEC_UNATTENDED_SECONDS", 0.2)
     plugin = plugin_script(tmp_path, "exec sleep 30\n")
-    with pytest.raises(kube_api.ApiError, match="gave no token within 1 s and there is no terminal") as err:
+    with pytest.raises(kube_api.ApiError, match="gave no token within 0.2 s and there is no terminal") as err:
         kube_api.exec_token(plugin, interactive=False)
     assert "\n" not in str(err.value)
 
