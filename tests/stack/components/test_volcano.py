@@ -175,29 +175,32 @@ def test_a_dra_stack_applies_volcano_with_dra_on_and_the_others_without(dev, ups
 def test_the_admission_webhook_is_ready_only_once_it_listens(upstream):
     """The release's webhook Deployment has no readiness probe: Ready at start, listening only after its
     informers sync, with failurePolicy Fail. The stack adds a probe on its TLS port (the one it serves)."""
-    import yaml
-
     volcano_mod = volcano
     text = volcano_mod.configured(upstream.decode())
-    (deployment,) = [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "Deployment"
+    (deployment,) = [d for d in _workloads(text) if d.get("kind") == "Deployment"
                      and d["metadata"]["name"] == volcano_mod.ADMISSION_DEPLOYMENT]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert f"--port={volcano_mod.ADMISSION_PORT}" in container["args"]
     assert container["readinessProbe"]["tcpSocket"]["port"] == volcano_mod.ADMISSION_PORT
 
 
-def _containers(text: str) -> list[dict]:
-    """Every container of the manifest's workloads. The CRDs (most of its megabytes, and no containers) are
-    skipped unparsed as the component skips them, and the rest read with libyaml: it took seconds otherwise."""
+def _workloads(text: str) -> list[dict]:
+    """The manifest's objects but its CRDs (most of its megabytes, and no containers), skipped unparsed as
+    the component skips them, the rest read with libyaml: parsing all of it took seconds."""
     import yaml
 
     from components.platform.volcano import CRD_DOCUMENT, DOCUMENT_MARKER
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    pieces = [p for p in DOCUMENT_MARKER.split(text)[::2] if not CRD_DOCUMENT.search(p)]
+    return [d for d in (yaml.load(p, Loader=loader) for p in pieces) if d]  # noqa: S506 (a safe loader)
+
+
+def _containers(text: str) -> list[dict]:
+    """Every container of the manifest's workloads."""
     out = []
-    for piece in DOCUMENT_MARKER.split(text)[::2]:
-        d = None if CRD_DOCUMENT.search(piece) else yaml.load(piece, Loader=loader)  # noqa: S506 (a safe loader)
-        spec = ((d or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+    for d in _workloads(text):
+        spec = (d.get("spec") or {}).get("template", {}).get("spec") or {}
         out += [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
     return out
 
