@@ -84,6 +84,41 @@ class IbFeature(Enum):
 
 
 @dataclass(frozen=True)
+class InboxRdma:
+    """Whether a size may run its pool on the node image's own RDMA drivers (`rdmaDriver: inbox`: no DOCA
+    driver container; GPUDirect over DMA-BUF on GPU sizes), and the evidence: what was shown where it is
+    allowed, or why it is refused and what would change that (docs/rdma-drivers.md)."""
+
+    allowed: bool
+    why: str
+
+
+# llm-d's AKS guide (llm-d PR #2397, Aug 2026): Standard_ND96isr_H100_v5 on AKSUbuntu-2404gen2containerd-202608.14.0,
+# kernel 6.8.0-1064-azure, mlx5_core/mlx5_ib/ib_uverbs from linux-modules-6.8.0-1064-azure, the open driver 580.159.04,
+# "GPUDirect mechanism | DMA-BUF", NCCL "DMA-BUF is available" and GDRDMA on all eight rails, ib_write_bw 375.97 Gb/s.
+SRC_INBOX_H100 = ("llm-d PR #2397 (Aug 2026) AKS guide: Standard_ND96isr_H100_v5, AKSUbuntu-2404 202608.14.0, kernel "
+                  "6.8.0-1064-azure inbox mlx5_ib, open driver 580.159.04, 'GPUDirect mechanism | DMA-BUF', NCCL "
+                  "'DMA-BUF is available' and GDRDMA on all 8 rails")
+SRC_DMABUF_GPU_OPERATOR = ("NVIDIA GPU Operator docs, GPUDirect RDMA: DMA-BUF recommended over nvidia-peermem, needs the "
+                           "open kernel modules and a kernel >= 5.12; MOFED/DOCA optional for it")
+INBOX_NO_EVIDENCE = ("no source shows this size on AKS with the node image's RDMA modules and GPUDirect over DMA-BUF; "
+                     "a qualification like llm-d's on ND H100 v5 (NCCL's 'DMA-BUF is available' and NET/IB/.../GDRDMA on "
+                     "every HCA), added to its catalog entry, would change that")
+# No H200 record: what was shown on H100 v5 carries over (derived), and the verdict proves it on every node.
+INBOX_H200 = (f"DERIVED from ND H100 v5 ({SRC_INBOX_H100}): the same VM generation, CX7 NDR HCAs and Hopper GPUs on "
+              f"the same node image; {SRC_DMABUF_GPU_OPERATOR}")
+# HB/HX have no GPUs, so no GPUDirect to prove: RDMA needs mlx5_ib and ib_uverbs, which the Ubuntu Azure kernels
+# ship (linux-modules-<kernel>-azure: SRC_INBOX_H100's module record), and rdma-core in the test image.
+INBOX_HPC = ("RDMA without GPUs: mlx5_core/mlx5_ib/ib_uverbs come with the Ubuntu Azure kernel of AKS's node image "
+             f"(as recorded in {SRC_INBOX_H100.split(':')[0]}), rdma-core with the test image; the point-to-point test "
+             "proves each node")
+INBOX_GRACE_BLACKWELL = (
+    "Azure's Grace Blackwell path is DOCA with nvidia-peermem (its GB300 NicClusterPolicy installs DOCA, and DRANET's "
+    "GB300 results ran on nvidia-peermem: docs/grace-blackwell.md); a GB200/GB300 run on AKS with the inbox modules "
+    "and DMA-BUF only would change that")
+
+
+@dataclass(frozen=True)
 class Sku:
     vm_size: str
     family: str
@@ -113,6 +148,8 @@ class Sku:
     mnnvl_rack_nodes: int | None = field(default=None, kw_only=True)
     # The all-reduce of nodes of one rack over MNNVL: reported beside the IB verdict, never in it.
     allreduce_rack: Expectation | None = field(default=None, kw_only=True)
+    # Whether `rdmaDriver: inbox` may run this size, with the evidence (core/rdma_drivers.py reads it).
+    inbox_rdma: InboxRdma = field(kw_only=True)
 
     def __post_init__(self) -> None:
         gen = IB_GENERATIONS.get(self.ib_generation)
@@ -182,6 +219,7 @@ SKUS: dict[str, Sku] = {
             allreduce_1_node=expectations.node_gate("nd96asr_v4", 228.0, "8G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
+            inbox_rdma=InboxRdma(False, INBOX_NO_EVIDENCE),
         ),
         Sku(
             vm_size="Standard_ND96amsr_A100_v4",
@@ -203,6 +241,7 @@ SKUS: dict[str, Sku] = {
             allreduce_1_node=expectations.node_gate("nd96amsr_a100_v4", 228.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
+            inbox_rdma=InboxRdma(False, INBOX_NO_EVIDENCE),
         ),
         Sku(
             vm_size="Standard_ND96isr_H100_v5",
@@ -224,6 +263,7 @@ SKUS: dict[str, Sku] = {
             allreduce_1_node=expectations.node_gate("nd96isr_h100_v5", 460.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
+            inbox_rdma=InboxRdma(True, f"{SRC_INBOX_H100}; {SRC_DMABUF_GPU_OPERATOR}"),
         ),
         Sku(
             vm_size="Standard_ND96isr_H200_v5",
@@ -245,6 +285,7 @@ SKUS: dict[str, Sku] = {
             allreduce_1_node=expectations.node_gate("nd96isr_h200_v5", 431.0, "16G"),
             cpu_cores_per_vm=96,
             cpu_cores_source=SRC_CORES_ND,
+            inbox_rdma=InboxRdma(True, INBOX_H200),
         ),
         Sku(
             vm_size="Standard_HB120rs_v3",
@@ -264,6 +305,7 @@ SKUS: dict[str, Sku] = {
             sources=(SRC_HBV3, SRC_AKS_IB_FLAG),
             cpu_cores_per_vm=120,
             cpu_cores_source=SRC_CORES_HBV3,
+            inbox_rdma=InboxRdma(True, INBOX_HPC),
         ),
         Sku(
             vm_size="Standard_HB176rs_v4",
@@ -283,6 +325,7 @@ SKUS: dict[str, Sku] = {
             sources=(SRC_HBV4, SRC_AKS_IB_FLAG),
             cpu_cores_per_vm=176,
             cpu_cores_source=SRC_CORES_HBV4,
+            inbox_rdma=InboxRdma(True, INBOX_HPC),
         ),
         Sku(
             vm_size="Standard_HX176rs",
@@ -302,6 +345,7 @@ SKUS: dict[str, Sku] = {
             sources=(SRC_HX, SRC_AKS_IB_FLAG),
             cpu_cores_per_vm=176,
             cpu_cores_source=SRC_CORES_HBV4,
+            inbox_rdma=InboxRdma(True, INBOX_HPC),
         ),
         Sku(
             vm_size="Standard_ND128isr_NDR_GB200_v6",
@@ -323,6 +367,7 @@ SKUS: dict[str, Sku] = {
             gpu_memory_gb=192,
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB200,
+            inbox_rdma=InboxRdma(False, INBOX_GRACE_BLACKWELL),
             needs_ubuntu_2404=True,  # SRC_AKS_GB200_FLAG
             mnnvl_rack_nodes=18,  # SRC_NVL72_RACK
         ),
@@ -346,6 +391,7 @@ SKUS: dict[str, Sku] = {
             gpu_memory_gb=288,  # SRC_DRANET_GB300
             cpu_cores_per_vm=128,
             cpu_cores_source=SRC_CORES_GB300,
+            inbox_rdma=InboxRdma(False, INBOX_GRACE_BLACKWELL),
             needs_ubuntu_2404=True,
             mnnvl_rack_nodes=18,
             allreduce_rack=expectations.GB300_MNNVL,

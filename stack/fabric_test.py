@@ -39,6 +39,7 @@ def all_reduce_job(cfg: StackConfig, wait_for: Sequence[pulumi.Resource], driver
             all_reduce_args=ft.all_reduce_args, timeout_minutes=ft.timeout_minutes, doctor=ft.doctor,
             doctor_minutes=ft.doctor_minutes, threshold_gbps=ft.threshold_gbps, sharp=ft.sharp,
             topology_file=ft.topology_file, wait_for=wait_for, driver_versions=driver_versions,
+            rdma_driver=cfg.ib_pool.rdma_driver,
         ),
         opts=opts,
     )
@@ -108,6 +109,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
             threshold=ft.threshold,  # in the kind's unit; the config allows only that one
             fail_on_low_bandwidth=ft.fail_on_low_bandwidth,
             fail_on=ft.fail_on,
+            rdma_driver=cfg.ib_pool.rdma_driver,
         ),
         opts=opts,
     )

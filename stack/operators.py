@@ -60,13 +60,15 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
             rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
             sriov_device_plugin_version=v.sriov_device_plugin,
             rdma_mode=cfg.rdma_mode,
+            rdma_driver=cfg.ib_pool.rdma_driver,
         ),
         opts=opts,
     )
     # GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
     uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
     gpu_operator = (
-        GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra), opts=opts)
+        GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra,
+                                                        rdma_driver=cfg.ib_pool.rdma_driver), opts=opts)
         if sku.has_gpus else None
     )
     # The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode

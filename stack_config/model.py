@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins
+from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins, rdma_drivers
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
 from stack_config.engine import ConfigError
@@ -37,6 +37,8 @@ class IbPool:
     name: str
     os_disk_size_gb: int
     min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
+    # rdmaDriver's record (core/rdma_drivers.py), looked up once, at parse: the pool's own, read per pool
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
 
     @property
     def vm_size(self) -> str:
@@ -185,6 +187,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
                         f"after a test against a peer, and a pool scaled to zero brings its first node up alone, "
                         f"held with no peer: set minNodeCount to 1 or more (that node is the peer), or "
                         f"certifier.mode: label")
+    problems += _rdma_driver_problems(ib, prefix, sku)
     if mode and mode.dra and not sku.has_gpus:
         problems.append(f"{prefix}rdmaMode: got {mode.name!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
                         f"GPU with its HCA: use shared or sriov")
@@ -192,6 +195,13 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
         problems.append(f"{prefix}rdmaMode: got {mode.name!r}; no published source says which HCA sits beside which "
                         f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems
+
+
+def _rdma_driver_problems(ib: dict[str, Any], prefix: str, sku: catalog.Sku) -> list[str]:
+    """ibPool.rdmaDriver against the size's catalog evidence (core/rdma_drivers.py `problem`)."""
+    name = ib.get("rdmaDriver")
+    why = name and rdma_drivers.problem(sku, rdma_drivers.rdma_driver(name))
+    return [f"{prefix}ibPool.rdmaDriver: got {name!r}; {why}"] if why else []
 
 
 def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
@@ -328,7 +338,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
         ib_pool=IbPool(sku=sku, node_count=ib["nodeCount"], name=ib["name"],
-                       os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"]),
+                       os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"],
+                       rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"])),
         rdma_mode=mode,
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         fabric_test=FabricTest(

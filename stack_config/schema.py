@@ -3,7 +3,7 @@ and the pinned versions, each in exactly one place."""
 
 from __future__ import annotations
 
-from core import choices, defaults, enterprise, fabric, modes, pins
+from core import choices, defaults, enterprise, fabric, modes, pins, rdma_drivers
 from stack_config import checks
 from stack_config.engine import Key, int_range, one_of, optional, regex
 
@@ -80,6 +80,8 @@ SCHEMA: tuple[Key, ...] = (
                 "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
                 "nothing, with certifier.mode label or off only: a first node back alone has no peer to pass with.",
                 default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES))),
+            Key("rdmaDriver", "string", rdma_drivers.config_description(), default=rdma_drivers.DEFAULT,
+                check=one_of(*rdma_drivers.names())),
         )),
     Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",

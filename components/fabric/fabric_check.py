@@ -35,6 +35,7 @@ from clusterside.collect import NODE_SETUP_BUDGET_MINUTES
 from components.fabric import certifier as certifier_mod
 from components.fabric.certifier import Certifier
 from components.fabric.fabric_test import FabricTestJob, number_arg
+from core import rdma_drivers
 from core.kinds import COLLECT_DEFAULT, Kind
 from verify.result import FabricResult as VerifyResult
 from verify.result import ResultError
@@ -68,6 +69,8 @@ class FabricCheckArgs:
     fail_on: str = "fail"  # with fail_on_low_bandwidth, the verdict that fails `pulumi up` (core.choices.GATE_LEVELS)
     # what the certify Job waits for besides the job and the certifier (the rack run's Role: Certifier.rack_role)
     wait_for: Sequence[pulumi.Resource] = ()
+    # The pool's RDMA driver stack (core/rdma_drivers.py): with DMA-BUF, PASS needs NCCL to show it on every HCA.
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
 
     @property
     def collect_timeout_minutes(self) -> int:
@@ -102,6 +105,8 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
     if args.fail_on_low_bandwidth:  # the level `fail` keeps the flag it always had: no re-run of the step
         argv += ["--fail-on-low-bandwidth"] if args.fail_on == "fail" else ["--fail-on", args.fail_on]
+    if args.rdma_driver.name != rdma_drivers.DEFAULT:  # verify's default is the config's: named when not it
+        argv += ["--rdma-driver", args.rdma_driver.name]
     if job.sharp:  # which transport the run measured, recorded in the result
         argv.append("--sharp")
     if job.rack_run:  # the rack's NVLink run: judged by the catalog's rack (MNNVL) figure

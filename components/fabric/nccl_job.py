@@ -20,10 +20,11 @@ from components.fabric import fabric_claims, mpi_job, nccl_settings
 from components.fabric.fabric_test import number_arg as _gbps  # the doctor's GB/s lines, written as the verdict's
 from components.fabric.nccl_settings import TOPOLOGY_DIR, TOPOLOGY_KEY, binding, nccl_env
 from components.fabric.nccl_topology import render_xml
-from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins
+from core import choices, defaults, dra, fabric, modes, nccl_sizing, pins, rdma_drivers
 from core.catalog import Sku
 from core.kinds import ALL_REDUCE, Kind
 from core.modes import RdmaMode
+from core.rdma_drivers import RdmaDriver
 from verify import doctor, doctor_checks, launcher_env
 from verify.verdict import pass_line_gbps
 
@@ -80,6 +81,8 @@ class NcclJobArgs:
     # in one NVL72 clique, the ComputeDomain's channel claimed; judged by the catalog's rack figure,
     # beside the IB-only verdict run and never in it (components/fabric/nccl_settings.py RACK_RUN).
     rack_run: bool = False
+    # The pool's RDMA driver stack (core/rdma_drivers.py): NCCL's DMA-BUF setting, and how the certifier judges.
+    rdma_driver: RdmaDriver = rdma_drivers.DOCA
 
     @property
     def deadline_minutes(self) -> int:
@@ -176,8 +179,10 @@ def retest_template(args: NcclJobArgs, spec: dict[str, Any]) -> dict[str, Any]:
     always on (its pairs are what certify a node), all computed here as for the day-0 job."""
     by_nodes = {str(n): {"NODES": str(n), **doctor_env(dataclasses.replace(args, node_count=n, doctor="always"))}
                 for n in range(2, args.node_count + 1)}
+    # the pool's RDMA driver where it is not verify's default, so the re-tests are judged as the day-0 run
+    driver = {} if args.rdma_driver.name == rdma_drivers.DEFAULT else {"rdma_driver": args.rdma_driver.name}
     return {"spec": spec, "env_by_nodes": by_nodes, "sku": args.sku.vm_size, "threshold_gbps": args.threshold_gbps,
-            "deadline_minutes": dataclasses.replace(args, doctor="always").deadline_minutes}
+            "deadline_minutes": dataclasses.replace(args, doctor="always").deadline_minutes, **driver}
 
 
 def uses_topology_file(args: NcclJobArgs) -> bool:
@@ -227,7 +232,7 @@ def job_spec(
         "MPI_MAP_BIND": " ".join(binding(sku).args),
         "LAUNCHER_NCCL_LOG": LAUNCHER_NCCL_LOG,
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run,
-                   dra=args.rdma_mode.dra),
+                   dra=args.rdma_mode.dra, rdma_driver=args.rdma_driver),
         **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
         **launcher_env.result_env(),
         **doctor_env(args),

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core import rdma_drivers
 from core.catalog import Sku
+from core.rdma_drivers import RdmaDriver
 
 TOPOLOGY_DIR = "/opt/nccl-topology"
 TOPOLOGY_KEY = "topo.xml"
@@ -105,6 +107,19 @@ WITH_SHARP: dict[str, Setting] = {
                              "UCX on an IB port, which a TCP-only UCX could not reach", AKS_VALUES),
     "UCX_NET_DEVICES": Setting("mlx5_0:1", "the same IB port as SHARP_SMX_UCX_INTERFACE", AKS_VALUES),
 }
+
+# By how the pool's GPU memory reaches the HCA (core/rdma_drivers.py `gdr`). NCCL_DMABUF_ENABLE defaults to 1 in the
+# pinned NCCL (NVIDIA/nccl v2.30.4-1 src/init.cc: NCCL_PARAM(DmaBufEnable, "DMABUF_ENABLE", 1)); set, so an image's
+# /etc/nccl.conf cannot turn off the only GPUDirect path a pool without nvidia-peermem has.
+NCCL_DMABUF = "NVIDIA/nccl v2.30.4-1 src/init.cc (NCCL_DMABUF_ENABLE, default 1)"
+BY_GDR: dict[str, dict[str, Setting]] = {
+    rdma_drivers.PEERMEM: {},
+    rdma_drivers.DMABUF: {
+        "NCCL_DMABUF_ENABLE": Setting("1", "register GPU memory with the HCA through DMA-BUF: the pool's GPU driver "
+                                           "has no nvidia-peermem (rdmaDriver: inbox)", f"{NCCL_DMABUF}; {GB_CONF}"),
+    },
+}
+
 
 @dataclass(frozen=True)
 class Family:
@@ -247,13 +262,13 @@ DRA_GB300 = {"NCCL_IB_DATA_DIRECT": Setting("0", "no mlx5 Data Direct DMA path, 
                                             "NCCL over DRA-allocated HCAs", DRANET_AKS)}
 
 
-def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False
-             ) -> dict[str, Setting]:
+def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False,
+             rdma_driver: RdmaDriver = rdma_drivers.DOCA) -> dict[str, Setting]:
     """Every NCCL/UCX/SHARP variable of the ranks for `sku`, with its reason and source, sorted (a
     family's unset entries removed); `rack`: the rack's NVLink run (the family's `rack` over the rest);
-    `dra`: the HCAs come as DRA devices (rdmaMode dra)."""
+    `dra`: the HCAs come as DRA devices (rdmaMode dra); `rdma_driver`: the pool's (BY_GDR)."""
     fam = family(sku)
-    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **fam.settings,
+    out = {**COMMON, **(WITH_SHARP if sharp else WITHOUT_SHARP), **BY_GDR[rdma_driver.gdr], **fam.settings,
            **(DRA_GB300 if dra and "GB300" in sku.vm_size else {})}
     if topology_file and sku.nccl_topology:
         out["NCCL_TOPO_FILE"] = TOPOLOGY_SETTING
@@ -264,9 +279,10 @@ def settings(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, 
     return dict(sorted((k, v) for k, v in out.items() if v.value is not None))
 
 
-def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False) -> dict[str, str]:
+def nccl_env(sku: Sku, *, topology_file: bool, sharp: bool, rack: bool = False, dra: bool = False,
+             rdma_driver: RdmaDriver = rdma_drivers.DOCA) -> dict[str, str]:
     """The environment of the launcher, forwarded to every rank by mpirun (-x)."""
-    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack, dra=dra)
+    found = settings(sku, topology_file=topology_file, sharp=sharp, rack=rack, dra=dra, rdma_driver=rdma_driver)
     return {name: str(s.value) for name, s in found.items()}
 
 
@@ -284,6 +300,7 @@ def markdown_table() -> str:
         *((f"{f.label}, the rack's NVLink run", f.rack) for f in FAMILIES.values() if f.rack),
         ("`topologyFile: true` (ND v4, ND v5)", {"NCCL_TOPO_FILE": TOPOLOGY_SETTING}),
         ("GB300 with `rdmaMode: dra`", DRA_GB300),
+        ("`ibPool.rdmaDriver: inbox` (GPUDirect over DMA-BUF)", BY_GDR[rdma_drivers.DMABUF]),
     ]
     lines = ["| variable | value | when | why | source |", "|---|---|---|---|---|"]
     for when, env in groups:

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
 from components.platform.operator_release import Chart, operator_release
-from core import fabric, pins
+from core import fabric, pins, rdma_drivers
 
 CHART = Chart(name="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 
@@ -41,12 +41,30 @@ DRIVER_UPGRADE_POLICY = {
 }
 
 
+GPU_OPERATOR_RDMA_DOC = "docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html"
+# How the driver container gives the HCAs GPU memory, by the pool's RDMA driver (core/rdma_drivers.py `gdr`); every
+# key is in the pinned chart's values.yaml and the ClusterPolicy CRD (reference/chart-values, crds; tested).
+DRIVER_GDR: dict[str, dict[str, Any]] = {
+    # GPUDirect RDMA through nvidia-peermem, which the driver pod loads. The DOCA/OFED driver comes from the
+    # Network Operator's driver container, not from the host (as aicr: useHostMofed true makes nvidia-peermem
+    # fail with an ib_core symbol mismatch).
+    rdma_drivers.PEERMEM: {"rdma": {"enabled": True, "useHostMofed": False}},
+    # GPUDirect RDMA through DMA-BUF, which NVIDIA recommends over nvidia-peermem and which needs the open kernel
+    # modules (GPU_OPERATOR_RDMA_DOC; ClusterPolicy v26.7.0 spec.driver.kernelModuleType: auto | open | proprietary,
+    # the chart's default auto). rdma.enabled false (the chart's default): no nvidia-peermem, and the driver
+    # manager waits for no MOFED (.driver-ready) that the node image's own drivers never write.
+    rdma_drivers.DMABUF: {"kernelModuleType": "open", "rdma": {"enabled": False}},
+}
+
+
 @dataclass(frozen=True)
 class GpuOperatorArgs:
     # Chart version, with its leading v (core/pins.py COMPONENTS "gpuOperator").
     version: str
     # GPUs are handed out by the NVIDIA DRA driver (components/platform/dra_driver.py), not the device plugin.
     dra_gpus: bool = False
+    # The IB pool's RDMA driver stack (core/rdma_drivers.py): how GPU memory reaches the HCAs (DRIVER_GDR).
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
@@ -66,7 +84,7 @@ def dra_values() -> dict[str, Any]:
     }
 
 
-def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
+def chart_values(dra_gpus: bool = False, rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA) -> dict[str, Any]:
     """Values for the gpu-operator chart (every key exists in its values.yaml; tested), and the
     settings of NVIDIA's AKS recipe (NVIDIA/aicr recipes/components/gpu-operator/values*.yaml), each
     adopted here or declined with its reason."""
@@ -74,10 +92,8 @@ def chart_values(dra_gpus: bool = False) -> dict[str, Any]:
         # Node Feature Discovery is its own release (components/platform/node_feature_discovery.py).
         "nfd": {"enabled": False},
         "driver": {
-            # GPUDirect RDMA: the driver container loads nvidia-peermem. The DOCA/OFED driver comes
-            # from the Network Operator's driver container, not from the host (as aicr: useHostMofed
-            # true makes nvidia-peermem fail with an ib_core symbol mismatch).
-            "rdma": {"enabled": True, "useHostMofed": False},
+            # GPUDirect RDMA, through nvidia-peermem or DMA-BUF by the pool's RDMA driver (DRIVER_GDR)
+            **DRIVER_GDR[rdma_driver.gdr],
             "upgradePolicy": DRIVER_UPGRADE_POLICY,
             # The driver stays the chart's (595.91.07 in v26.7.0), with the nvidia-peermem fix
             # NVIDIA/gpu-driver-container@446061a (NVIDIA/gpu-operator#2844).
@@ -129,7 +145,7 @@ class GpuOperator(pulumi.ComponentResource):
             chart=CHART,
             version=args.version,
             namespace_name=args.namespace_name,
-            values=chart_values(args.dra_gpus),
+            values=chart_values(args.dra_gpus, args.rdma_driver),
             timeout_seconds=args.timeout_seconds,
         )
         self.register_outputs({"release": self.release.status})

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.namespace import Namespace
 from components.platform.operator_release import Chart, operator_release
-from core import fabric, modes, pins
+from core import fabric, modes, pins, rdma_drivers
 
 CHART = Chart(name="network-operator", repo="https://helm.ngc.nvidia.com/nvidia")
 NIC_CLUSTER_POLICY_API_VERSION = "mellanox.com/v1alpha1"
@@ -50,6 +50,8 @@ class NetworkOperatorArgs:
     sriov_device_plugin_version: str
     # The RDMA mode's record (core.modes.MODES): its device plugin, if any, is the policy's.
     rdma_mode: modes.RdmaMode
+    # The IB pool's RDMA driver stack (core/rdma_drivers.py): the DOCA driver container, or the node image's own.
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
     namespace_name: str = fabric.NETWORK_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
 
@@ -87,7 +89,11 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
         },
         # Injected into every DaemonSet the operator creates from this policy.
         "tolerations": fabric.fabric_tolerations(),
-        "ofedDriver": {
+    }
+    # The DOCA driver container; with the node image's own drivers (rdmaDriver inbox) none: the device plugin
+    # below still hands the HCAs to pods, which carry rdma-core in the test image.
+    if args.rdma_driver.installs_doca:
+        spec["ofedDriver"] = {
             "repository": IMAGE_REPOSITORY,
             "image": DOCA_DRIVER_IMAGE,
             "version": args.doca_driver_version,
@@ -96,8 +102,7 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
             "startupProbe": {"initialDelaySeconds": 10, "periodSeconds": 20},
             "livenessProbe": {"initialDelaySeconds": 30, "periodSeconds": 30},
             "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
-        },
-    }
+        }
     plugin = args.rdma_mode.device_plugin
     if plugin:
         spec[plugin.section] = {
@@ -132,8 +137,8 @@ class NetworkOperator(pulumi.ComponentResource):
         super().__init__("aks-infiniband:kubernetes:NetworkOperator", name, None, opts)
         plugin = args.rdma_mode.device_plugin
         plugin_version = {plugin.section: args.device_plugin_version(plugin)} if plugin else {}
-        self.driver_versions = {"networkOperator": args.version, "docaDriver": args.doca_driver_version,
-                                **plugin_version}
+        doca = {"docaDriver": args.doca_driver_version} if args.rdma_driver.installs_doca else {}
+        self.driver_versions = {"networkOperator": args.version, **doca, **plugin_version}
         self.namespace, self.release = operator_release(
             name,
             self,
