@@ -19,7 +19,7 @@ from pathlib import Path
 from clusterside import certify, certify_admit, certify_kube
 from clusterside.kube import iso
 from clusterside.kube_api import ApiError, connect
-from core import catalog, choices, kinds
+from core import catalog, choices, kinds, rdma_drivers
 from verify import cli_args, logread, readers
 from verify.result import Collected, FabricResult
 
@@ -83,7 +83,7 @@ def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str)
     threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
     job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
     settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed,
-                                rack=args.rack)
+                                rack=args.rack, rdma_driver=args.rdma_driver or rdma_drivers.DEFAULT)
     try:
         judged = reader.judge(log, settings)
     except readers.PARSE_ERRORS as exc:

@@ -156,6 +156,7 @@ def launch(api: Api, args: argparse.Namespace, nodes: Sequence[Mapping[str, Any]
          + f" as {args.namespace}/{name}")
     writer.create_job(args.namespace, job)
     args.sku = args.sku or template["sku"]
+    args.rdma_driver = args.rdma_driver or template.get("rdma_driver")  # absent: verify's default (doca)
     if args.threshold_gbps is None:
         args.threshold_gbps = template.get("threshold_gbps")
     args.wait_minutes = args.wait_minutes or template["deadline_minutes"] + WAIT_MARGIN_MINUTES

@@ -11,7 +11,7 @@ neighbouring hosts (real rings and trees have more), HCA `channel % hcas`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 NCCL_VERSION = "2.28.9+cuda13.0"
 GIB = 1 << 30
@@ -37,8 +37,9 @@ def launcher_log(
     busbw_gbps: float = 180.0,
     network: str = "IB",
     hcas: int | Mapping[str, int] = 8,
-    gdr: bool = True,
-    gdr_hca_disabled: bool = False,
+    gdr: bool | Collection[str] = True,
+    gdr_hca_disabled: bool | Collection[str] = False,
+    dmabuf_hosts: Collection[str] = (),
     channels: int = 16,
     dropped_lines_per_rank: int = 0,
     hca_prefix: str = "mlx5_ib",
@@ -46,7 +47,13 @@ def launcher_log(
 ) -> str:
     """A whole launcher log. `hcas`: per VM, or per host ({host: n}, others get 8). `network`
     "Socket" gives NCCL's fallback (no HCA, NET/Socket channels). `dropped_lines_per_rank`: INFO
-    lines the launcher's filter drops (intra-node P2P channels), to give the raw log its real bulk."""
+    lines the launcher's filter drops (intra-node P2P channels), to give the raw log its real bulk. `gdr` and
+    `gdr_hca_disabled`: for every host, or the hosts named; `dmabuf_hosts`: the hosts whose ranks print NCCL's
+    "DMA-BUF is available on GPU device N" (NVIDIA/nccl v2.30.4-1 src/init.cc:413)."""
+
+    def of(hosts_or_all: bool | Collection[str], host: str) -> bool:
+        return hosts_or_all if isinstance(hosts_or_all, bool) else host in hosts_or_all
+
     nodes, ranks = len(hosts), len(hosts) * gpus
     out: list[str] = []
 
@@ -86,8 +93,10 @@ def launcher_log(
             devices = "".join(f" [{i}]{hca_prefix}{i}:1/IB" for i in range(n))
             info(r, f"NET/IB : Using{devices} [RO]; OOB eth0:{addr}")
         info(r, f"Using network {network}")
+        if host in dmabuf_hosts:
+            info(r, f"DMA-BUF is available on GPU device {r % gpus}")
         if network != "Socket":
-            state = "Disabled" if gdr_hca_disabled else "Enabled"
+            state = "Disabled" if of(gdr_hca_disabled, host) else "Enabled"
             for i in range(n):
                 info(r, f"NET/IB : GPU Direct RDMA {state} for HCA {i} '{hca_prefix}{i}'")
         info(r, f"comm 0x55aa{r:08x} rank {r} nRanks {ranks} nNodes {nodes} localRanks {gpus} localRank "
@@ -99,8 +108,8 @@ def launcher_log(
         local = c % gpus
         for i in range(nodes):
             src, dst = i * gpus + local, (i + 1) % nodes * gpus + local
-            flags = "/GDRDMA" if gdr and network != "Socket" else ""
             for rank, direction in ((src, "send"), (dst, "receive")):
+                flags = "/GDRDMA" if of(gdr, hosts[rank // gpus]) and network != "Socket" else ""
                 dev = c % max(1, hca_count(hosts[rank // gpus])) if network != "Socket" else 0
                 info(rank, f"Channel {c:02d}/0 : {src}[{local}] -> {dst}[{local}] [{direction}] "
                            f"via NET/{network}/{dev}{flags}")
@@ -122,3 +131,31 @@ def launcher_log(
 def worker_hosts(n: int, job: str = "nccl-allreduce") -> list[str]:
     """The workers' host names as NCCL logs them: the pod names (gethostname cut at the first '.')."""
     return [f"{job}-mpiworker-{i}" for i in range(n)]
+
+
+# GPUDirect over DMA-BUF (rdmaDriver inbox), NCCL 2.30.4 as pinned: each case's log, CONSTRUCTED from the lines
+# NVIDIA/nccl v2.30.4-1 prints (tests/data/nccl-info_constructed_dmabuf.md says which line comes from where).
+DMABUF_NCCL_VERSION = "2.30.4+cuda13.0"
+H100_HOSTS = ["nccl-allreduce-mpiworker-0", "nccl-allreduce-mpiworker-1"]
+
+
+def dmabuf_case_logs() -> dict[str, str]:
+    """The constructed logs of tests/data for each DMA-BUF case, by file name (2 x ND H100 v5, 8 GPUs and
+    8 HCAs each, a healthy figure: only the transport lines differ)."""
+    hosts = H100_HOSTS
+    cases = {
+        # the open kernel modules on a kernel >= 5.12: every GPU offers DMA-BUF, every HCA takes it
+        "inbox-dmabuf-every-hca": dict(dmabuf_hosts=hosts),
+        # the proprietary kernel modules (or CUDA < 11.7): no "DMA-BUF is available", so with no nvidia-peermem
+        # NCCL disables GPUDirect on every HCA and the channels run without GDRDMA
+        "inbox-no-gpu-dmabuf": dict(dmabuf_hosts=(), gdr=False, gdr_hca_disabled=True),
+        # one node's kernel (< 5.12) or the image's rdma-core (< v34) refuses ibv_reg_dmabuf_mr: its GPU offers
+        # DMA-BUF, its HCAs take none
+        "inbox-hca-no-dmabuf-one-host": dict(dmabuf_hosts=hosts, gdr=[hosts[0]], gdr_hca_disabled=[hosts[1]]),
+        # DOCA with nvidia-peermem: GPUDirect on every HCA, and no DMA-BUF line (NCCL_DMABUF_ENABLE unset would
+        # print it where the GPU offers DMA-BUF; here the proprietary modules offer none)
+        "doca-peermem": dict(dmabuf_hosts=()),
+    }
+    return {f"nccl-info_constructed_{DMABUF_NCCL_VERSION.split('+')[0]}_{name}_2x8-h100.log":
+            launcher_log(hosts, 8, busbw_gbps=370.0, **kw).replace(NCCL_VERSION, DMABUF_NCCL_VERSION)
+            for name, kw in cases.items()}

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from core import catalog, choices
+from core import catalog, choices, rdma_drivers
 from verify import gate, readers
 from verify.result import FabricResult
 
@@ -89,4 +89,5 @@ def error(message: str, as_json: bool = False) -> int:
 
 def settings(args: argparse.Namespace, reader: readers.Reader, job_failed: str | None = None) -> readers.Settings:
     return readers.Settings(sku=args.sku, nodes=args.nodes, threshold=reader.threshold(args), plot=args.plot,
-                            job_failed=job_failed, rack=getattr(args, "rack", False))
+                            job_failed=job_failed, rack=getattr(args, "rack", False),
+                            rdma_driver=getattr(args, "rdma_driver", None) or rdma_drivers.DEFAULT)

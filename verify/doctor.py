@@ -365,6 +365,10 @@ def _transport_suspects(pairs: Sequence[PairRun], exp: Expectations) -> tuple[li
     if exp.expects_gdr:
         rules.append(("no_gdr_hosts", "an inter-node connection ran without GPUDirect RDMA in its pair runs",
                       "check nvidia-peermem / dma-buf on this node (the GPU Operator's driver.rdma)"))
+    if exp.gdr_via_dmabuf:  # no peer memory on the pool: DMA-BUF on every HCA, or the node is not admitted
+        rules.append(("no_dmabuf_hosts", "NCCL's lines do not show GPUDirect over DMA-BUF on every HCA in its pair "
+                      "runs", "check the node's kernel (>= 5.12), the GPU driver's open kernel modules and the "
+                      "image's rdma-core (verify/dmabuf.py)"))
     checked = {h for p in pairs if p.transport for h in p.hosts}
     suspects: list[Suspect] = []
     notes: list[str] = []

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog
+from core import catalog, rdma_drivers
 from verify.hca import HcaPort
 from verify.verdict import Verdict, pass_line_gbps
 
@@ -37,6 +37,7 @@ class PairRun:
     transport: str | None = None
     socket_hosts: tuple[str, ...] = ()
     no_gdr_hosts: tuple[str, ...] = ()
+    no_dmabuf_hosts: tuple[str, ...] = ()  # hosts whose lines do not show GPUDirect over DMA-BUF (verify.dmabuf)
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,14 @@ class Expectations:
     hca_source: str | None = None
     hca_gate_memory: str | None = None  # the memory that gate was measured from (catalog LinkExpectation)
     expects_gdr: bool = False  # inter-node connections must use GPUDirect RDMA (catalog: ND sizes)
+    # ... through DMA-BUF, shown by NCCL on every HCA: a GPU pool without peer memory (core/rdma_drivers.py)
+    gdr_via_dmabuf: bool = False
 
     @classmethod
-    def for_sku(cls, sku: catalog.Sku, pair_threshold_gbps: float | None = None) -> Expectations:
+    def for_sku(cls, sku: catalog.Sku, pair_threshold_gbps: float | None = None,
+                rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA) -> Expectations:
         """`pair_threshold_gbps`: the user's threshold override (it replaces the catalog's, as in
-        verify.verdict)."""
+        verify.verdict); `rdma_driver`: the pool's driver stack."""
         pair = sku.allreduce_expectation(2)
         node = sku.allreduce_1_node
         return cls(
@@ -91,6 +95,7 @@ class Expectations:
             hca_source=sku.p2p.source if sku.p2p else None,
             hca_gate_memory=sku.p2p.gate_memory if sku.p2p else None,
             expects_gdr=sku.expects_gpudirect_rdma,
+            gdr_via_dmabuf=rdma_drivers.gdr_via_dmabuf(sku, rdma_driver),
         )
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core import catalog
+from core import catalog, rdma_drivers
 from verify import logread, result, sections
 from verify.doctor import diagnose
 from verify.doctor_checks import Diagnosis, Expectations, PairRun
@@ -71,25 +71,27 @@ def _pair(p: PairRun) -> result.DoctorPair:
                              transport=p.transport)
 
 
-def expectations(sku: str | None, threshold_gbps: float | None) -> Expectations:
+def expectations(sku: str | None, threshold_gbps: float | None,
+                 rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA) -> Expectations:
     if not sku:
         return Expectations(pair_threshold_gbps=threshold_gbps,
                             pair_threshold_source="threshold override" if threshold_gbps is not None else None)
     try:
-        return Expectations.for_sku(catalog.lookup(sku), threshold_gbps)
+        return Expectations.for_sku(catalog.lookup(sku), threshold_gbps, rdma_driver)
     except KeyError:
         return Expectations(pair_threshold_gbps=threshold_gbps)
 
 
 def assess(log: str | logread.LogFold, *, sku: str | None, threshold_gbps: float | None,
-           torsets: Mapping[str, str] | None = None) -> DoctorAssessment:
+           torsets: Mapping[str, str] | None = None,
+           rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA) -> DoctorAssessment:
     """The doctor's findings in `log` (its text, or the one pass over it: verify.logread). A 2-node run's
     all-nodes section is its one pair (round 0), so that the per-HCA figures and the per-node checks have
     a slow pair to explain. `torsets`: host (as the log's markers name it) -> torset, when known
     (verify.doctor.diagnose)."""
     read = logread.fold(log, p2p=False)
     run = read.doctor_run()
-    exp = expectations(sku, threshold_gbps)
+    exp = expectations(sku, threshold_gbps, rdma_driver)
     pairs = list(run.pairs)
     if run.ran and not pairs and (round0 := read.round0_pair()) is not None:
         pairs.append(round0)

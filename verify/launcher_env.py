@@ -21,6 +21,9 @@ from verify.loglines import HOST_ERE, NCCL_PREFIX_ERE, ROW_COLUMNS_ERE, TAG_ERE
 # the versions, the network, the HCAs, GPUDirect RDMA, the plugins, the comm's rank/node counts.
 KEEP_INFO_ERE = (r"^(NCCL version |Using network |NET/[^ ]+ : Using|NET/IB : No device found|NET/Plugin|"
                  r"comm 0x[0-9a-f]+ rank [0-9]+ nRanks [0-9]+ nNodes )|GPU Direct RDMA")
+# "DMA-BUF is available on GPU device N" (verify/dmabuf.py), kept where the verdict needs it: a GPU pool without
+# peer memory (core/rdma_drivers.py gdr_via_dmabuf), so the filter of every other pool stays as it was.
+KEEP_DMABUF_ERE = r"^DMA-BUF is available on GPU device "
 # An inter-node connection ("[send] via NET/IB/0/GDRDMA", CollNet's "[send] via COLLNET/..."): each is
 # its own channel, so the all-nodes run keeps every one (the doctor's runs one per host and path).
 CONNECTION_ERE = r"\[(send|receive)\] via "
@@ -28,15 +31,16 @@ CONNECTION_ERE = r"\[(send|receive)\] via "
 INFO_ERE = HOST_ERE + r":[0-9]+:[0-9]+ \[[0-9]+\] NCCL INFO "
 
 
-def log_filter_env() -> dict[str, str]:
-    """The filter's patterns (the all-nodes run's output, and `--condense-nccl-log`)."""
+def log_filter_env(dmabuf: bool = False) -> dict[str, str]:
+    """The filter's patterns (the all-nodes run's output, and `--condense-nccl-log`); `dmabuf`: keep NCCL's
+    DMA-BUF lines too."""
     return {
         "LOG_TAG_ERE": TAG_ERE,  # mpirun --tag-output's "[JOB,RANK]<stdout>:"
         "LOG_ROW_ERE": ROW_COLUMNS_ERE,  # an nccl-tests row's first columns (an NCCL line may follow)
         "LOG_NCCL_LINE_ERE": NCCL_PREFIX_ERE,  # where one of NCCL's INFO/WARN lines starts
         "LOG_NCCL_INFO_ERE": INFO_ERE,  # where an INFO line's message starts
         "LOG_NCCL_HOST_ERE": HOST_ERE,  # its host, the first thing in it
-        "LOG_NCCL_KEEP_ERE": KEEP_INFO_ERE,
+        "LOG_NCCL_KEEP_ERE": f"{KEEP_INFO_ERE}|{KEEP_DMABUF_ERE}" if dmabuf else KEEP_INFO_ERE,
         "LOG_NCCL_CONNECTION_ERE": CONNECTION_ERE,
     }
 

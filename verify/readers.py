@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
-from core import catalog, kinds
+from core import catalog, kinds, rdma_drivers
 from verify import doctor_report, logread, p2p
 from verify.nccl import ParseError
 from verify.report import summary, table
@@ -34,6 +34,7 @@ class Settings:
     plot: str | None = None
     job_failed: str | None = None  # the Volcano job failed (collect): a FAIL whatever the log says
     rack: bool = False  # the rack's NVLink run of a GB size (collect --rack): judged by the catalog's rack figure
+    rdma_driver: str = rdma_drivers.DEFAULT  # the pool's RDMA driver stack (--rdma-driver; core/rdma_drivers.py)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ class NcclTests(_OfKind):
         result = read.nccl()
         rack = {"expectation": catalog.lookup(settings.sku).allreduce_rack} if settings.rack and settings.sku else {}
         judgement = judge(result, sku=settings.sku, nodes=settings.nodes, threshold_gbps=settings.threshold,
-                          job_failed=settings.job_failed, **rack)
+                          job_failed=settings.job_failed, rdma_driver=rdma_drivers.rdma_driver(settings.rdma_driver),
+                          **rack)
         out = summary(result, judgement)
         if settings.plot:
             from verify.plot import write_png
@@ -147,7 +149,8 @@ class NcclTests(_OfKind):
         `suspects` and `doctor` in the JSON, its block in the text, the verdict raised to the worst finding."""
         if not self.record.has_doctor:
             return Judged(out, text)
-        assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold)
+        assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold,
+                                          rdma_driver=rdma_drivers.rdma_driver(settings.rdma_driver))
         merged = doctor_report.merge(out, assessment)
         text += doctor_report.text(assessment)
         if merged.verdict != out.verdict:

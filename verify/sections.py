@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from verify import bounded, perftest
+from verify import bounded, dmabuf, perftest
 from verify.bounded import Kept
 from verify.doctor_checks import HcaBandwidth, NodeCheck, PairRun
 from verify.hca import parse_gpus, parse_ports
@@ -159,7 +159,8 @@ class NcclFigure:
         named = {h.split(".")[0]: h for h in hosts}
         return PairRun(round_, hosts, busbw, failure, transport=t.summary(2),
                        socket_hosts=tuple(named.get(h, h) for h in t.socket_hosts),
-                       no_gdr_hosts=tuple(named.get(h, h) for h in t.hosts_without_gdr()))
+                       no_gdr_hosts=tuple(named.get(h, h) for h in t.hosts_without_gdr()),
+                       no_dmabuf_hosts=tuple(named.get(h, h) for h in dmabuf.hosts_without(t)))
 
 
 def _lines(sink, text: str):

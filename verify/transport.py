@@ -10,7 +10,9 @@ v2.21.5-1, v2.23.4-1, v2.26.2-1, v2.28.9-1 and v2.29.7-1 unless said):
   on; "NET/IB : Using [RO]; OOB ..." lists none (2.28, seen in tests/data) and "NET/IB : No device
   found." says the same; src/transport/net_socket.cc: "NET/Socket : Using [0]eth0:ADDR";
 - src/graph/topo.cc: "NET/%s : GPU Direct RDMA %s for HCA %d '%s'" (Enabled / Disabled: whether the
-  driver can register GPU memory with that HCA, i.e. nvidia-peermem or dma-buf);
+  driver can register GPU memory with that HCA, i.e. nvidia-peermem or dma-buf; line 1457 at v2.30.4-1);
+- src/init.cc: "DMA-BUF is available on GPU device %d" (NCCL_INIT: the CUDA driver exports the GPU's memory as
+  DMA-BUF and the network can register it; line 413 at v2.30.4-1, the same text from v2.18.3-1);
   src/graph/paths.cc: "GPU Direct RDMA Disabled for GPU ... (distance %d > %d)" (the GPU is too far
   from the NIC for NCCL_NET_GDR_LEVEL; 2.29 words it "... for GPU/%ld-%ld (rank %d) - NET/..."; from
   2.30.3 it is TRACE, never in an INFO log, and verify.verdict says so instead);
@@ -43,6 +45,7 @@ _NET_USING = re.compile(r"^NET/(?P<net>[^ ]+) : Using(?P<devices>.*?)(?:; OOB .*
 _IB_DEVICE = re.compile(r"\[\d+\](?P<name>[^\s:\[\]]+):\d+/(?P<link>IB|RoCE)\b")
 _NO_IB_DEVICE = re.compile(r"^NET/IB : No device found")
 _HCA_GDR = re.compile(r"^NET/(?P<net>[^ ]+) : GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA \d+ '(?P<hca>[^']*)'")
+_DMABUF_GPU = re.compile(r"^DMA-BUF is available on GPU device (?P<dev>\d+)")
 _DISTANCE_GDR_OFF = re.compile(r"^GPU Direct RDMA Disabled for .*distance")
 _CHANNEL = re.compile(
     r"^Channel \d+(?:/\d+)? : \d+\[[0-9a-fA-Fx]+\] -> \d+\[[0-9a-fA-Fx]+\] \[(?P<dir>send|receive)\] "
@@ -78,6 +81,8 @@ class Transport:
     no_ib_device_hosts: tuple[str, ...] = ()  # "NET/IB : No device found"
     gdr_disabled_hcas_by_host: dict[str, tuple[str, ...]] = field(default_factory=dict)  # topo.cc "Disabled"
     gdr_distance_disabled_hosts: tuple[str, ...] = ()  # paths.cc: GPU too far from the NIC
+    gdr_enabled_hcas_by_host: dict[str, tuple[str, ...]] = field(default_factory=dict)  # topo.cc "Enabled"
+    dmabuf_gpus_by_host: dict[str, tuple[int, ...]] = field(default_factory=dict)  # init.cc "DMA-BUF is available"
     # every inter-node connection end ([send] and [receive] lines), by path, and by host and path
     channels_by_host: dict[str, dict[str, int]] = field(default_factory=dict)
     nodes: int | None = None  # nNodes of the "comm ... nNodes" lines (2.20+)
@@ -193,6 +198,8 @@ class Collector:
         self._hcas: dict[str, dict[str, None]] = {}
         self._no_ib: dict[str, None] = {}
         self._gdr_off: dict[str, dict[str, None]] = defaultdict(dict)
+        self._gdr_on: dict[str, dict[str, None]] = defaultdict(dict)
+        self._dmabuf: dict[str, dict[int, None]] = defaultdict(dict)
         self._distance_off: dict[str, None] = {}
         self._channels: dict[str, Counter[str]] = defaultdict(Counter)
         self._plugins: dict[str, None] = {}
@@ -220,8 +227,11 @@ class Collector:
         elif m := _USING_NETWORK.match(message):
             self._networks[host].setdefault(m[1])
         elif m := _HCA_GDR.match(message):
-            if m["state"] == "Disabled" and m["net"] != SOCKET:
-                self._gdr_off[host].setdefault(m["hca"])
+            if m["net"] != SOCKET:
+                for name in m["hca"].split("+"):  # a merged device, as in "NET/IB : Using"
+                    (self._gdr_off if m["state"] == "Disabled" else self._gdr_on)[host].setdefault(name)
+        elif m := _DMABUF_GPU.match(message):
+            self._dmabuf[host].setdefault(int(m["dev"]))
         elif _NO_IB_DEVICE.match(message):
             self._no_ib.setdefault(host)
             self._hcas.setdefault(host, {})
@@ -251,6 +261,8 @@ class Collector:
             no_ib_device_hosts=tuple(sorted(self._no_ib, key=natural_key)),
             gdr_disabled_hcas_by_host={h: tuple(v) for h, v in by_host(self._gdr_off) if v},
             gdr_distance_disabled_hosts=tuple(sorted(self._distance_off, key=natural_key)),
+            gdr_enabled_hcas_by_host={h: tuple(v) for h, v in by_host(self._gdr_on) if v},
+            dmabuf_gpus_by_host={h: tuple(sorted(v)) for h, v in by_host(self._dmabuf) if v},
             channels_by_host={h: dict(sorted(c.items())) for h, c in by_host(self._channels)},
             nodes=self._nodes,
             local_ranks=self._local,

@@ -14,7 +14,9 @@ The rules, in one place (docs/fabric-test.md shows them as a table):
 - FAIL, from NCCL's own INFO lines (`verify.transport`), on a run across nodes: a rank selected the
   Socket network or an inter-node connection went over NET/Socket (TCP, not RDMA); or, on a size
   whose catalog entry expects GPUDirect RDMA (every ND size), an RDMA inter-node connection ran
-  without GDRDMA (staged through host memory).
+  without GDRDMA (staged through host memory); or, on a GPU pool whose RDMA driver has no peer memory
+  (`rdma_driver` inbox, core/rdma_drivers.py), NCCL's lines do not show GPUDirect over DMA-BUF on every HCA of
+  every host (verify/dmabuf.py: the lines, their NCCL source, the causes), a log without them included.
 - WARN, from the same lines: a host opened fewer InfiniBand HCAs than the catalog's HCAs per VM, or
   a host named by nccl-tests logged no transport line. A log without transport lines (NCCL_DEBUG
   not INFO) keeps the bandwidth verdict, with a note that the transport was not checked.
@@ -38,9 +40,9 @@ import enum
 import re
 from dataclasses import dataclass
 
-from core import catalog, modes
+from core import catalog, modes, rdma_drivers
 from core.expectations import FLOOR_FRACTION_OF_BASELINE, Expectation
-from verify import figures
+from verify import dmabuf, figures
 from verify.nccl_result import NcclResult
 from verify.transport import SOCKET, Transport, natural_key
 
@@ -141,9 +143,11 @@ def judge(
     threshold_gbps: float | None = None,
     job_failed: str | None = None,
     expectation: Expectation | None | object = FROM_CATALOG,
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA,
 ) -> Judgement:
     """Judge `result`. `nodes` defaults to the number of distinct hosts the log names.
     `job_failed` is a message when the job that ran the test ended badly (the collector passes it).
+    `rdma_driver`: the pool's driver stack; with DMA-BUF, PASS needs NCCL to show it on every HCA.
     `expectation` replaces the catalog's entry for (sku, nodes) - for tests and what-ifs."""
     findings: list[tuple[Verdict, str]] = []
     notes: list[str] = []  # said, but no bearing on the verdict
@@ -216,6 +220,14 @@ def judge(
             notes.append(reason)
         else:
             add(verdict, reason)
+    if entry is not None and rdma_drivers.gdr_via_dmabuf(entry, rdma_driver) and (nodes or 0) >= 2:
+        missing = dmabuf.problems(result.transport or Transport())
+        for why in missing:
+            add(Verdict.FAIL, f"GPUDirect over DMA-BUF not shown (rdmaDriver {rdma_driver.name}, no nvidia-peermem): "
+                              f"{why}")
+        if not missing:
+            notes.append(f"{dmabuf.summary(result.transport or Transport())} (NCCL's own lines, rdmaDriver "
+                         f"{rdma_driver.name})")
 
     # -- is it fast enough? --------------------------------------------------------------------
     if expectation is FROM_CATALOG:

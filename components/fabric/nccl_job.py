@@ -233,7 +233,8 @@ def job_spec(
         "LAUNCHER_NCCL_LOG": LAUNCHER_NCCL_LOG,
         **nccl_env(sku, topology_file=args.topology_file, sharp=args.sharp, rack=args.rack_run,
                    dra=args.rdma_mode.dra, rdma_driver=args.rdma_driver),
-        **launcher_env.log_filter_env(),  # the log filter's and result's patterns: verify's
+        # the log filter's and result's patterns: verify's (NCCL's DMA-BUF lines kept where the verdict needs them)
+        **launcher_env.log_filter_env(dmabuf=rdma_drivers.gdr_via_dmabuf(sku, args.rdma_driver)),
         **launcher_env.result_env(),
         **doctor_env(args),
     }

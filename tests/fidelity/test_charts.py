@@ -120,6 +120,20 @@ def test_the_cluster_policy_enables_gpudirect_rdma_on_the_network_operators_driv
     assert driver["rdma"] == {"enabled": True, "useHostMofed": False}
 
 
+def test_an_inbox_pools_cluster_policy_has_open_modules_and_no_peermem_and_passes_its_crd(dev, dev_charts, helm):
+    """rdmaDriver inbox: the values the stack hands the pinned chart (gpu_operator.DRIVER_GDR) become the
+    ClusterPolicy's spec.driver.kernelModuleType open and rdma.enabled false, valid against its CRD."""
+    from core import rdma_drivers
+
+    values = gpu_operator.chart_values(rdma_driver=rdma_drivers.INBOX)
+    rendered = rerender(dev, dev_charts, helm, "gpu-operator", values)
+    (policy,) = rendered.of_kind(CLUSTER_POLICY[1], CLUSTER_POLICY[0])
+    driver = policy["spec"]["driver"]
+    assert driver["kernelModuleType"] == "open" and driver["rdma"]["enabled"] is False
+    assert cluster_policy(dev_charts)["spec"]["driver"]["kernelModuleType"] == "auto"  # the chart's, on doca
+    assert sc.custom_resource_errors(policy, sc.crds_from(rendered.crds, "gpu-operator")) == []
+
+
 def test_the_cluster_policy_upgrades_one_node_at_a_time_past_the_test_pods(dev_charts):
     policy = cluster_policy(dev_charts)["spec"]["driver"]["upgradePolicy"]
     assert policy["autoUpgrade"] is True and policy["maxParallelUpgrades"] == 1

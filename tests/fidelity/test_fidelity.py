@@ -52,7 +52,9 @@ SIZES = {"a100": "Standard_ND96asr_v4", "h100": "Standard_ND96isr_H100_v5", "hb"
          "gb200": "Standard_ND128isr_NDR_GB200_v6", "gb300": "Standard_ND128isr_GB300_v6"}
 # every size in both device-plugin modes; the DRA mode (DRANET, the NVIDIA DRA driver) where it applies
 STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared", "sriov")] + [
-    ("h100", "dra"), ("gb200", "sriov"), ("gb300", "dra")]
+    ("h100", "dra"), ("gb200", "sriov"), ("gb300", "dra"),
+    # the node image's own RDMA drivers (ibPool.rdmaDriver inbox): no DOCA, GPUDirect over DMA-BUF
+    ("h100", "shared", "inbox"), ("hb", "shared", "inbox")]
 
 
 # Shapes that an example stack has (the same size and mode; only its location and tags differ) are that
@@ -62,7 +64,10 @@ STACKS = [(size, mode) for size in ("a100", "h100", "hb") for mode in ("shared",
 EXAMPLES = {("h100", "shared"): "dev", ("hb", "shared"): "hb", ("gb200", "sriov"): "gb200", ("gb300", "dra"): "gb300"}
 
 
-def shape(size: str, mode: str) -> engine.Rendering:
+def shape(size: str, mode: str, driver: str | None = None) -> engine.Rendering:
+    if driver:
+        return rendered("dev", dev_config(rdmaMode=mode, ibPool={"vmSize": SIZES[size], "rdmaDriver": driver}),
+                        part="kubernetes")
     if (size, mode) in EXAMPLES:
         config = engine.stack_file_config(EXAMPLES[(size, mode)])
         assert config[f"{engine.PROJECT}:ibPool"]["vmSize"] == SIZES[size]
@@ -72,7 +77,7 @@ def shape(size: str, mode: str) -> engine.Rendering:
     return rendered("dev", config, part="kubernetes")
 
 
-@pytest.fixture(scope="module", params=STACKS, ids=[f"{s}-{m}" for s, m in STACKS])
+@pytest.fixture(scope="module", params=STACKS, ids=["-".join(p) for p in STACKS])
 def stack(request) -> engine.Rendering:
     return shape(*request.param)
 

@@ -169,3 +169,24 @@ def test_each_run_pushes_its_metrics_to_a_pushgateway(tmp_path, capsys):
     assert f'aks_infiniband_fabric_node_state{{node="{name(3)}",state="quarantined"}} 1' in text  # as left
     assert f'aks_infiniband_fabric_node_state{{node="{name(0)}",state="certified"}} 1' in text
     assert "aks_infiniband_fabric_breaker_open 0" in text and "aks_infiniband_fabric_pair_busbw_gbps{" in text
+
+
+def test_on_an_inbox_pool_a_node_whose_run_shows_no_dmabuf_is_not_admitted(tmp_path, capsys):
+    """The same healthy re-test as above (GDRDMA everywhere, fast pairs), on a pool whose template names the
+    node image's own RDMA drivers (rdma_driver inbox, components/fabric/nccl_job.py retest_template): its log
+    has no NCCL DMA-BUF line, so nothing shows GPUDirect over DMA-BUF and the new node stays held."""
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps({**retest_template(), "rdma_driver": "inbox"})}}
+    created, run = run_retest()
+    nodes = [node(0, None, certified=True), node(1, None, certified=True), node(2, None, certified=True), node(3)]
+    with FakeApi(nodes=nodes, pods=[gpu_pod(name(2))], configmaps=[template], run_job=run) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        cli.main(["certify", "--recurring", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                  "--poll-seconds", "0.01", "--json"])
+        out = json.loads(capsys.readouterr().out)
+    assert created and out["result"]["verdict"] == "FAIL"
+    assert any("GPUDirect over DMA-BUF not shown" in r for r in out["result"]["reasons"])
+    assert api.taints(name(3)) != [POOL], "not admitted"
+    assert (api.condition(name(3), fabric.FABRIC_CONDITION) or {}).get("status") != "True"
