@@ -14,6 +14,7 @@ from offline.objects import HELM_TYPES, helm_chart
 from offline.timeline import Step, Timeline
 
 SCENARIOS = ("typical", "low", "high")
+DOCA_READY = "doca-driver-ready"  # the on-node step of the DOCA driver build (a NicClusterPolicy with ofedDriver)
 
 
 # --- the timeline: steps, dependencies, durations (the types: offline/timeline.py) ---------------
@@ -78,7 +79,7 @@ def build_timeline(rendering: Rendering) -> Timeline:
     ready: list[str] = []
     for policy in find(lambda r: r.type.endswith(":NicClusterPolicy")):
         if (policy.inputs.get("spec") or {}).get("ofedDriver"):
-            sid = f"{ids[policy.urn]}/doca-driver-ready"
+            sid = f"{ids[policy.urn]}/{DOCA_READY}"
             steps[sid] = Step(sid, "DOCA/OFED driver container built and loaded on the IB nodes", "on-node",
                               steps[ids[policy.urn]].component, durations.DOCA_DRIVER_READY,
                               {ids[policy.urn], *pools}, on_node=True)
@@ -124,6 +125,11 @@ def build_timeline(rendering: Rendering) -> Timeline:
             if jid in step.deps and step.id not in (sid, pull, last):
                 step.deps.add(last)
 
+    return _scheduled(steps, runs)
+
+
+def _scheduled(steps: dict[str, Step], runs: list[str]) -> Timeline:
+    """Each step's start and finish in each scenario, and the critical path to the first of `runs` to end."""
     order = _topological(steps)
     start: dict[str, dict[str, float]] = {}
     finish: dict[str, dict[str, float]] = {}
@@ -141,6 +147,31 @@ def build_timeline(rendering: Rendering) -> Timeline:
         deps = sorted(steps[current].deps)
         current = max(deps, key=lambda d: (finish["typical"][d], d)) if deps else None
     return Timeline(steps, target, start, finish, list(reversed(path)))
+
+
+def on_the_node_images_drivers(tl: Timeline) -> Timeline | None:
+    """`tl` with the pool on the node image's own RDMA drivers (`ibPool.rdmaDriver: inbox`): the same steps
+    without the DOCA driver build (None where there is none). It is what the inbox render's own timeline is
+    (tests/stack/test_synth.py renders both): its GPU Operator values change no step's duration here."""
+    if not any(s.endswith(f"/{DOCA_READY}") for s in tl.steps):
+        return None
+    steps = {sid: Step(s.id, s.label, s.type, s.component, s.duration, {d for d in s.deps
+                                                                        if not d.endswith(f"/{DOCA_READY}")},
+                       s.on_node)
+             for sid, s in tl.steps.items() if not sid.endswith(f"/{DOCA_READY}")}
+    return _scheduled(steps, [tl.target] if tl.target else [])
+
+
+def node_bring_up(tl: Timeline, scenario: str) -> float:
+    """Minutes from a new node's join (the pool's step ends) until it is ready for the test: the latest of the
+    on-node steps that follow the pool (drivers, the image pull), run for each node that scales up or is
+    re-imaged. 0 when the render has none."""
+    pools = {sid for sid, s in tl.steps.items() if s.type == "azure-native:containerservice:AgentPool"}
+    after = [sid for sid, s in tl.steps.items() if s.on_node and s.deps & pools and not sid.endswith(("/runs", "/doctor"))]
+    if not pools or not after:
+        return 0.0
+    joined = max(tl.finish[scenario][p] for p in pools)
+    return round(max(tl.finish[scenario][sid] for sid in after) - joined, 6)  # minutes, float noise cut
 
 
 def _launcher_env(job: Resource) -> dict[str, str]:

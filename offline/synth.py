@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import catalog
+from core import catalog, rdma_drivers
 from offline import config_groups, script_refs
 from offline.engine import SECRET, Rendering, Resource
 from offline.objects import (
@@ -42,6 +42,7 @@ from offline.objects import (
     slug,
     to_yaml,
 )
+from offline import schedule
 from offline.schedule import build_timeline, display_ids, is_node, minutes_text, timeline_json, top_component
 from offline.timeline import Timeline
 
@@ -262,18 +263,19 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         lines.append(f"| after the first result: {_cell(doctor.label)}, bounded by fabricTest.doctorMinutes; "
                      f"`pulumi up` waits for it | {minutes_text(d.typical_min)} "
                      f"({minutes_text(d.low_min)}–{minutes_text(d.high_min)}) |")
-    lines += [
-        "",
-        "Critical path:",
-        "",
-        "| step | what | start | minutes | basis |",
-        "|---|---|---|---|---|",
-    ]
-    for sid in tl.critical_path:
-        s = tl.steps[sid]
-        d = s.duration
-        lines.append(f"| `{_cell(sid)}` | {_cell(s.label)} | {tl.start['typical'][sid]:.1f} | "
-                     f"{d.typical_min:g} ({d.low_min:g}–{d.high_min:g}) | {d.basis} |")
+    inbox = _inbox_timeline(rendering, tl)
+    if inbox is not None:
+        lines.append("| the same stack with `ibPool.rdmaDriver: inbox` (no DOCA driver build on the pool's nodes; "
+                     f"docs/rdma-drivers.md) | **{span(inbox.critical_total)}** |")
+    if schedule.node_bring_up(tl, "typical"):
+        lines.append("| a new node (scale-up, re-image): from joining to ready for the test (its drivers, the "
+                     f"image) | {span(lambda s: schedule.node_bring_up(tl, s))} |")
+    if inbox is not None:
+        lines.append("| the same with `ibPool.rdmaDriver: inbox` | "
+                     f"{span(lambda s: schedule.node_bring_up(inbox, s))} |")
+    lines += _critical_path_table("Critical path:", tl)
+    if inbox is not None:
+        lines += _critical_path_table("Critical path with `ibPool.rdmaDriver: inbox`:", inbox)
     lines += ["", "Every step, its window and its source: `timeline.json`; pictures (Mermaid): `graph.mmd`, "
               "`timeline.mmd`.", ""]
 
@@ -306,6 +308,26 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
         lines.append(f"| `{key}` | `{_cell(_folded(value))}` |")
     lines.append("")
     return "\n".join(lines)
+
+
+def _critical_path_table(title: str, tl: Timeline) -> list[str]:
+    lines = ["", title, "", "| step | what | start | minutes | basis |", "|---|---|---|---|---|"]
+    for sid in tl.critical_path:
+        s = tl.steps[sid]
+        d = s.duration
+        lines.append(f"| `{_cell(sid)}` | {_cell(s.label)} | {tl.start['typical'][sid]:.1f} | "
+                     f"{d.typical_min:g} ({d.low_min:g}–{d.high_min:g}) | {d.basis} |")
+    return lines
+
+
+def _inbox_timeline(rendering: Rendering, tl: Timeline) -> Timeline | None:
+    """The timeline with the pool on the node image's own drivers, where this stack builds DOCA and the pool's
+    size may run without it (core/rdma_drivers.py); None otherwise."""
+    sizes = [str(r.inputs.get("vmSize")) for r in rendering.of_type("azure-native:containerservice:AgentPool")]
+    skus = [catalog.lookup(s) for s in sizes if s in catalog.SKUS]
+    if not skus or any(rdma_drivers.problem(sku, rdma_drivers.INBOX) for sku in skus):
+        return None
+    return schedule.on_the_node_images_drivers(tl)
 
 
 # --- the whole render -----------------------------------------------------------------------------

@@ -99,8 +99,42 @@ def test_an_hb_pool_on_inbox_has_no_doca_and_no_gpu_operator():
 
 
 def test_the_timeline_of_an_inbox_pool_has_no_doca_step(inbox, dev):
+    """(The Kubernetes half: its on-node steps are there; the pool's step is the Azure half's.)"""
     def on_node(stack) -> set[str]:
         return {s.split("/")[-1] for s, step in schedule.build_timeline(stack).steps.items() if step.on_node}
 
     assert "doca-driver-ready" in on_node(dev) and "doca-driver-ready" not in on_node(inbox)
     assert "gpu-driver-ready" in on_node(inbox)
+
+
+def test_the_plans_inbox_path_is_the_inbox_renders_own_timeline(render, dev):
+    """plan.md shows the dev stack's critical path with inbox from its own timeline without the DOCA step
+    (schedule.on_the_node_images_drivers); the inbox render's timeline is the same, step for step."""
+    what_if = schedule.on_the_node_images_drivers(schedule.build_timeline(dev))
+    real = schedule.build_timeline(render(**INBOX))  # the whole stack: the pool's step is in the path
+    assert what_if.critical_path == real.critical_path
+    for scenario in schedule.SCENARIOS:
+        assert what_if.critical_total(scenario) == pytest.approx(real.critical_total(scenario))
+        assert schedule.node_bring_up(what_if, scenario) == schedule.node_bring_up(real, scenario)
+    assert schedule.on_the_node_images_drivers(real) is None
+
+
+def test_the_model_puts_the_dev_stack_with_inbox_at_30_minutes_and_saves_5_per_new_node(dev):
+    """Model figures (offline/durations.py), not measurements: 35 min typical today, 30 with inbox (the DOCA
+    build leaves the critical path; the GPU driver, 5 min, takes its place), and a new node ready 5 min
+    sooner (10 against 5: the DOCA build and the GPU driver run side by side in the model)."""
+    tl = schedule.build_timeline(dev)
+    inbox = schedule.on_the_node_images_drivers(tl)
+    assert round(tl.critical_total("typical")) == 35 and round(inbox.critical_total("typical")) == 30
+    assert inbox.critical_total("typical") <= 30.05
+    assert [schedule.node_bring_up(t, "typical") for t in (tl, inbox)] == [10.0, 5.0]
+
+
+@pytest.mark.parametrize("stack", ["gb200", "gb300"])
+def test_a_size_that_must_keep_doca_gets_no_inbox_path_in_its_plan(stack):
+    from conftest import rendered
+
+    from offline import synth
+
+    plan = synth.synthesize(rendered(stack), images=False)["plan.md"].decode()
+    assert "network-operator-policy/doca-driver-ready" in plan and "rdmaDriver: inbox" not in plan
