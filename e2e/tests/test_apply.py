@@ -9,15 +9,32 @@ import pytest
 from e2e import apply
 from offline import engine
 
-# Each example stack, and the dev stack in each rdmaMode (shared is dev's own).
+# Each example stack, the dev stack in each rdmaMode (shared is dev's own), and dev and hb on the node image's
+# own RDMA drivers (ibPool.rdmaDriver inbox: no DOCA driver in the policy, the GPU Operator without peermem).
+INBOX = {"rdmaDriver": "inbox"}
 VARIANTS = [("dev", None), ("dev", {"rdmaMode": "sriov"}), ("dev", {"rdmaMode": "dra"}), ("hb", None),
-            ("gb200", None), ("gb300", None), ("private", None), ("private-kubernetes", None)]
+            ("gb200", None), ("gb300", None), ("private", None), ("private-kubernetes", None),
+            ("dev", {"ibPool": INBOX}), ("hb", {"ibPool": INBOX})]
 
 
-@pytest.mark.parametrize(("stack", "override"), VARIANTS,
-                         ids=[s + (f"-{o['rdmaMode']}" if o else "") for s, o in VARIANTS])
+def variant_id(stack: str, override: dict | None) -> str:
+    if not override:
+        return stack
+    return f"{stack}-{override['rdmaMode']}" if "rdmaMode" in override else f"{stack}-{override['ibPool']['rdmaDriver']}"
+
+
+def with_override(stack: str, override: dict) -> dict:
+    """The stack file's config with `override`'s keys set; an object key (ibPool) merged into the file's."""
+    config = engine.stack_file_config(stack)
+    for key, value in override.items():
+        full = f"{engine.PROJECT}:{key}"
+        config[full] = {**config[full], **value} if isinstance(value, dict) else value
+    return config
+
+
+@pytest.mark.parametrize(("stack", "override"), VARIANTS, ids=[variant_id(s, o) for s, o in VARIANTS])
 def test_every_object_of_the_render_is_accepted_by_the_real_api_server(planes, tmp_path, stack, override):
-    config = {**engine.stack_file_config(stack), **override} if override else None
+    config = with_override(stack, override) if override else None
     rendering = engine.render(stack, config=config)
     plane, _, _ = planes.fresh(stack)
     outcome = apply.apply_rendering(plane, rendering, tmp_path)
