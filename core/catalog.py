@@ -99,11 +99,11 @@ class InboxRdma:
 SRC_INBOX_H100 = ("llm-d PR #2397 (Aug 2026) AKS guide: Standard_ND96isr_H100_v5, AKSUbuntu-2404 202608.14.0, kernel "
                   "6.8.0-1064-azure inbox mlx5_ib, open driver 580.159.04, 'GPUDirect mechanism | DMA-BUF', NCCL "
                   "'DMA-BUF is available' and GDRDMA on all 8 rails")
-SRC_DMABUF_GPU_OPERATOR = ("NVIDIA GPU Operator docs, GPUDirect RDMA: DMA-BUF recommended over nvidia-peermem, needs the "
-                           "open kernel modules and a kernel >= 5.12; MOFED/DOCA optional for it")
-INBOX_NO_EVIDENCE = ("no source shows this size on AKS with the node image's RDMA modules and GPUDirect over DMA-BUF; "
-                     "a qualification like llm-d's on ND H100 v5 (NCCL's 'DMA-BUF is available' and NET/IB/.../GDRDMA on "
-                     "every HCA), added to its catalog entry, would change that")
+SRC_DMABUF_GPU_OPERATOR = ("NVIDIA GPU Operator docs, GPUDirect RDMA: DMA-BUF recommended over nvidia-peermem, with "
+                           "the open kernel modules and a kernel >= 5.12")
+INBOX_NO_EVIDENCE = ("no source shows this size on AKS with the node image's RDMA modules and GPUDirect over "
+                     "DMA-BUF; a qualification like llm-d's on ND H100 v5 (NCCL's 'DMA-BUF is available' and "
+                     "NET/IB/.../GDRDMA on every HCA), added to its catalog entry, would change that")
 # No H200 record: what was shown on H100 v5 carries over (derived), and the verdict proves it on every node.
 INBOX_H200 = (f"DERIVED from ND H100 v5 ({SRC_INBOX_H100}): the same VM generation, CX7 NDR HCAs and Hopper GPUs on "
               f"the same node image; {SRC_DMABUF_GPU_OPERATOR}")

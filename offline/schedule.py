@@ -167,7 +167,8 @@ def node_bring_up(tl: Timeline, scenario: str) -> float:
     on-node steps that follow the pool (drivers, the image pull), run for each node that scales up or is
     re-imaged. 0 when the render has none."""
     pools = {sid for sid, s in tl.steps.items() if s.type == "azure-native:containerservice:AgentPool"}
-    after = [sid for sid, s in tl.steps.items() if s.on_node and s.deps & pools and not sid.endswith(("/runs", "/doctor"))]
+    after = [sid for sid, s in tl.steps.items()
+             if s.on_node and s.deps & pools and not sid.endswith(("/runs", "/doctor"))]
     if not pools or not after:
         return 0.0
     joined = max(tl.finish[scenario][p] for p in pools)

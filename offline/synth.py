@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core import catalog, rdma_drivers
-from offline import config_groups, script_refs
+from offline import config_groups, schedule, script_refs
 from offline.engine import SECRET, Rendering, Resource
 from offline.objects import (
     HELM_TYPES,
@@ -42,7 +42,6 @@ from offline.objects import (
     slug,
     to_yaml,
 )
-from offline import schedule
 from offline.schedule import build_timeline, display_ids, is_node, minutes_text, timeline_json, top_component
 from offline.timeline import Timeline
 

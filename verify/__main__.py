@@ -80,10 +80,10 @@ def _judging_args(p: argparse.ArgumentParser, *, collect: bool, plot: bool = Tru
                    help="p2p only: override the catalog's FAIL threshold, in Gb/s (gigaBITS/s) of link bandwidth "
                         "at the largest message")
     p.add_argument("--rdma-driver", choices=rdma_drivers.names(), default=None,
-                   help="GPU sizes: the pool's RDMA driver stack (ibPool.rdmaDriver, default %s); with inbox a PASS "
-                        "needs NCCL's lines to show GPUDirect over DMA-BUF on every HCA of every host (no DMA-BUF: the "
-                        "node kernel, the GPU driver's kernel modules or the image's rdma-core is too old)"
-                        % rdma_drivers.DEFAULT)
+                   help=f"GPU sizes: the pool's RDMA driver stack (ibPool.rdmaDriver, default {rdma_drivers.DEFAULT}); "
+                        "with inbox a PASS needs NCCL's lines to show GPUDirect over DMA-BUF on every HCA of every "
+                        "host (no DMA-BUF: the node kernel, the GPU driver's kernel modules or the image's rdma-core "
+                        "is too old)")
     if plot:  # report and collect draw it; certify writes its result to the cluster, not a picture
         p.add_argument("--plot", metavar="OUT.png",
                        help="also write a PNG of bandwidth against message size (needs matplotlib; the file's "

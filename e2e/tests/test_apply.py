@@ -20,7 +20,7 @@ VARIANTS = [("dev", None), ("dev", {"rdmaMode": "sriov"}), ("dev", {"rdmaMode": 
 def variant_id(stack: str, override: dict | None) -> str:
     if not override:
         return stack
-    return f"{stack}-{override['rdmaMode']}" if "rdmaMode" in override else f"{stack}-{override['ibPool']['rdmaDriver']}"
+    return f"{stack}-" + (override["rdmaMode"] if "rdmaMode" in override else override["ibPool"]["rdmaDriver"])
 
 
 def with_override(stack: str, override: dict) -> dict:

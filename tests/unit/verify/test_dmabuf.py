@@ -13,8 +13,8 @@ import pytest
 from core import catalog, rdma_drivers
 from tests.nccl_logs import H100_HOSTS, dmabuf_case_logs, launcher_log
 from tests.paths import DATA, ROOT
-from verify import dmabuf, launcher_env, nccl, transport
 from verify import __main__ as cli
+from verify import dmabuf, launcher_env, nccl, transport
 from verify.doctor import diagnose
 from verify.doctor_checks import Expectations, PairRun
 from verify.verdict import Verdict, judge
