@@ -138,3 +138,20 @@ def test_a_size_that_must_keep_doca_gets_no_inbox_path_in_its_plan(stack):
 
     plan = synth.synthesize(rendered(stack), images=False)["plan.md"].decode()
     assert "network-operator-policy/doca-driver-ready" in plan and "rdmaDriver: inbox" not in plan
+
+
+def test_the_docs_state_the_models_inbox_figures(dev):
+    """docs/architecture.md and docs/rdma-drivers.md say what the model says, both ways."""
+    from tests.paths import ROOT
+
+    def span(fn, unit: str) -> str:
+        return f"{round(fn('typical'))} {unit} ({round(fn('low'))}–{round(fn('high'))})"
+
+    tl = schedule.build_timeline(dev)
+    inbox = schedule.on_the_node_images_drivers(tl)
+    architecture = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    assert f"With `ibPool.rdmaDriver: inbox` it would be {span(inbox.critical_total, 'minutes')}" in architecture
+    page = (ROOT / "docs" / "rdma-drivers.md").read_text()
+    assert f"| {span(tl.critical_total, 'min')} | {span(inbox.critical_total, 'min')} |" in page
+    bring_up = [span(lambda s, t=t: schedule.node_bring_up(t, s), "min") for t in (tl, inbox)]
+    assert f"| {bring_up[0]} | {bring_up[1]} |" in page
