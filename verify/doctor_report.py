@@ -92,10 +92,20 @@ def assess(log: str | logread.LogFold, *, sku: str | None, threshold_gbps: float
     read = logread.fold(log, p2p=False)
     run = read.doctor_run()
     exp = expectations(sku, threshold_gbps, rdma_driver)
+    if exp.gdr_via_dmabuf:  # a pair that does not show DMA-BUF proves no node of it: never a fast pair
+        run = dataclasses.replace(run, pairs=tuple(_unproven(p) for p in run.pairs))
     pairs = list(run.pairs)
     if run.ran and not pairs and (round0 := read.round0_pair()) is not None:
         pairs.append(round0)
     return DoctorAssessment(run, diagnose(run.nodes, pairs, run.hca_bws, exp, torsets), exp)
+
+
+def _unproven(p: PairRun) -> PairRun:
+    """`p` as a failed run where its NCCL lines do not show GPUDirect over DMA-BUF (verify/dmabuf.py)."""
+    if p.failure or (p.transport is not None and not p.no_dmabuf_hosts):
+        return p
+    where = ", ".join(p.no_dmabuf_hosts) if p.transport is not None else "either node (no NCCL INFO lines)"
+    return dataclasses.replace(p, failure=f"GPUDirect over DMA-BUF not shown on {where}")
 
 
 def merge(out: result.FabricResult, assessment: DoctorAssessment) -> result.FabricResult:

@@ -147,3 +147,35 @@ def test_a_fast_doctor_pair_without_dmabuf_makes_its_node_a_suspect_on_an_inbox_
     assert [(s.host, s.verdict) for s in inbox.suspects] == [("n2", Verdict.FAIL)]
     assert "do not show GPUDirect over DMA-BUF" in inbox.suspects[0].reason
     assert diagnose([], pairs, [], Expectations.for_sku(sku)).suspects == ()
+
+
+def test_a_doctor_pair_without_dmabuf_never_admits_a_node_through_the_certifier():
+    """The whole path on an inbox pool: three nodes, node-2's GPUs offer no DMA-BUF, every pair is fast. The
+    pairs with node-2 are failed runs in the result (verify/doctor_report.py), node-2 is a FAIL suspect, and
+    the certifier's fast peers (clusterside/certify.py) never include it; judged as doca, it would be admitted."""
+    from clusterside import certify
+    from verify import doctor, readers, sections
+
+    hosts = ["node-0", "node-1", "node-2"]
+    proven = ["node-0", "node-1"]
+    out = [sections.marker("allreduce", hosts=hosts), launcher_log(hosts, 8, busbw_gbps=300.0, dmabuf_hosts=proven),
+           sections.marker("doctor", mode="always", run="yes", reason="always", budget_s=600)]
+    for r, pairs in enumerate(doctor.plan_pairs(3), start=1):
+        for a, b in pairs:
+            out.append(sections.marker("pair", round=r, hosts=[hosts[a], hosts[b]]))
+            out.append(launcher_log([hosts[a], hosts[b]], 8, busbw_gbps=370.0, dmabuf_hosts=proven))
+    out.append(sections.marker("doctor-end", elapsed_s=300, budget_s=600))
+    log = "\n".join(out) + "\n"
+    names = {h: h for h in hosts}
+
+    def judged(driver: str) -> dict:
+        settings = readers.Settings(sku=H100, nodes=3, threshold=None, rdma_driver=driver)
+        return readers.reader("nccl").judge(log, settings).result.to_json()
+
+    inbox, doca = judged("inbox"), judged("doca")
+    assert "node-2" not in certify.fast_peers(inbox, names) and set(certify.fast_peers(inbox, names)) == set(proven)
+    assert "FAIL" in {s["verdict"] for s in inbox["suspects"] if s["host"] == "node-2"}
+    assert {s["host"] for s in inbox["suspects"]} == {"node-2"}
+    assert all(p["failure"].startswith("GPUDirect over DMA-BUF not shown on node-2")
+               for p in inbox["doctor"]["pairs"] if "node-2" in p["hosts"])
+    assert set(certify.fast_peers(doca, names)) == set(hosts)
