@@ -232,6 +232,44 @@ def test_the_mocked_reference_answers_exactly_the_handoff():
     assert set(mocks.STACK_REFERENCE_SECRETS) <= set(handoff.OUTPUTS)
 
 
+class AzureStackOf(mocks.OfflineMocks):
+    """A reference to an Azure stack deployed with another pool than this stack's configuration."""
+
+    def __init__(self, **outputs):
+        self.outputs = outputs
+
+    def new_resource(self, args):  # type: ignore[no-untyped-def]
+        rid, state = super().new_resource(args)
+        if args.typ == STACK_REFERENCE:
+            state["outputs"] = {**state["outputs"], **self.outputs}
+        return rid, state
+
+
+@pytest.mark.parametrize(("outputs", "key", "shown"), [
+    ({"vmSize": "Standard_ND96asr_v4"}, "ibPool.vmSize", "'Standard_ND96isr_H100_v5'"),
+    ({"nodeCount": 4}, "ibPool.nodeCount", "2"),
+])
+def test_the_kubernetes_half_refuses_a_pool_the_azure_stack_did_not_deploy(outputs, key, shown):
+    """A job sized for other nodes stays Pending until the certify deadline: the Kubernetes half reads the
+    Azure stack's vmSize and nodeCount (handoff.OUTPUTS) and stops in one line before anything is applied
+    in the cluster (the provider waits for the check)."""
+    monitor = engine.RecordingMonitor(AzureStackOf(**outputs))
+    with pytest.raises(Exception) as err:
+        engine.render("private-kubernetes", monitor=monitor)
+    line = str(err.value)
+    assert isinstance(err.value, engine.pulumi.RunError), line
+    assert "\n" not in line and line.startswith(f"aks-infiniband:{key}: got {shown}"), line
+    assert f"deployed {next(iter(outputs.values()))!r}" in line or f"deployed {outputs.get('nodeCount')}:" in line
+    assert "platform-team/aks-infiniband/private-azure" in line
+    assert not [r for r in monitor.registrations if r.type.startswith("kubernetes:")]
+
+
+def test_the_kubernetes_half_takes_the_azure_stacks_size_in_another_case():
+    """Azure's names are case-insensitive and the program corrects a size's case: not a mismatch."""
+    monitor = engine.RecordingMonitor(AzureStackOf(vmSize="standard_nd96isr_h100_v5", nodeCount=2.0))
+    engine.render("private-kubernetes", monitor=monitor)
+
+
 def test_the_two_halves_declare_what_the_single_stack_declares(private, azure_half, kubernetes_half):
     """Same names and types, so the halves miss nothing; the reference is the only addition, and the
     deployer's cluster-admin grant the only omission (no provider in the Azure half needs it: the runner's
