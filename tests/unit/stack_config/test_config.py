@@ -306,3 +306,25 @@ def test_a_typo_in_a_providers_namespace_is_named_as_such():
     assert err.value.problems == [
         "azure-natve:location: unknown namespace 'azure-natve'; did you mean azure-native:location? "
         "(a provider's keys are read only under its own name)"]
+
+
+@pytest.mark.parametrize("size", ["Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"])
+def test_grace_blackwell_stays_on_the_kubernetes_versions_known_to_give_ubuntu_24_04(size):
+    """osSKU Ubuntu is 24.04 on 1.35-1.37 and 26.04 from 1.38 (AKS release notes of 2026-10-25, core/dra.py);
+    Azure's GB images need 24.04, so a GB pool past 1.37 is refused, even with allowUntestedVersions."""
+    gb = {"ibPool": {"vmSize": size}, "rdmaMode": "sriov", "allowUntestedVersions": True}
+    for ok in ("1.35", "1.36", "1.37", "1.37.4"):
+        assert parse(kubernetesVersion=ok, **gb).kubernetes_version == ok
+    for past in ("1.38", "1.38.1", "1.40"):
+        (found,) = problems(kubernetesVersion=past, **gb)
+        assert found.startswith(f"{P}:kubernetesVersion: got {past!r}; {size} needs Ubuntu 24.04"), found
+        assert "26.04" in found and "1.37" in found
+    # not a GB size: DRANET's containerd 2 is in 26.04 too, so no ceiling
+    assert parse(kubernetesVersion="1.38", rdmaMode="dra", allowUntestedVersions=True).kubernetes_version == "1.38"
+
+
+def test_the_matrix_has_no_minor_past_its_end_of_life():
+    """1.34 reached its end of life in November 2026 (upstream 2026-10-27): no longer a tested row."""
+    assert "1.34" not in pins.SUPPORTED_KUBERNETES
+    (found,) = problems(kubernetesVersion="1.34")
+    assert "compatibility matrix" in found
