@@ -324,3 +324,16 @@ def test_the_egress_list_names_every_registry_the_example_stacks_pull_from():
     assert hosts <= set(egress.REGISTRIES), f"images from {sorted(hosts - set(egress.REGISTRIES))} have no entry"
     doc = (ROOT / "docs" / "enterprise-deployment.md").read_text()
     assert all(f"`{h}`" in doc for r in hosts for h in egress.allowed(r))
+
+
+def test_the_docs_say_what_each_example_stack_keeps_when_idle():
+    """docs/enterprise-deployment.md said Pulumi.private.yaml scales to zero; it keeps one node (the peer new
+    ones are tested against, as certifier.mode taint needs). The page's table names each file's minNodeCount."""
+    import re
+
+    doc = (ROOT / "docs" / "enterprise-deployment.md").read_text()
+    for stack in ("private", "private-azure"):
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `Pulumi.{stack}.yaml` |"))
+        said = re.findall(r"`minNodeCount: (\d+)`", row)
+        assert said == [str(config(stack, "ibPool")["minNodeCount"])], (stack, row)
+    assert "costs nothing while idle" not in doc.split("\n\n", 2)[1]  # the opening paragraph
