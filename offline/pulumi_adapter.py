@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -144,6 +145,9 @@ def run(program: Callable[[], Any]) -> None:
     try:
         _sync_await(_run_pulumi_func(program))
     except BaseException:
+        # the SDK's futures that held the error are never awaited: the language host silences asyncio's
+        # log of them (pulumi-language-python-exec, automation/_server.py _suppress_unobserved_task_logging)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         loop = _ensure_event_loop()
         left = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in left:
