@@ -75,10 +75,15 @@ REGISTRIES: dict[str, Registry] = {r.name: r for r in (
 
 # What the nodes reach other than registries. Port 80: apt over HTTP, as AKS's table says.
 OTHER_NODE_HOSTS: tuple[Host, ...] = (
-    Host("azure.archive.ubuntu.com", "the DOCA driver container installs the running kernel's headers", AKS_OUTBOUND,
-         "AKS lists it as optional for node updates; the container's own apt sources were not read here", 80),
+    Host("azure.archive.ubuntu.com", "the DOCA driver container installs the running kernel's headers (and, unless "
+         "it is precompiled, the GPU Operator's driver container)", AKS_OUTBOUND,
+         "AKS lists it as optional for node updates; the containers' own apt sources were not read here", 80),
     Host("security.ubuntu.com", "the same, security updates of the headers' dependencies", AKS_OUTBOUND,
          "as above", 80),
+    Host("ports.ubuntu.com", "the same on arm64 nodes (GB200, GB300): Ubuntu serves arm64 packages from it",
+         "Ubuntu's archive layout (archive.ubuntu.com holds amd64 and i386 only)",
+         "AKS's list names no arm64 host; which archive the DOCA container's apt sources name was not read here",
+         80),
     Host("mvapich.cse.ohio-state.edu", "CPU-only sizes (HB, HX): the OSU tarball when the image has no OSU build",
          "components/fabric/p2p_job.py `OSU_URL`"),
 )
