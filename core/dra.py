@@ -83,6 +83,10 @@ def _version(text: str) -> tuple[int, int, int]:
 # osSKU `Ubuntu` is Ubuntu 22.04 for Kubernetes 1.25 to 1.34 and 24.04 from 1.35. `Ubuntu2404` is not in the
 # 2025-09-01 API's enum (the pinned azure-native's default), so the pool gets 24.04 through the version.
 UBUNTU_2404_KUBERNETES = (1, 35)
+# ... and 26.04 from 1.38: the last minor known to give 24.04 is 1.37 (AKS release notes of 2026-10-25, as
+# issue 52 cites them; not in the stored sources, whose AKS snapshots end 2026-08: Azure/AKS#5905 has 26.04
+# in preview as osSKU Ubuntu2604 from 1.36). Azure's Grace Blackwell images need 24.04 (SRC_AKS_GB200_FLAG).
+UBUNTU_2404_LAST_KUBERNETES = (1, 37)
 SRC_UBUNTU_2404 = ("learn.microsoft.com/azure/aks/upgrade-os-version, 'Supported OS versions': 'Ubuntu 22.04 is "
                    "default for Kubernetes versions 1.25 to 1.34. Ubuntu 24.04 is the default OS for Kubernetes 1.35+'")
 
@@ -106,6 +110,11 @@ def kubernetes_problem(kubernetes_version: str, sku: Sku, rdma_mode: RdmaMode) -
     if _version(kubernetes_version) < MIN_KUBERNETES:
         return f"{why} needs Kubernetes {MIN_KUBERNETES_TEXT} or newer ({API_VERSION})"
     ubuntu = ubuntu_2404_need(sku, rdma_mode)
+    if sku.needs_ubuntu_2404 and _version(kubernetes_version)[:2] > UBUNTU_2404_LAST_KUBERNETES:
+        last = ".".join(map(str, UBUNTU_2404_LAST_KUBERNETES))
+        return (f"{ubuntu}, and AKS's osSKU Ubuntu is 24.04 only up to Kubernetes {last}: from 1.38 it is 26.04 "
+                f"(AKS release notes, 2026-10-25), which Azure's Grace Blackwell images do not support: use "
+                f"{'.'.join(map(str, UBUNTU_2404_KUBERNETES))} to {last}")
     if ubuntu and _version(kubernetes_version)[:2] < UBUNTU_2404_KUBERNETES:
         floor = ".".join(map(str, UBUNTU_2404_KUBERNETES))
         return (f"{ubuntu}, which AKS's osSKU Ubuntu is from Kubernetes {floor} on (the 2025-09-01 API has no "

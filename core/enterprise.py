@@ -8,12 +8,12 @@ cross-key rules name the key that was set, so a refusal points at the line a per
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from core import fabric
+from core.shown import shown
 
 MAX_TAGS = 50  # Azure's limit of tags on a resource (Azure Resource Manager, "Tag resources": limitations)
 # The split of the program into an Azure stack and a Kubernetes stack (stack/).
@@ -35,7 +35,8 @@ def principal_problem(kubelogin_mode: str, given: str | None) -> str | None:
     """A deployerPrincipalType that contradicts its login mode (ARM rejects the assignment), else None."""
     implied = LOGIN_PRINCIPAL.get(kubelogin_mode)
     if given and implied and given != implied:
-        return (f"entraId.deployerPrincipalType: got {given!r} with entraId.kubeloginMode: {kubelogin_mode}, which "
+        return (f"entraId.deployerPrincipalType: got {shown(given)} with entraId.kubeloginMode: {kubelogin_mode}, "
+                f"which "
                 f"signs in as a {implied}; ARM refuses a role assignment of the wrong type: set {implied} or remove it")
     return None
 # azure is Azure CNI Overlay. Not offered: kubenet (retired in 2028) and Azure CNI node-subnet mode (the
@@ -92,6 +93,20 @@ def cidr(v: Any) -> str | None:
     return None
 
 
+# kube-apiserver refuses a service range of more than 20 host bits: an IPv4 one is /12 or narrower
+# (kubernetes pkg/controlplane/apiserver/options/validation.go: "for 32-bit addresses, the mask must be >= 12").
+MAX_SERVICE_HOST_BITS = 20
+
+
+def service_cidr(v: Any) -> str | None:
+    """A pod-or-service range (`cidr`) that kube-apiserver takes as its service range."""
+    allowed = cidr(v)
+    if allowed is None and 32 - _network(v).prefixlen > MAX_SERVICE_HOST_BITS:
+        return (f"a range of /{32 - MAX_SERVICE_HOST_BITS} or narrower: kube-apiserver refuses an IPv4 service range "
+                f"of more than {MAX_SERVICE_HOST_BITS} host bits")
+    return allowed
+
+
 def ipv4_address(v: Any) -> str | None:
     try:
         ipaddress.IPv4Address(v if isinstance(v, str) else "")
@@ -106,7 +121,7 @@ def authorized_ranges(v: Any) -> str | None:
     for item in v:
         net = _network(item)
         if net is None:
-            return f"IPv4 CIDRs with their host bits zero, e.g. 203.0.113.7/32 (got {item!r})"
+            return f"IPv4 CIDRs with their host bits zero, e.g. 203.0.113.7/32 (got {shown(item)})"
         if net.prefixlen == 0:
             return "ranges narrower than 0.0.0.0/0, which authorizes everyone (leave the list empty to say so)"
     return None
@@ -158,9 +173,8 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
         if {key, *reads} & named:
             return
         named.add(key)
-        # as stack_config shows a value: strings quoted, everything else as JSON (false, not False)
-        shown = repr(value) if isinstance(value, str) else json.dumps(value)
-        out.append(f"{prefix}{key}: got {shown}; {why}")
+        # as stack_config shows a value: strings quoted, everything else as JSON (false, not False), cut
+        out.append(f"{prefix}{key}: got {shown(value)}; {why}")
 
     # access
     if not api.get("private"):

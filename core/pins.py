@@ -318,8 +318,8 @@ class MatrixRow:
         return {key: (component(key).version, SUPPORT[key]) for key in self.pins}
 
 
+# 1.34 left the matrix at its end of life (upstream 2026-10-27; AKS's, November 2026).
 MATRIX: tuple[MatrixRow, ...] = (
-    MatrixRow("1.34", "AKS GA; one of its three supported minors while 1.36 is the newest (upstream EOL 2026-10-27)"),
     MatrixRow("1.35", "AKS GA (the default: the newest minor every component states)"),
 )
 # Not in the matrix: 1.36, GA on AKS since 2026-06, because Volcano v1.15 is validated only up to 1.35

@@ -15,6 +15,7 @@ fenced block (```mermaid for `.mmd`, ```text for `.txt`) or, for `.md`, the Mark
 - `config-table.md` (docs/configuration.md): every configuration key, from `stack_config.SCHEMA`.
 - `nccl-settings.md` (docs/fabric-test.md): the job's NCCL environment, from components/fabric/nccl_settings.py.
 - `compatibility-matrix.md` (docs/upgrading-pins.md): `pins.MATRIX` and where upstream states support.
+- `egress-table.md` (docs/enterprise-deployment.md): the firewall's allow-list, from core/egress.py.
 - the file Pulumi.yaml: its `config:` block declares every key of `stack_config.SCHEMA`.
 """
 
@@ -45,11 +46,11 @@ def fenced(name: str, content: str) -> str:
 def tables() -> dict[str, str]:
     """The Markdown blocks generated from the code's tables (no render needed)."""
     from components.fabric import nccl_settings
-    from core import pins
+    from core import egress, pins
     from stack_config import docs
 
     return {"config-table.md": docs.markdown_table(), "nccl-settings.md": nccl_settings.markdown_table(),
-            "compatibility-matrix.md": pins.matrix_markdown() + "\n"}
+            "compatibility-matrix.md": pins.matrix_markdown() + "\n", "egress-table.md": egress.markdown_table()}
 
 
 def files() -> dict[str, str]:

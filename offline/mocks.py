@@ -69,10 +69,14 @@ COMMAND_STDOUT: dict[str, str] = {
 
 # What a StackReference to the Azure part reads under the mocks: each output of the contract
 # (stack/handoff.OUTPUTS) as an obvious placeholder; the kubeconfig in the exec form, secret as there.
+# The pool's size and count are those of the Azure half of the configuration being rendered
+# (`_deployed_pool`): what that half exports.
 STACK_REFERENCE_OUTPUTS: dict[str, object] = {
     "resourceGroupName": "offline-placeholder-rg",
     "clusterName": "offline-placeholder-cluster",
     "kubeconfig": FAKE_EXEC_KUBECONFIG,
+    "vmSize": None,
+    "nodeCount": None,
 }
 STACK_REFERENCE_SECRETS = ["kubeconfig"]
 
@@ -82,6 +86,14 @@ _NAME_INPUT = {
     "azure-native:containerservice:ManagedCluster": "resourceName",
     "azure-native:containerservice:AgentPool": "agentPoolName",
 }
+
+
+def _deployed_pool() -> dict[str, object]:
+    """vmSize and nodeCount as the Azure half of the configuration being rendered exports them."""
+    import stack_config
+
+    cfg = stack_config.load()
+    return {"vmSize": cfg.sku.vm_size, "nodeCount": cfg.ib_pool.node_count}
 
 
 class OfflineMocks(pulumi.runtime.Mocks):
@@ -105,7 +117,8 @@ class OfflineMocks(pulumi.runtime.Mocks):
             arm_id = _ARM.format(rg=args.inputs["resourceGroupName"], name=args.inputs["resourceName"])
             return f"{arm_id}/agentPools/{args.inputs['agentPoolName']}", state
         if args.typ == "pulumi:pulumi:StackReference":
-            state.update(outputs=dict(STACK_REFERENCE_OUTPUTS), secretOutputNames=list(STACK_REFERENCE_SECRETS))
+            state.update(outputs={**STACK_REFERENCE_OUTPUTS, **_deployed_pool()},
+                         secretOutputNames=list(STACK_REFERENCE_SECRETS))
             return args.resource_id or args.name, state
         if args.typ == "command:local:Command":
             stdout = next((v for k, v in COMMAND_STDOUT.items() if args.name.endswith(k)), "")

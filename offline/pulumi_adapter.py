@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -138,8 +139,24 @@ def start(mocks: pulumi.runtime.Mocks, *, project: str, stack: str, monitor: Any
 
 
 def run(program: Callable[[], Any]) -> None:
-    """Run `program` and wait until every resource registration and output it started is done."""
-    _sync_await(_run_pulumi_func(program))
+    """Run `program` and wait until every resource registration and output it started is done. A run
+    that fails (an error raised in an apply) leaves the registrations that waited on it pending: they
+    are cancelled, or the next run in this process would run them and meet the old error."""
+    try:
+        _sync_await(_run_pulumi_func(program))
+    except BaseException:
+        # the SDK's futures that held the error are never awaited: the language host silences asyncio's
+        # log of them (pulumi-language-python-exec, automation/_server.py _suppress_unobserved_task_logging)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        loop = _ensure_event_loop()
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        with _settings.SETTINGS.lock:  # the SDK's set of pending outputs outlives a run's settings
+            _settings.SETTINGS.outputs.clear()
+        raise
 
 
 def outputs(root: Any) -> dict[str, Any]:

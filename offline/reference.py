@@ -16,7 +16,8 @@ into DIR (default `.cache/reference`) and checks each sha256 before writing it; 
 checks a folder without the network. `reference_dir()` is where the tests and the chart render look,
 and where the offline render reads Volcano's release manifest (it fetches nothing; without that file
 `make synth` stops): $AKS_IB_REFERENCE, else ../shared/reference (the project's shared copy), else
-`.cache/reference`.
+`.cache/reference`. An air-gapped site fetches from its own mirror: $AKS_IB_REFERENCE_MIRROR (`mirrored`),
+with every sha256 checked as for the upstream URLs (docs/ci-and-previews.md, "Air-gapped").
 Standard library only.
 """
 
@@ -96,6 +97,16 @@ def unavailable_reason(folder: Path) -> str | None:
     return None
 
 
+MIRROR_ENV = "AKS_IB_REFERENCE_MIRROR"
+
+
+def mirrored(url: str) -> str:
+    """Where a pinned URL is read from: <mirror>/<host>/<path> under $AKS_IB_REFERENCE_MIRROR (an http(s)
+    server or a file:// folder laid out as the URLs are), else the URL itself. The hash is the same either way."""
+    mirror = os.environ.get(MIRROR_ENV, "").rstrip("/")
+    return f"{mirror}/{url.split('://', 1)[1]}" if mirror and "://" in url else url
+
+
 def _download(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (https URLs from the lock file)
         return response.read()
@@ -104,16 +115,17 @@ def _download(url: str) -> bytes:
 def content(e: Entry, download: Callable[[str], bytes] | None = None, root: Path = ROOT) -> bytes:
     """The file's bytes as the lock file says to make them; raises ValueError on a hash mismatch."""
     download = download or _download
+    url = mirrored(e.url or "")
     if e.copy:
         data = (root / e.copy).read_bytes()
     elif e.lines:
-        upstream = download(e.url or "").decode("utf-8").splitlines(keepends=True)
+        upstream = download(url).decode("utf-8").splitlines(keepends=True)
         first, last = e.lines
         data = (e.header + "".join(upstream[first - 1:last])).encode("utf-8")
     else:
-        data = download(e.url or "")
+        data = download(url)
     if _sha256(data) != e.sha256:
-        raise ValueError(f"what {e.url or e.copy} gave has sha256 {_sha256(data)}, expected {e.sha256}")
+        raise ValueError(f"what {url if e.url else e.copy} gave has sha256 {_sha256(data)}, expected {e.sha256}")
     return data
 
 

@@ -2,12 +2,14 @@
 
 In one stack it is the Cluster and IbNodePool just declared; in the split it is the Azure stack's
 outputs named in `OUTPUTS`, read through a `pulumi.StackReference` (kubeconfig stays secret there).
+The split checks the Azure stack's pool against this stack's before the provider exists (`pool_problem`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -16,7 +18,8 @@ from components.platform.cluster import kubernetes_provider, with_kubelogin
 from stack_config import StackConfig
 
 # The Azure half's stack outputs that the Kubernetes half reads: the contract between the two stacks.
-OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig")
+# vmSize and nodeCount size the fabric test: a job for nodes the pool lacks stays Pending.
+OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig", "vmSize", "nodeCount")
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,39 @@ class ClusterHandle:
     pool: Sequence[pulumi.Resource] = ()
 
 
+def pool_problem(vm_size: str, node_count: int, deployed_vm_size: Any, deployed_node_count: Any,
+                 azure_stack: str, key: str = "ibPool") -> str | None:
+    """One pool of this stack against the one the Azure stack deployed (its outputs), as one line naming
+    the key, or None when they agree. Sizes compare without case (Azure's names are case-insensitive)."""
+    prefix = f"aks-infiniband:{key}"
+    fix = "set the same pool in both stack files: the fabric test would wait for nodes that do not exist"
+    if str(deployed_vm_size).lower() != vm_size.lower():
+        return (f"{prefix}.vmSize: got {vm_size!r}; the Azure stack {azure_stack} deployed "
+                f"{deployed_vm_size!r}: {fix}")
+    if not isinstance(deployed_node_count, (int, float)) or deployed_node_count != node_count:
+        # a number comes back from a stack's outputs as a float (JSON): shown as the integer it is
+        whole = isinstance(deployed_node_count, float) and deployed_node_count.is_integer()
+        shown = int(deployed_node_count) if whole else deployed_node_count
+        return f"{prefix}.nodeCount: got {node_count}; the Azure stack {azure_stack} deployed {shown}: {fix}"
+    return None
+
+
+def _checked(cfg: StackConfig, deployed: list[Any]) -> None:
+    """Raised in an apply, a RunError is what `pulumi up` prints as one line (the language host,
+    pulumi/sdk python/cmd/pulumi-language-python-exec, reports RunError without a traceback)."""
+    problem = pool_problem(cfg.sku.vm_size, cfg.ib_pool.node_count, deployed[0], deployed[1], cfg.azure_stack or "")
+    if problem:
+        raise pulumi.RunError(problem)
+
+
 def from_stack_reference(cfg: StackConfig) -> ClusterHandle:
     """The cluster of the Azure stack `cfg.azure_stack`, and a provider that signs in with this
     stack's own kubelogin mode (the runner inside the network is not the laptop that ran the Azure half)."""
     ref = pulumi.StackReference("azure-stack", stack_name=cfg.azure_stack)
-    kubeconfig = ref.require_output("kubeconfig")
+    # The provider waits for the pool check, so a mismatch stops the half before anything is applied.
+    check = pulumi.Output.all(ref.require_output("vmSize"), ref.require_output("nodeCount")).apply(
+        lambda deployed: _checked(cfg, deployed))
+    kubeconfig = pulumi.Output.all(ref.require_output("kubeconfig"), check).apply(lambda both: both[0])
     if cfg.entra_id.enabled:
         kubeconfig = kubeconfig.apply(lambda text: with_kubelogin(text, cfg.entra_id.kubelogin_mode))
     return ClusterHandle(

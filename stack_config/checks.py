@@ -11,7 +11,7 @@ from typing import Any
 from core import catalog, enterprise
 from core.expectations import FLOOR_FRACTION_OF_BASELINE
 from stack_config import cron
-from stack_config.engine import Check
+from stack_config.engine import Check, shown
 
 
 def kubernetes_version(v: Any) -> str | None:
@@ -25,7 +25,7 @@ def ib_size(v: Any) -> str | None:
         catalog.lookup(v)
         return None
     except KeyError:
-        near = catalog.closest(v)
+        near = catalog.closest(v) if isinstance(v, str) and len(v) < 100 else []
         hint = f" (did you mean {' or '.join(near)}?)" if near else ""
         return f"an InfiniBand-capable size from the catalog{hint}: {', '.join(catalog.supported_sizes())}"
 
@@ -37,9 +37,17 @@ def tags(v: Any) -> str | None:
         return f"at most {enterprise.MAX_TAGS} tags (Azure's limit)"
     for k, val in v.items():
         if not isinstance(k, str) or not re.fullmatch(r"[^<>%&\\?/]{1,512}", k):
-            return f"tag names of 1-512 characters without < > % & \\ ? / (got {k!r})"
+            return f"tag names of 1-512 characters without < > % & \\ ? / (got {shown(k)})"
         if not isinstance(val, str) or len(val) > 256:
-            return f"string tag values of at most 256 characters (tag {k!r})"
+            return f"string tag values of at most 256 characters (tag {shown(k)})"
+    # Azure's tag names are case-insensitive: one of two such tags replaces the other
+    # (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources, "Limitations").
+    seen: dict[str, str] = {}
+    for k in v:
+        if k.lower() in seen:
+            return (f"tag names that differ in more than case ({shown(seen[k.lower()])} and {shown(k)}: Azure's tag "
+                    f"names are case-insensitive)")
+        seen[k.lower()] = k
     return None
 
 
@@ -61,23 +69,39 @@ def pool_name(reserved: str) -> Check:
 
 # Azure's size names: Standard_<family><vCPUs>[-<constrained vCPUs>]<additive features>[_<accelerator>][_v<n>]
 # (learn.microsoft.com/azure/virtual-machines/vm-naming-conventions).
-VM_SIZE_NAME = re.compile(r"Standard_(?P<family>[A-Z]+)(?P<vcpus>[0-9]+)(?:-[0-9]+)?(?P<features>[a-z]*)"
-                          r"(?:_(?P<accelerator>[A-Z][A-Za-z0-9]*))?(?:_v(?P<version>[1-9]))?")
-# The CPU families a system pool can use: general purpose, compute, memory and storage optimised.
-CPU_FAMILIES = ("A", "B", "D", "DC", "DS", "E", "EC", "F", "FS", "FX", "G", "GS", "L", "M", "MS")
+VM_SIZE_NAME = re.compile(r"Standard_(?P<family>[A-Z]+)(?P<vcpus>[0-9]+)(?P<constrained>-[0-9]+)?(?P<features>[a-z]*)"
+                          r"(?:_(?!v[1-9]$)(?P<accelerator>[A-Z][A-Za-z0-9]*))?(?:_v(?P<version>[1-9]))?")
+# The CPU families a system pool can use: general purpose, compute, memory and storage optimised. Not B
+# (burstable): AKS does not support B-series VMs for system node pools (learn.microsoft.com/azure/aks/
+# quotas-skus-regions, "System node pools").
+CPU_FAMILIES = ("A", "D", "DC", "DS", "E", "EC", "F", "FS", "FX", "G", "GS", "L", "M", "MS")
 # GPU (N*) and HPC / InfiniBand (H*) families; an `r` among the features means RDMA (InfiniBand).
 ACCELERATED_FAMILIES = ("NC", "ND", "NG", "NP", "NV", "HB", "HC", "HX", "H")
-# AKS: a system pool's size needs at least 2 vCPUs and 4 GB (learn.microsoft.com/azure/aks/use-system-pools)
+# AKS: a system pool's size needs at least 2 vCPUs and 4 GB (learn.microsoft.com/azure/aks/quotas-skus-regions,
+# "System node pools"; use-system-pools says 4 vCPUs in one line and 2 elsewhere: the lower is what AKS refuses).
 MIN_SYSTEM_POOL_VCPUS = 2
 
 
+def canonical_size(v: str) -> str:
+    """A size name written as Azure writes it (Standard_D4s_v5), from any case: ARM reads size names without
+    case, and the program corrects the IB size's case from the catalog the same way. A name that is no
+    size name is returned as it is."""
+    m = VM_SIZE_NAME.fullmatch(v) or re.fullmatch(VM_SIZE_NAME.pattern, v, re.IGNORECASE)
+    if not m:
+        return v
+    accelerator = f"_{m['accelerator'].upper()}" if m["accelerator"] else ""
+    version = f"_v{m['version']}" if m["version"] else ""  # `_v5`, never an accelerator (the lookahead)
+    return (f"Standard_{m['family'].upper()}{m['vcpus']}{m['constrained'] or ''}{m['features'].lower()}"
+            f"{accelerator}{version}")
+
+
 def system_pool_size(v: Any) -> str | None:
-    """A real Azure size name of a CPU or accelerated family with at least 2 vCPUs; whether an
+    """A real Azure size name (any case) of a CPU or accelerated family with at least 2 vCPUs; whether an
     accelerated one is allowed is `accelerated_size`'s (it needs systemPool.allowGpuOrIbSize)."""
     allowed = (f"an Azure VM size name such as Standard_D4s_v5 (Standard_<family><vCPUs><features>[_v<n>], "
-               f"family one of {', '.join(CPU_FAMILIES)}; at least {MIN_SYSTEM_POOL_VCPUS} vCPUs, as AKS requires "
-               f"of a system pool)")
-    m = VM_SIZE_NAME.fullmatch(v) if isinstance(v, str) else None
+               f"family one of {', '.join(CPU_FAMILIES)}, not B-series, which AKS does not support for system pools; "
+               f"at least {MIN_SYSTEM_POOL_VCPUS} vCPUs, as AKS requires of a system pool)")
+    m = VM_SIZE_NAME.fullmatch(canonical_size(v)) if isinstance(v, str) and len(v) < 100 else None
     if not m or m["family"] not in CPU_FAMILIES + ACCELERATED_FAMILIES:
         return allowed
     if int(m["vcpus"]) < MIN_SYSTEM_POOL_VCPUS:
@@ -87,7 +111,7 @@ def system_pool_size(v: Any) -> str | None:
 
 def accelerated_size(v: str) -> str | None:
     """What makes `v` a GPU or InfiniBand size ("a GPU size", "an InfiniBand (RDMA) size"), or None."""
-    m = VM_SIZE_NAME.fullmatch(v)
+    m = VM_SIZE_NAME.fullmatch(canonical_size(v))
     if not m:
         return None
     if m["family"].startswith("N"):

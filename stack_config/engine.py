@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.shown import shown as _shown
+
 # A check returns None when the value is fine, else what is allowed ("an integer from 1 to 10").
 Check = Callable[[Any], "str | None"]
 
@@ -69,8 +71,8 @@ def unknown_key(path: str, name: str, known: list[str], takes: str) -> str:
 
 
 def shown(value: Any) -> str:
-    """A value as a message shows it: strings quoted, everything else as JSON."""
-    return repr(value) if isinstance(value, str) else json.dumps(value)
+    """A value as a message shows it: strings quoted, everything else as JSON, a long one cut (core.shown)."""
+    return _shown(value)
 
 
 def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
@@ -125,7 +127,7 @@ def coerce(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
             problems.append(f"{path}: got {shown(raw)}; expected an object (a YAML mapping)")
             return None
     if not isinstance(value, dict):
-        problems.append(f"{path}: got {json.dumps(value)}; expected an object (a YAML mapping)")
+        problems.append(f"{path}: got {shown(value)}; expected an object (a YAML mapping)")
         return None
     return value
 

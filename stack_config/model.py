@@ -14,7 +14,7 @@ from typing import Any
 from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins, rdma_drivers
 from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, regions
-from stack_config.engine import ConfigError
+from stack_config.engine import ConfigError, shown
 from stack_config.schema import (
     DEFAULT_NCCL_TESTS_IMAGE,
     LOCATION_KEY,
@@ -158,7 +158,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
     if ft.get("allReduceArgs"):
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
-            problems.append(f"{prefix}fabricTest.allReduceArgs: got {ft['allReduceArgs']!r}; {why}")
+            problems.append(f"{prefix}fabricTest.allReduceArgs: got {shown(ft['allReduceArgs'])}; {why}")
     default_platforms = pins.component("ncclTestsImage").platforms
     if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
         problems.append(
@@ -212,7 +212,7 @@ def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
     what = checks.accelerated_size(sp["vmSize"])
     if what is None:
         return []
-    return [f"{prefix}systemPool.vmSize: got {sp['vmSize']!r}, {what}; the system pool runs system pods: use a "
+    return [f"{prefix}systemPool.vmSize: got {shown(sp['vmSize'])}, {what}; the system pool runs system pods: use a "
             f"CPU size such as Standard_D4s_v5, or set systemPool.allowGpuOrIbSize: true"]
 
 
@@ -244,12 +244,12 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     set_it = "set it with `pulumi config set azure-native:location eastus`"
     if location is None or location == "":
         if raw.get("azure:location") is not None:
-            return [f"azure:location: got {raw['azure:location']!r}, a key of the classic azure provider, which this "
-                    f"program does not use; did you mean {LOCATION_KEY}? ({set_it})"]
+            return [f"azure:location: got {shown(raw['azure:location'])}, a key of the classic azure provider, "
+                    f"which this program does not use; did you mean {LOCATION_KEY}? ({set_it})"]
         return [f"{LOCATION_KEY}: is required but not set; the Azure region of every resource ({set_it})"]
     allowed = regions.problem(location)
     if allowed is not None:
-        return [f"{LOCATION_KEY}: got {engine.shown(location)}; expected {allowed}"]
+        return [f"{LOCATION_KEY}: got {shown(location)}; expected {allowed}"]
     return []
 
 
@@ -263,21 +263,22 @@ def _matrix_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | Non
     volcano = versions.get("volcano")
     if volcano and pins.volcano_manifest(volcano)[1] is None:
         del versions["volcano"]  # one line for the key: this one
-        problems.append(f"{prefix}versions.volcano: got {volcano!r}; no sha256 of its installer/volcano-development"
-                        f".yaml is pinned: give it as {volcano}@sha256:<64 hex> (docs/upgrading-pins.md says how)")
+        problems.append(f"{prefix}versions.volcano: got {shown(volcano)}; no sha256 of its installer/"
+                        f"volcano-development.yaml is pinned: give it as {volcano}@sha256:<64 hex> "
+                        f"(docs/upgrading-pins.md says how)")
     if not values["kubernetesVersion"]:
         return problems, ()
     # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
     # an rdmaMode of None was refused on its own line: the DRA rule cannot judge it (an unknown mode is not shared)
     why = sku is not None and mode is not None and dra.kubernetes_problem(values["kubernetesVersion"], sku, mode)
     if why:
-        problems.append(f"{prefix}kubernetesVersion: got {values['kubernetesVersion']!r}; {why}")
+        problems.append(f"{prefix}kubernetesVersion: got {shown(values['kubernetesVersion'])}; {why}")
         return problems, ()  # one line for the key
     found = pins.untested(values["kubernetesVersion"], versions)
     if values[pins.UNTESTED_KEY]:
         return problems, tuple((key, value) for key, value, _ in found)
     for key, value, allowed in found:
-        problems.append(f"{prefix}{key}: got {value!r}; expected {allowed} (or set {prefix}{pins.UNTESTED_KEY}: "
+        problems.append(f"{prefix}{key}: got {shown(value)}; expected {allowed} (or set {prefix}{pins.UNTESTED_KEY}: "
                         f"true to run a combination nobody has tested)")
     return problems, ()
 
@@ -287,6 +288,19 @@ def _near_project(namespace: str) -> bool:
     """Whether a namespace is a near miss of the project's (difflib's ratio >= 0.8), e.g. aks-infinibnd.
     A pure function of one string, kept per namespace: every parse asks it of azure-native."""
     return bool(difflib.get_close_matches(namespace, [PROJECT], n=1, cutoff=0.8))
+
+
+# The providers whose keys a stack file of this program sets (Pulumi.yaml, stack/): a near miss of one of them
+# (azure-natve:location) is a key nothing reads.
+PROVIDERS = ("azure-native", "kubernetes", "command")
+
+
+@functools.lru_cache(maxsize=64)
+def _near_provider(namespace: str) -> str | None:
+    """The provider a namespace is a near miss of (difflib's ratio >= 0.8, not the provider itself), or None."""
+    if namespace in PROVIDERS or len(namespace) > 40:
+        return None
+    return next(iter(difflib.get_close_matches(namespace, PROVIDERS, n=1, cutoff=0.8)), None)
 
 
 def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
@@ -302,18 +316,26 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     for key in sorted(raw):
         namespace, _, name = key.partition(":")
         if name and namespace not in (PROJECT, "azure") and _near_project(namespace):
-            problems.append(f"{key}: unknown namespace {namespace!r}; did you mean {prefix}{name}?")
+            problems.append(f"{key}: unknown namespace {shown(namespace)}; did you mean {prefix}{name}?")
+        elif name and (provider := _near_provider(namespace)):
+            problems.append(f"{key}: unknown namespace {shown(namespace)}; did you mean {provider}:{name}? "
+                            f"(a provider's keys are read only under its own name)")
     values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
     for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
         if values[name] is None and ours.get(name) in (None, ""):  # unset, or Pulumi.yaml's ""
             allowed = SCHEMA_BY_NAME[name].check(derived)
             if allowed is not None:
-                problems.append(f"{prefix}{name}: got {derived!r} (derived from the stack name); expected {allowed}; "
-                                f"set {name} explicitly")
+                problems.append(f"{prefix}{name}: got {shown(derived)} (derived from the stack name); "
+                                f"expected {allowed}; set {name} explicitly")
             values[name] = derived
 
     location = raw.get(LOCATION_KEY)
+    if isinstance(location, str) and location.lower() in regions.REGIONS:
+        location = location.lower()  # ARM reads region names without case (EastUS is eastus)
+    sp = values["systemPool"]
+    if sp and isinstance(sp.get("vmSize"), str):
+        sp["vmSize"] = checks.canonical_size(sp["vmSize"])  # as the IB size's case is corrected from the catalog
     ib = values["ibPool"]
     # The axes, each looked up once: the size's catalog entry and the mode's record (their own checks found
     # them; None where a check failed or the key is unset), and the size's fabric-test kind.
@@ -328,7 +350,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     if problems:
         raise ConfigError(problems)
 
-    v, sp, ft = values["versions"], values["systemPool"], values["fabricTest"]
+    v, ft = values["versions"], values["fabricTest"]
     ce = values["certifier"]
     return StackConfig(
         stack=stack,

@@ -43,12 +43,12 @@ def _squash(text: str) -> str:
 
 def problem(value: object) -> str | None:
     """None for a known region, else what is allowed (with the closest names)."""
-    if isinstance(value, str) and value in REGIONS:
+    if isinstance(value, str) and value.lower() in REGIONS:  # ARM reads names without case: EastUS is eastus
         return None
     if isinstance(value, str) and _squash(value) in REGIONS:  # "East US", "East-US 2"
         return f"the programmatic name {_squash(value)!r}, not the display name"
     close = difflib.get_close_matches(_squash(value), sorted(REGIONS), n=3, cutoff=0.75) if isinstance(
-        value, str) and value else []
+        value, str) and 0 < len(value) < 100 else []
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     return (f"an Azure region's programmatic name such as eastus{hint}; the list is in stack_config/regions.py, "
             f"from {SOURCE}: add a region opened since")

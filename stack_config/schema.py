@@ -37,7 +37,12 @@ DEFAULT_NCCL_TESTS_IMAGE = pins.component("ncclTestsImage").version
 DEFAULT_CERTIFIER_IMAGE = defaults.CERTIFIER_IMAGE
 DEFAULT_CERTIFIER_SCHEDULE = defaults.CERTIFIER_SCHEDULE
 
-MAX_NODES = 100  # an AKS agent pool holds at most 1000 nodes; a fabric test beyond 100 is a mistake here
+# AKS's limit of nodes in one node pool (learn.microsoft.com/azure/aks/quotas-skus-regions, "Maximum nodes per
+# node pool (Virtual Machine Scale Sets node pools)": 1000); what a fabric test costs at that size: docs/fabric-test.md.
+MAX_NODES = 1000
+# AKS's OS disk: its node images need 30 GB (learn.microsoft.com/azure/aks/create-node-pools, ephemeral OS), and
+# the API takes at most 2048 (ManagedClusterAgentPoolProfile.osDiskSizeGB, maxValue 2048, API 2025-09-01).
+OS_DISK_GB = (30, 2048)
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -61,7 +66,8 @@ SCHEMA: tuple[Key, ...] = (
         fields=(
             Key("vmSize", "string", "VM size of the system pool: a CPU size; a GPU or InfiniBand size only "
                 "with allowGpuOrIbSize.", default="Standard_D4s_v5", check=checks.system_pool_size),
-            Key("nodeCount", "integer", "Nodes in the system pool.", default=2, check=int_range(1, 10)),
+            Key("nodeCount", "integer", "Nodes in the system pool (AKS: up to 1,000 in a pool).", default=2,
+                check=int_range(1, MAX_NODES)),
             Key("allowGpuOrIbSize", "boolean", "Allow a GPU or InfiniBand size in the system pool (it then runs "
                 "system pods on the most expensive VMs).", default=False),
         )),
@@ -74,8 +80,8 @@ SCHEMA: tuple[Key, ...] = (
                                               "more nodes)")),
             Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
                 check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
-            Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here).",
-                default=256, check=int_range(128, 2048)),
+            Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here; "
+                "AKS takes 30 to 2048).", default=256, check=int_range(*OS_DISK_GB)),
             Key("minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; nodes that "
                 "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
                 "nothing, with certifier.mode label or off only: a first node back alone has no peer to pass with.",
@@ -208,8 +214,8 @@ SCHEMA: tuple[Key, ...] = (
                 "policy).", default_doc="azure (AKS's default)", check=optional(one_of(*enterprise.DATAPLANES))),
             Key("podCidr", "string", "Overlay pod range.", default_doc="10.244.0.0/16 (AKS's default)",
                 check=optional(enterprise.cidr)),
-            Key("serviceCidr", "string", "Service range (not overlapping the pod range or your VNet).",
-                default_doc="10.0.0.0/16 (AKS's default)", check=optional(enterprise.cidr)),
+            Key("serviceCidr", "string", "Service range, /12 or narrower (not overlapping the pod range or your VNet).",
+                default_doc="10.0.0.0/16 (AKS's default)", check=optional(enterprise.service_cidr)),
             Key("dnsServiceIp", "string", "Cluster DNS service address, inside serviceCidr.",
                 default_doc="10.0.0.10 (AKS's default)", check=optional(enterprise.ipv4_address)),
             Key("outboundType", "string", "Egress: `loadBalancer`, `userDefinedRouting` (your firewall through the "

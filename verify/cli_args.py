@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from core import catalog, choices, rdma_drivers
+from core import catalog, choices, kinds, rdma_drivers
 from verify import gate, readers
 from verify.result import FabricResult
 
@@ -77,6 +77,10 @@ def problem(args: argparse.Namespace, reader: readers.Reader) -> str | None:
         return "--sharp applies to the NCCL all-reduce (--kind nccl) only"
     if getattr(args, "rack", False) and (not reader.record.rack_run or not catalog.lookup(args.sku).has_mnnvl):
         return f"--rack applies to the NCCL all-reduce of a multi-node-NVLink size (GB200, GB300), not {args.sku}"
+    if args.sku and (runs := kinds.kind_for(catalog.lookup(args.sku))).name != reader.kind:
+        gpus = "has GPUs" if catalog.lookup(args.sku).has_gpus else "has no GPUs"
+        return (f"--sku {args.sku} {gpus} and runs the {runs.name} test, but this is a {reader.kind} log: judge it "
+                f"with a size that runs {reader.kind}, or give the {runs.name} log (--kind {runs.name})")
     return reader.problem(args)
 
 

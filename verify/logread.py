@@ -35,12 +35,19 @@ _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 class Lines:
-    """The lines of a stream of text chunks; `cut` counts the lines longer than LINE_CHARS, read in part."""
+    """The lines of a stream of text chunks; `cut` counts the lines longer than LINE_CHARS, read in part, and
+    `undecodable` those that held bytes that are not UTF-8 (replaced by U+FFFD as they were decoded)."""
 
     def __init__(self, chunks: Iterable[str]) -> None:
-        self.chunks, self.cut = chunks, 0
+        self.chunks, self.cut, self.undecodable = chunks, 0, 0
 
     def __iter__(self) -> Iterator[str]:
+        for line in self._lines():
+            if "\ufffd" in line:
+                self.undecodable += 1
+            yield line
+
+    def _lines(self) -> Iterator[str]:
         carry, after_cr, skipping = "", False, False
         for text in self.chunks:
             if after_cr and text.startswith("\n"):  # the \n of a \r\n split between two chunks
@@ -93,6 +100,7 @@ class LogFold:
         self.round0: tuple[tuple[str, ...], NcclFigure] | None = None  # the first allreduce section, of 2 hosts
         self._round0_open = False
         self.lines_cut = 0
+        self.lines_undecodable = 0
         # the last `tail` lines up to the last that is not empty, and the empty lines after it
         self._tail: deque[str] = deque(maxlen=tail)
         self._empty_after = 0
@@ -128,6 +136,7 @@ class LogFold:
         for line in lines:
             self.feed(line)
         self.lines_cut += getattr(lines, "cut", 0)
+        self.lines_undecodable += getattr(lines, "undecodable", 0)
         return self
 
     # ---- the answers -------------------------------------------------------------------------------
@@ -144,13 +153,16 @@ class LogFold:
         return kinds.first_of(kinds.BANDWIDTH_TABLES if tables else kinds.NCCL_TESTS).name
 
     def _cut(self) -> tuple[str, ...]:
-        return (f"{self.lines_cut} line(s) over {bounded.chars(LINE_CHARS)}: the start of each read",) \
+        cut = (f"{self.lines_cut} line(s) over {bounded.chars(LINE_CHARS)}: the start of each read",) \
             if self.lines_cut else ()
+        bad = (f"{self.lines_undecodable} line(s) with bytes that are not UTF-8: read with those bytes replaced",) \
+            if self.lines_undecodable else ()
+        return cut + bad
 
     def nccl(self) -> NcclResult:
         """`nccl.parse(sections.allreduce_text(log))`; ParseError when the log holds no nccl-tests result."""
         result = self.allreduce.result()
-        return dataclasses.replace(result, not_kept=result.not_kept + self._cut()) if self.lines_cut else result
+        return dataclasses.replace(result, not_kept=result.not_kept + self._cut()) if self._cut() else result
 
     def doctor_run(self) -> DoctorRun:
         """`sections.read_doctor(sections.split(log))`."""

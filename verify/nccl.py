@@ -146,6 +146,7 @@ class TextParser:
         self.errors: Kept[str] = Kept(bounded.LINES, "failure lines")
         self.info: dict = {}
         self.pending: tuple | None = None  # a row's first five columns waiting for the rest
+        self.unread_rows = 0  # rows whose first columns came and whose figures never did: counted, not judged
         self.header_seen = False
         self.nccl_lines = transport_mod.Collector()  # NCCL's own lines, read in the same pass
 
@@ -168,6 +169,7 @@ class TextParser:
             rest = line[m.end() :]
             head = (int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)))
             body = _body(rest)
+            self.unread_rows += self.pending is not None  # the row before this one never got its figures
             if body is not None:
                 self.rows.append(Row(*head, out_of_place=body[0], in_place=body[1]))
                 self.pending = None
@@ -216,6 +218,10 @@ class TextParser:
         elif "size" in stripped and "busbw" in stripped:
             self.header_seen = True
 
+    def _unread(self) -> str | None:
+        n = self.unread_rows + (self.pending is not None)
+        return f"{n} result row(s) it could not read (their figures are missing or garbled): not judged" if n else None
+
     def result(self) -> NcclResult:
         rows, errors, info = self.rows.items, self.errors.items, self.info
         if not rows and not errors and not self.header_seen:
@@ -244,7 +250,7 @@ class TextParser:
             warnings=transport.warnings,
             source_format="text",
             transport=transport,
-            not_kept=tuple(n for n in (k.note() for k in (self.rows, self.ranks, self.errors)) if n),
+            not_kept=tuple(n for n in (*(k.note() for k in (self.rows, self.ranks, self.errors)), self._unread()) if n),
             listed_entries_are_processes=False,
         )
 

@@ -105,10 +105,11 @@ class DoctorRun:
     not_kept: tuple[str, ...] = ()  # what the reader counted but did not keep (verify.bounded), in words
 
 
-# The launcher's reason codes for running the doctor or not, in words.
+# The launcher's reason codes for running the doctor or not, in words. A mode is the run's (DOCTOR_RUN_REASON),
+# not named as a stack key: `report` reads logs that no stack made.
 REASONS = {
-    "mode-never": "fabricTest.doctor is never",
-    "mode-always": "fabricTest.doctor is always",
+    "mode-never": "the run's doctor mode was never",
+    "mode-always": "the run's doctor mode was always",
     "allreduce-passed": "the all-nodes run reached the pass line, so under auto the doctor did not run",
     "allreduce-below-pass-line": "the all-nodes run is below the pass line",
     "allreduce-failed": "the all-nodes run failed or printed no result at its largest size",

@@ -198,7 +198,11 @@ def judge(
         crossed = False
         add(Verdict.FAIL, f"expected {plural(nodes, 'node')} but the ranks ran on {plural(len(hosts), 'host')}: "
                           f"{', '.join(hosts)}")
-    if result.ranks is not None and result.ranks < 2:
+    if nodes_given and hosts and len(hosts) > (nodes or 0):
+        # the figures are those of every host the ranks ran on, not of the count given
+        add(Verdict.UNKNOWN, f"--nodes {nodes} but the ranks ran on {plural(len(hosts), 'host')}: {_hosts(hosts)}; "
+                             f"the figures are of {plural(len(hosts), 'node')}: leave --nodes out to judge them so")
+    elif result.ranks is not None and result.ranks < 2:
         add(Verdict.UNKNOWN, f"{plural(result.ranks, 'rank')}: nothing was exchanged")
     elif nodes is not None and nodes < 2:
         where = f" ({hosts[0]})" if hosts else ""

@@ -164,3 +164,28 @@ def test_without_the_network_make_synth_stops_on_one_line_saying_what_to_do(tmp_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "volcano-development" in err and "make reference" in err, err
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.yaml"))
+
+
+def test_an_air_gapped_site_fetches_from_its_mirror_and_still_checks_every_hash(
+        reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """$AKS_IB_REFERENCE_MIRROR: each pinned URL is read from <mirror>/<host>/<path> (a file:// folder or an
+    http(s) server laid out as the URLs are), and the sha256 is checked as for the upstream URL."""
+    serve = _serve(reference)
+    mirror = tmp_path / "mirror"
+    for e in ref.entries():
+        if e.url:
+            target = mirror / e.url.split("://", 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(serve(e.url))
+    monkeypatch.setenv(ref.MIRROR_ENV, mirror.as_uri())
+    monkeypatch.setattr(ref, "_download", lambda url: (
+        Path(url.removeprefix("file://")).read_bytes() if url.startswith(mirror.as_uri())
+        else pytest.fail(f"{url}: not the mirror")))
+    out = tmp_path / "cache"
+    assert ref.fetch(out) == []
+    assert not ref.problems(out, hashes=True) or all(p.endswith(": missing") for p in ref.problems(out))
+    victim = next(e for e in ref.entries() if e.url and not e.lines)
+    (mirror / victim.url.split("://", 1)[1]).write_bytes(b"not what was pinned")
+    (out / victim.path).unlink()
+    (failure,) = ref.fetch(out)
+    assert failure.startswith(f"{victim.path}: ") and "expected" in failure and str(mirror) in failure

@@ -232,6 +232,44 @@ def test_the_mocked_reference_answers_exactly_the_handoff():
     assert set(mocks.STACK_REFERENCE_SECRETS) <= set(handoff.OUTPUTS)
 
 
+class AzureStackOf(mocks.OfflineMocks):
+    """A reference to an Azure stack deployed with another pool than this stack's configuration."""
+
+    def __init__(self, **outputs):
+        self.outputs = outputs
+
+    def new_resource(self, args):  # type: ignore[no-untyped-def]
+        rid, state = super().new_resource(args)
+        if args.typ == STACK_REFERENCE:
+            state["outputs"] = {**state["outputs"], **self.outputs}
+        return rid, state
+
+
+@pytest.mark.parametrize(("outputs", "key", "shown"), [
+    ({"vmSize": "Standard_ND96asr_v4"}, "ibPool.vmSize", "'Standard_ND96isr_H100_v5'"),
+    ({"nodeCount": 4}, "ibPool.nodeCount", "2"),
+])
+def test_the_kubernetes_half_refuses_a_pool_the_azure_stack_did_not_deploy(outputs, key, shown):
+    """A job sized for other nodes stays Pending until the certify deadline: the Kubernetes half reads the
+    Azure stack's vmSize and nodeCount (handoff.OUTPUTS) and stops in one line before anything is applied
+    in the cluster (the provider waits for the check)."""
+    monitor = engine.RecordingMonitor(AzureStackOf(**outputs))
+    with pytest.raises(Exception) as err:
+        engine.render("private-kubernetes", monitor=monitor)
+    line = str(err.value)
+    assert isinstance(err.value, engine.pulumi.RunError), line
+    assert "\n" not in line and line.startswith(f"aks-infiniband:{key}: got {shown}"), line
+    assert f"deployed {next(iter(outputs.values()))!r}" in line or f"deployed {outputs.get('nodeCount')}:" in line
+    assert "platform-team/aks-infiniband/private-azure" in line
+    assert not [r for r in monitor.registrations if r.type.startswith("kubernetes:")]
+
+
+def test_the_kubernetes_half_takes_the_azure_stacks_size_in_another_case():
+    """Azure's names are case-insensitive and the program corrects a size's case: not a mismatch."""
+    monitor = engine.RecordingMonitor(AzureStackOf(vmSize="standard_nd96isr_h100_v5", nodeCount=2.0))
+    engine.render("private-kubernetes", monitor=monitor)
+
+
 def test_the_two_halves_declare_what_the_single_stack_declares(private, azure_half, kubernetes_half):
     """Same names and types, so the halves miss nothing; the reference is the only addition, and the
     deployer's cluster-admin grant the only omission (no provider in the Azure half needs it: the runner's
@@ -267,19 +305,35 @@ IMAGE_REF = r'(?:"image"|"repository"|image:)\s*:?\s*\\?"?([a-z0-9.-]+\.[a-z]{2,
 
 def test_the_egress_list_names_every_registry_the_example_stacks_pull_from():
     """With userDefinedRouting nothing reaches a registry the firewall does not allow: every image host of
-    every example stack's render (its objects, the chart values it sets, Volcano's manifest) is in the
-    docs' list; the charts' own default images are listed there by hand, from the packaged charts."""
+    every example stack's render (its objects, the chart values it sets, Volcano's manifest) has its hosts in
+    core/egress.py, which the docs' table shows; the charts' own default images are listed there by hand,
+    from the packaged charts."""
     import json
     import re
 
     from conftest import rendered
 
-    doc = (ROOT / "docs" / "enterprise-deployment.md").read_text()
-    listed = set(re.findall(r"^\| `([a-z0-9.-]+\.[a-z]+)` \|", doc, re.MULTILINE))
+    from core import egress
+
     hosts = set()
     for stack in ("dev", "gb300", "gb200", "hb", "private"):
         text = json.dumps([r.inputs for r in rendered(stack).resources])
         for ref in re.findall(IMAGE_REF, text):
             hosts.add(ref.split("/")[0])
     assert hosts >= {"nvcr.io", "ghcr.io", "docker.io", "mcr.microsoft.com", "registry.k8s.io"}, hosts
-    assert hosts <= listed, f"images from {sorted(hosts - listed)} are not in the egress list"
+    assert hosts <= set(egress.REGISTRIES), f"images from {sorted(hosts - set(egress.REGISTRIES))} have no entry"
+    doc = (ROOT / "docs" / "enterprise-deployment.md").read_text()
+    assert all(f"`{h}`" in doc for r in hosts for h in egress.allowed(r))
+
+
+def test_the_docs_say_what_each_example_stack_keeps_when_idle():
+    """docs/enterprise-deployment.md said Pulumi.private.yaml scales to zero; it keeps one node (the peer new
+    ones are tested against, as certifier.mode taint needs). The page's table names each file's minNodeCount."""
+    import re
+
+    doc = (ROOT / "docs" / "enterprise-deployment.md").read_text()
+    for stack in ("private", "private-azure"):
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `Pulumi.{stack}.yaml` |"))
+        said = re.findall(r"`minNodeCount: (\d+)`", row)
+        assert said == [str(config(stack, "ibPool")["minNodeCount"])], (stack, row)
+    assert "costs nothing while idle" not in doc.split("\n\n", 2)[1]  # the opening paragraph

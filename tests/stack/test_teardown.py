@@ -155,3 +155,22 @@ def test_the_dra_claims_and_the_compute_domain_go_before_the_drivers_that_serve_
         for claimed in (domain, *templates):
             assert removed_before(gb300, claimed, driver), (claimed.name, driver.name)
             assert not removed_before(gb300, driver, claimed)
+
+
+def test_the_teardown_page_says_what_a_split_stack_and_an_unreachable_cluster_need():
+    """docs/teardown.md: the Kubernetes stack goes first (its provider's kubeconfig is the Azure stack's);
+    an unreachable API server is handled by the variable the pinned Kubernetes provider reads (its Python SDK
+    and the provider's schema name it), and the GPU scale set's absence is checked in the node resource group."""
+    import inspect
+
+    import pulumi_kubernetes
+
+    from tests.paths import ROOT
+
+    doc = (ROOT / "docs" / "teardown.md").read_text()
+    assert "PULUMI_K8S_DELETE_UNREACHABLE" in inspect.getsource(pulumi_kubernetes.Provider)
+    for needed in ("PULUMI_K8S_DELETE_UNREACHABLE=true pulumi destroy", "pulumi destroy --stack private-kubernetes",
+                   "pulumi destroy --stack private-azure", "az vmss list --resource-group", "nodeResourceGroup",
+                   "pulumi state delete"):
+        assert needed in doc, needed
+    assert doc.index("--stack private-kubernetes") < doc.index("--stack private-azure")

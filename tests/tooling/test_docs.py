@@ -124,3 +124,14 @@ def test_the_anchor_rule_matches_githubs_on_the_headings_used_here():
     assert _anchor("CPU-only HPC sizes (HB / HX)") == "cpu-only-hpc-sizes-hb--hx"
     assert _anchor("`python -m verify`: reading a result") == "python--m-verify-reading-a-result"
     assert _anchor("Read access (RBAC) that `collect` needs") == "read-access-rbac-that-collect-needs"
+
+
+def test_no_page_names_a_path_of_one_workstation():
+    """A reader's checkout is not the writer's: the reference material is `../shared/reference` or
+    $AKS_IB_REFERENCE (offline/reference.py), never an absolute path of one machine."""
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = {p.name: m for p in pages if (m := re.findall(r"(?<![\w.])/(?:work|home|Users|root|mnt)/[\w./-]+",
+                                                            p.read_text()))}
+    assert not found, found

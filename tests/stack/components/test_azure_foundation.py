@@ -24,7 +24,7 @@ GB200 = {
 
 
 # Keys of the Azure half set away from dev's, read by separate tests of one render (independent keys).
-CONFIGURED = {"featureWaitTimeoutMinutes": 90, "kubernetesVersion": "1.34.5",
+CONFIGURED = {"featureWaitTimeoutMinutes": 90, "kubernetesVersion": "1.35.5",
               "systemPool": {"vmSize": "Standard_D8s_v5", "nodeCount": 3}}
 
 
@@ -120,7 +120,7 @@ def test_system_pool_is_small_cpu_and_has_no_public_ips(dev):
 def test_kubernetes_version_and_system_pool_are_configurable(render_azure):
     half = render_azure(**CONFIGURED)
     aks = half.one(CLUSTER)
-    assert aks.inputs["kubernetesVersion"] == "1.34.5"
+    assert aks.inputs["kubernetesVersion"] == "1.35.5"
     assert aks.inputs["agentPoolProfiles"][0]["vmSize"] == "Standard_D8s_v5"
     assert aks.inputs["agentPoolProfiles"][0]["count"] == 3
 

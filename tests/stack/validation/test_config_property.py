@@ -231,11 +231,11 @@ def _refused_properly(path: str, value: Any, problems: list[str]) -> str | None:
 
 def _shown(value: Any) -> tuple[str, ...]:
     """The forms a problem line may show a value in: as given, or as it was read (360.0 as 360, 'True' as
-    true), through stack_config's own form."""
+    true), through stack_config's own form (a long one cut to its start and its length)."""
     from stack_config.engine import shown
 
     if isinstance(value, str):
-        return (value.strip() or repr(value), value.strip().lower())
+        return (value.strip() or repr(value), value.strip().lower(), shown(value))
     if isinstance(value, float) and value.is_integer():
         return (shown(value), str(int(value)))
     return (shown(value),)

@@ -96,7 +96,7 @@ def test_an_unknown_key_like_no_other_gets_no_guess():
 
 def test_the_node_count_range_says_one_node_needs_the_fabric_test_off():
     (found,) = problems(ibPool={"nodeCount": 0})
-    assert found == (f"{P}:ibPool.nodeCount: got 0; expected an integer from 1 to 100 (1 only with "
+    assert found == (f"{P}:ibPool.nodeCount: got 0; expected an integer from 1 to 1000 (1 only with "
                      "fabricTest.enabled: false: the fabric test needs 2 or more nodes)")
     assert parse(ibPool={"nodeCount": 1}, fabricTest={"enabled": False}).ib_pool.node_count == 1
 
@@ -261,3 +261,70 @@ def test_the_configuration_reference_is_generated_from_the_schema():
     doc = (ROOT / stack_config.docs.DOC).read_text()
     table = doc.split(stack_config.TABLE_START, 1)[1].split(stack_config.TABLE_END, 1)[0]
     assert table == stack_config.markdown_table(), f"{stack_config.docs.DOC} is out of date: run `make golden`"
+
+
+# --- the newcomer's findings (issue 52): limits as Azure documents them, names as Azure reads them ---------
+@pytest.mark.parametrize("overrides, check", [
+    ({"ibPool": {"nodeCount": 1000}}, lambda c: c.ib_pool.node_count == 1000),  # AKS: 1,000 nodes in a pool
+    ({"ibPool": {"nodeCount": 1000, "minNodeCount": 1000}}, lambda c: c.ib_pool.min_node_count == 1000),
+    ({"systemPool": {"nodeCount": 1000}}, lambda c: c.system_pool.node_count == 1000),
+    ({"ibPool": {"osDiskSizeGb": 2048}}, lambda c: c.ib_pool.os_disk_size_gb == 2048),  # the API's maximum
+    ({"ibPool": {"osDiskSizeGb": 30}}, lambda c: c.ib_pool.os_disk_size_gb == 30),  # AKS images' minimum
+    ({"network": {"serviceCidr": "10.64.0.0/12", "dnsServiceIp": "10.64.0.10"}},
+     lambda c: c.network.service_cidr == "10.64.0.0/12"),  # kube-apiserver's widest IPv4 range
+    ({"systemPool": {"vmSize": "standard_d4s_v5"}}, lambda c: c.system_pool.vm_size == "Standard_D4s_v5"),
+    ({"systemPool": {"vmSize": "STANDARD_D8ADS_V5"}}, lambda c: c.system_pool.vm_size == "Standard_D8ads_v5"),
+    ({"ibPool": {"vmSize": "standard_nd96isr_h100_v5"}}, lambda c: c.sku.vm_size == "Standard_ND96isr_H100_v5"),
+    ({"azure-native:location": "EastUS"}, lambda c: c.location == "eastus"),  # ARM reads names without case
+    ({"azure-native:location": "WestUS3"}, lambda c: c.location == "westus3"),
+], ids=["ib-1000", "min-1000", "system-1000", "disk-2048", "disk-30", "service-12", "system-size-lower",
+        "system-size-upper", "ib-size-lower", "EastUS", "WestUS3"])
+def test_what_azure_accepts_is_accepted_and_written_as_azure_names_it(overrides, check):
+    assert check(parse(**overrides))
+
+
+@pytest.mark.parametrize("overrides, key, shown", [
+    ({"clusterName": "a" * 1_000_000}, f"{P}:clusterName", "'aaaa"),
+    ({"ibPool": {"vmSize": "Standard_" + "X" * 1_000_000}}, f"{P}:ibPool.vmSize", "'Standard_XXX"),
+    ({"azure-native:location": "e" * 1_000_000}, "azure-native:location", "'eee"),
+    ({"tags": {"k" * 1_000_000: "v"}}, f"{P}:tags", "kkk"),
+    ({"network": {"serviceCidr": "1" * 1_000_000}}, f"{P}:network.serviceCidr", "'111"),
+])
+def test_a_huge_value_is_shown_cut_to_a_readable_length(overrides, key, shown):
+    """A 1 MB name printed a 1 MB line: a value echoed in a message is cut, and says how long it was."""
+    found = [p for p in problems(**overrides) if p.startswith(key)]
+    assert found, problems(**overrides)
+    assert all(len(p) < 1500 for p in found), [len(p) for p in found]
+    assert shown in found[0] and "1000" in found[0].replace(",", ""), found[0][:300]
+
+
+def test_a_typo_in_a_providers_namespace_is_named_as_such():
+    cfg = engine.as_cli_config(dev_config())
+    cfg["azure-natve:location"] = "westus3"
+    with pytest.raises(stack_config.ConfigError) as err:
+        stack_config.parse(cfg, "dev")
+    assert err.value.problems == [
+        "azure-natve:location: unknown namespace 'azure-natve'; did you mean azure-native:location? "
+        "(a provider's keys are read only under its own name)"]
+
+
+@pytest.mark.parametrize("size", ["Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"])
+def test_grace_blackwell_stays_on_the_kubernetes_versions_known_to_give_ubuntu_24_04(size):
+    """osSKU Ubuntu is 24.04 on 1.35-1.37 and 26.04 from 1.38 (AKS release notes of 2026-10-25, core/dra.py);
+    Azure's GB images need 24.04, so a GB pool past 1.37 is refused, even with allowUntestedVersions."""
+    gb = {"ibPool": {"vmSize": size}, "rdmaMode": "sriov", "allowUntestedVersions": True}
+    for ok in ("1.35", "1.36", "1.37", "1.37.4"):
+        assert parse(kubernetesVersion=ok, **gb).kubernetes_version == ok
+    for past in ("1.38", "1.38.1", "1.40"):
+        (found,) = problems(kubernetesVersion=past, **gb)
+        assert found.startswith(f"{P}:kubernetesVersion: got {past!r}; {size} needs Ubuntu 24.04"), found
+        assert "26.04" in found and "1.37" in found
+    # not a GB size: DRANET's containerd 2 is in 26.04 too, so no ceiling
+    assert parse(kubernetesVersion="1.38", rdmaMode="dra", allowUntestedVersions=True).kubernetes_version == "1.38"
+
+
+def test_the_matrix_has_no_minor_past_its_end_of_life():
+    """1.34 reached its end of life in November 2026 (upstream 2026-10-27): no longer a tested row."""
+    assert "1.34" not in pins.SUPPORTED_KUBERNETES
+    (found,) = problems(kubernetesVersion="1.34")
+    assert "compatibility matrix" in found

@@ -441,3 +441,4 @@ def test_collect_without_the_deploy_requirements_says_what_to_install():
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
     assert "(PyYAML not installed)" in p.stderr and "pip install -r requirements.txt" in p.stderr
     assert "make venv" in p.stderr
+
