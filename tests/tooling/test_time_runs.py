@@ -82,7 +82,8 @@ def test_a_failed_run_is_not_timed_its_output_is_kept_and_the_exit_status_says_s
 def test_against_runs_the_two_trees_in_turn_and_gives_the_pairs_ratio(tmp_path, monkeypatch, capsys):
     other = tmp_path / "other"
     other.mkdir()
-    (other / "count").write_text("8")  # B's runs sleep 0.09 and 0.1 s, A's 0.01 and 0.02 s
+    (other / "count").write_text("48")  # B's runs sleep 0.49 and 0.5 s, A's 0.01 and 0.02 s: far apart even
+    # on a loaded machine, where starting a shell took 0.06 s (a 0.09 s sleep read 1.6 times a 0.01 s one)
     code, out = _timed(tmp_path, monkeypatch, capsys, "--runs", "2", "--against", str(other))
     assert code == 0
     assert (tmp_path / "order").read_text().split() == [str(tmp_path), str(other)] * 2
