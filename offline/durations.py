@@ -9,8 +9,9 @@ and the render (and its golden files) show the new timeline.
 Besides the Pulumi resources, the model has *on-node steps*: work the cluster does after Pulumi has
 created a resource and moved on. Pulumi does not wait for a custom resource to be acted upon, so the
 DOCA/OFED driver build (after the NicClusterPolicy) and the GPU driver container (after the GPU
-Operator release) run in the background; the fabric test job's pods start only when both are ready
-on the InfiniBand nodes. The test image's pull is a step of its own: by the job's pods once they are
+Operator release) run in the background, the GPU driver after the DOCA driver where it loads nvidia-peermem
+against it (offline/schedule.py `_waits_for_doca`); the fabric test job's pods start only when both are
+ready on the InfiniBand nodes. The test image's pull is a step of its own: by the job's pods once they are
 scheduled (after the drivers), or, with the pre-pull DaemonSet (components/fabric/image_prepull.py), as
 soon as the nodes join, in parallel with the drivers. The render adds these steps to the dependency
 graph explicitly.

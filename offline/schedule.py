@@ -84,13 +84,16 @@ def build_timeline(rendering: Rendering) -> Timeline:
                               steps[ids[policy.urn]].component, durations.DOCA_DRIVER_READY,
                               {ids[policy.urn], *pools}, on_node=True)
             ready.append(sid)
+    doca_ready = list(ready)
     for release in find(lambda r: r.type in HELM_TYPES and helm_chart(r) == "gpu-operator"):
         values = release.inputs.get("values") or {}
-        if isinstance(values, Mapping) and (values.get("driver") or {}).get("enabled", True) is not False:
+        driver = (values.get("driver") or {}) if isinstance(values, Mapping) else {}
+        if driver.get("enabled", True) is not False:
             sid = f"{ids[release.urn]}/gpu-driver-ready"
             steps[sid] = Step(sid, "GPU driver container (GPUDirect RDMA) ready on the GPU nodes", "on-node",
                               steps[ids[release.urn]].component, durations.GPU_DRIVER_READY,
-                              {ids[release.urn], *pools}, on_node=True)
+                              {ids[release.urn], *pools, *(doca_ready if _waits_for_doca(driver) else ())},
+                              on_node=True)
             ready.append(sid)
     runs: list[str] = []
     daemonsets = find(lambda r: r.type == "kubernetes:apps/v1:DaemonSet")
@@ -126,6 +129,16 @@ def build_timeline(rendering: Rendering) -> Timeline:
                 step.deps.add(last)
 
     return _scheduled(steps, runs)
+
+
+def _waits_for_doca(driver: Mapping[str, Any]) -> bool:
+    """Whether the GPU driver installs only after the DOCA driver: with `driver.rdma.enabled` (and the DOCA
+    driver from its container, not the host) the driver pod's k8s-driver-manager init container waits for DOCA's
+    /run/mellanox/drivers/.driver-ready on a node with a Mellanox HCA, before the driver container starts
+    (NVIDIA/k8s-driver-manager v0.12.0, the GPU Operator v26.7.0 chart's driverManager: cmd/driver-manager/main.go
+    waitForMofedDriver, on a fresh node too)."""
+    rdma = driver.get("rdma") or {}
+    return isinstance(rdma, Mapping) and rdma.get("enabled") is True and rdma.get("useHostMofed") is not True
 
 
 def _scheduled(steps: dict[str, Step], runs: list[str]) -> Timeline:

@@ -147,6 +147,26 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
         sum(tl.steps[s].duration.typical_min for s in tl.critical_path))
 
 
+@pytest.mark.parametrize(("rdma", "waits"), [({"enabled": True, "useHostMofed": False}, True),
+                                             ({"enabled": True, "useHostMofed": True}, False),
+                                             ({"enabled": False}, False), (None, False)])
+def test_the_gpu_driver_waits_for_the_doca_driver_only_with_gpudirect_through_it(rdma, waits) -> None:
+    """With driver.rdma.enabled (and no host MOFED) the GPU driver pod's k8s-driver-manager init container waits
+    for DOCA's /run/mellanox/drivers/.driver-ready before the driver installs (NVIDIA/k8s-driver-manager v0.12.0,
+    the pinned chart's driverManager: cmd/driver-manager/main.go waitForMofedDriver); without it nothing waits."""
+    pool = _res("azure-native:containerservice:AgentPool", "pool", {"vmSize": "Standard_ND96isr_H100_v5"})
+    policy = _res("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy", "policy",
+                  {"metadata": {"name": "nic-cluster-policy"}, "spec": {"ofedDriver": {"image": "doca-driver"}}})
+    values = {"driver": {"rdma": rdma}} if rdma is not None else {}
+    gpu = _res("kubernetes:helm.sh/v3:Release", "gpu", {"chart": "gpu-operator", "values": values})
+    job = _res("kubernetes:batch.volcano.sh/v1alpha1:Job", "nccl", {"metadata": {"name": "nccl"}})
+    tl = schedule.build_timeline(Rendering("t", [pool, policy, gpu, job], {}))
+    assert ("policy/doca-driver-ready" in tl.steps["gpu/gpu-driver-ready"].deps) is waits
+    doca, driver = durations.DOCA_DRIVER_READY.typical_min, durations.GPU_DRIVER_READY.typical_min
+    ready = tl.finish["typical"]["gpu/gpu-driver-ready"] - tl.finish["typical"]["pool"]
+    assert ready == pytest.approx(doca + driver if waits else driver)
+
+
 def _without_prepull(rendering: Rendering) -> Rendering:
     def prepull(r: Resource) -> bool:
         top = schedule.top_component(rendering, r)
