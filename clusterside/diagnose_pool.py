@@ -69,7 +69,9 @@ class PoolNode:
 
 def _device_hint(resource: str) -> str:
     if resource.startswith(f"{fabric.RDMA_RESOURCE_PREFIX}/"):
-        return "the RDMA device plugin that the NicClusterPolicy deploys advertises it, after the DOCA driver"
+        return (f"the RDMA device plugin that the NicClusterPolicy deploys advertises it, on nodes labelled "
+                f"{fabric.MOFED_WAIT_LABEL}=false: the Network Operator sets that once the DOCA driver is ready, or "
+                f"without ofedDriver (rdmaDriver inbox) on nodes with {fabric.MELLANOX_NIC_LABEL}")
     if resource == fabric.GPU_RESOURCE:
         return "the GPU Operator's device plugin advertises it, after its driver container has loaded the driver"
     return "a device plugin advertises it"

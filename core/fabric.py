@@ -58,6 +58,11 @@ IB_POOL_ROLE = "infiniband"
 # NicClusterPolicy's node affinity keys on it.
 MELLANOX_NIC_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
 NVIDIA_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+# Set by the Network Operator; its RDMA device plugin runs only where it is "false": once the DOCA driver pod is
+# ready with a NicClusterPolicy ofedDriver, else (rdmaDriver inbox) on every node with MELLANOX_NIC_LABEL
+# (Mellanox/network-operator v26.7.0-rc.2 manifests/state-rdma-shared-device-plugin, controllers/
+# nicclusterpolicy_controller.go handleMOFEDWaitLabelsNoConfig).
+MOFED_WAIT_LABEL = "network.nvidia.com/operator.mofed.wait"
 MELLANOX_PCI_VENDOR = "15b3"
 NVIDIA_PCI_VENDOR = "10de"
 

@@ -85,6 +85,11 @@ def test_rdma_resource_never_advertised(stack_job, monkeypatch, capsys, ready_mi
         in diagnosis
     assert ("PodGroup Unschedulable", f"podgroup {NS}/{JOB}-{JOB_UID}") in diagnosis  # Volcano's own words
     assert ("NicClusterPolicy state-RDMA-device-plugin", "nicclusterpolicy nic-cluster-policy") in diagnosis
+    # the hint holds for either RDMA driver stack: the plugin waits for the Network Operator's label, which follows
+    # the DOCA driver with ofedDriver and the NIC's NFD label without it (rdmaDriver inbox)
+    hint = next(d for d in out["diagnosis"] if d["what"] == f"{RDMA} not advertised")["message"]
+    assert f"{fabric.MOFED_WAIT_LABEL}=false" in hint and fabric.MELLANOX_NIC_LABEL in hint
+    assert "after the DOCA driver" not in hint
     ib_pool = next(d for d in out["diagnosis"] if d["what"] == "IB pool")
     assert ib_pool["message"].startswith(f"2 of 2 Ready, the 2 needed since {at(ready_at)}")  # not the system node
     assert f"{GPU} advertised by 2 of 2 (8 per node); {RDMA} advertised by 0 of 2" in ib_pool["message"]
