@@ -134,9 +134,9 @@ def build_timeline(rendering: Rendering) -> Timeline:
 def _waits_for_doca(driver: Mapping[str, Any]) -> bool:
     """Whether the GPU driver installs only after the DOCA driver: with `driver.rdma.enabled` (and the DOCA
     driver from its container, not the host) the driver pod's k8s-driver-manager init container waits for DOCA's
-    /run/mellanox/drivers/.driver-ready on a node with a Mellanox HCA, before the driver container starts
-    (NVIDIA/k8s-driver-manager v0.12.0, the GPU Operator v26.7.0 chart's driverManager: cmd/driver-manager/main.go
-    waitForMofedDriver, on a fresh node too)."""
+    /run/mellanox/drivers/.driver-ready on a node with a Mellanox HCA, before the driver container starts, on a
+    fresh node too (NVIDIA/k8s-driver-manager v0.12.0, the GPU Operator v26.7.0 chart's driver.manager.version:
+    cmd/driver-manager/main.go waitForMofedDriver)."""
     rdma = driver.get("rdma") or {}
     return isinstance(rdma, Mapping) and rdma.get("enabled") is True and rdma.get("useHostMofed") is not True
 

@@ -153,7 +153,8 @@ def test_the_job_waits_for_the_drivers_on_the_nodes() -> None:
 def test_the_gpu_driver_waits_for_the_doca_driver_only_with_gpudirect_through_it(rdma, waits) -> None:
     """With driver.rdma.enabled (and no host MOFED) the GPU driver pod's k8s-driver-manager init container waits
     for DOCA's /run/mellanox/drivers/.driver-ready before the driver installs (NVIDIA/k8s-driver-manager v0.12.0,
-    the pinned chart's driverManager: cmd/driver-manager/main.go waitForMofedDriver); without it nothing waits."""
+    the pinned chart's driver.manager.version: cmd/driver-manager/main.go waitForMofedDriver); without it, nothing
+    waits."""
     pool = _res("azure-native:containerservice:AgentPool", "pool", {"vmSize": "Standard_ND96isr_H100_v5"})
     policy = _res("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy", "policy",
                   {"metadata": {"name": "nic-cluster-policy"}, "spec": {"ofedDriver": {"image": "doca-driver"}}})
