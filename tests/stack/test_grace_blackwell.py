@@ -329,9 +329,9 @@ def test_the_rack_settings_only_change_mnnvl_and_nvls():
 
 
 def test_the_doca_build_stays_on_the_dra_paths_critical_path():
-    """No size's evidence shows inbox drivers serving GPUDirect here (docs/dra.md), so the DRA path keeps
-    the DOCA driver and its build stays what the first result waits for; the DRA driver and DRANET
-    install in parallel with the operators."""
+    """With the default rdmaDriver doca (GB300 has no other: docs/dra.md) the DRA path keeps the DOCA driver and
+    its build stays what the first result waits for; the DRA driver and DRANET install in parallel with the
+    operators."""
     from offline import synth
 
     for stack in (gb300(), h100_dra()):
