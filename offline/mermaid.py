@@ -168,6 +168,7 @@ def dependency_graph(tl: Timeline) -> str:
             edge = (key_of[d], key_of[b.key])
             if edge[0] != edge[1] and edge not in edges:
                 edges.append(edge)
+    edges = [e for e in edges if not _reaches(edges, *e)]  # an arrow a longer chain implies says nothing more
     critical_edges = {(key_of[a], key_of[b]) for a, b in zip(path, path[1:], strict=False)}
     ids = {K8S_BOX: K8S_BOX, SETUP_BOX: SETUP_BOX, **{k: b.id for k, b in all_boxes.items()}}
     lines += [f"  {ids[a]} --> {ids[b]}" for a, b in edges]
@@ -192,6 +193,19 @@ def dependency_graph(tl: Timeline) -> str:
     if red:
         lines.append(f"  linkStyle {','.join(red)} stroke:{CRITICAL_COLOUR},stroke-width:3px")
     return "\n".join(lines) + "\n"
+
+
+def _reaches(edges: list[tuple[str, str]], a: str, b: str) -> bool:
+    """Whether `b` follows `a` through a chain of two or more of `edges`."""
+    todo, seen = [y for x, y in edges if x == a and y != b], set()
+    while todo:
+        x = todo.pop()
+        if x == b:
+            return True
+        if x not in seen:
+            seen.add(x)
+            todo += [y for w, y in edges if w == x]
+    return False
 
 
 def _clock(minutes: float) -> str:
