@@ -67,6 +67,9 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--once", action="store_true", help="with --admit: one pass (hold and lift), no re-test")
     p.add_argument("--interval-seconds", type=float, default=certify_admit.DEFAULT_INTERVAL_SECONDS,
                    help="with --admit: seconds between passes (default %(default)s)")
+    p.add_argument("--dra-gpus", action="store_true",
+                   help="with --admit: the GPUs are DRA devices (no nvidia.com/gpu): a node can run a test once its "
+                        "gpu.nvidia.com ResourceSlices are published")
     p.add_argument("--retest-after-minutes", type=float, default=certify_admit.DEFAULT_RETEST_AFTER_MINUTES,
                    help="with --admit: re-test a node that stays held at most this often (default %(default)s)")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")

@@ -18,7 +18,7 @@ from components.fabric.fabric_test import FabricTestJob
 from components.fabric.image_prepull import ImagePrepull, ImagePrepullArgs
 from components.fabric.nccl_job import NcclJob, NcclJobArgs
 from components.fabric.p2p_job import P2pJob, P2pJobArgs
-from core import kinds
+from core import dra, kinds
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
 from stack_config import StackConfig
@@ -97,7 +97,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
             schedule=ce.schedule if retest is not None else "off",
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
             pushgateway_url=ce.pushgateway_url, wait_for=[job.namespace],  # its Role lives there
-            retest=retest, rack=rack,
+            retest=retest, rack=rack, dra_gpus=dra.needs(cfg.sku, cfg.rdma_mode) is not None,
         ),
         opts=opts,
     )

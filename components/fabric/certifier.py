@@ -86,6 +86,9 @@ class CertifierArgs:
     wait_for: Sequence[pulumi.Resource] = ()
     # GB200/GB300: the rack's NVLink run is judged too, into its own result ConfigMap; None: no rack run
     rack: RackAccess | None = None
+    # the GPUs are DRA devices (GB200, GB300, rdmaMode dra: core.dra.needs): the admission loop reads their
+    # ResourceSlices to know a node can run a test (clusterside/certify_admit.py), and may list them
+    dra_gpus: bool = False
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
@@ -136,12 +139,15 @@ def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str
     )
 
 
-def cluster_rules() -> list[rbac.PolicyRuleArgs]:
+def cluster_rules(dra_gpus: bool = False) -> list[rbac.PolicyRuleArgs]:
     """Nodes: read, taint and label (patch), the FabricCertified condition (nodes/status); pods: read,
-    cluster-wide, to see which IB nodes run GPU work (idle capacity)."""
+    cluster-wide, to see which IB nodes run GPU work (idle capacity); with DRA GPUs, list ResourceSlices
+    (whether a node's GPUs are published: clusterside/certify_admit.py)."""
     return [rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch", "patch"]),
             rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
-            rbac.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list"])]
+            rbac.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list"]),
+            *([rbac.PolicyRuleArgs(api_groups=["resource.k8s.io"], resources=["resourceslices"], verbs=["list"])]
+              if dra_gpus else [])]
 
 
 def fabric_rules() -> list[rbac.PolicyRuleArgs]:
@@ -201,7 +207,7 @@ class Certifier(pulumi.ComponentResource):
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
         self.cluster_role = rbac.ClusterRole(
             f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
-            rules=cluster_rules(), opts=child)
+            rules=cluster_rules(args.dra_gpus), opts=child)
         rbac.ClusterRoleBinding(
             f"{name}-nodes-binding",
             metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
@@ -248,7 +254,8 @@ class Certifier(pulumi.ComponentResource):
         if args.mode != "off" and self.template is not None:
             # One loop at a time (Recreate): it holds every new boot and re-tests held nodes
             # (clusterside/certify_admit.py).
-            argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args)]
+            argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
+                    *(["--dra-gpus"] if args.dra_gpus else [])]
             selector = {**LABELS, "app.kubernetes.io/component": "admission"}
             self.admission = k8s.apps.v1.Deployment(
                 f"{name}-admission",

@@ -73,6 +73,20 @@ def test_rbac_is_what_the_certifier_uses_and_nothing_more(dev):
     assert binding["roleRef"]["name"] == dev.one(f"{RBAC}:ClusterRole", "certifier-nodes").inputs["metadata"]["name"]
 
 
+def test_on_dra_stacks_the_admission_loop_reads_gpu_slices_and_rbac_grows_by_exactly_that_read(dev):
+    """Issue 52 item 1: with DRA GPUs no nvidia.com/gpu is ever allocatable, so the loop reads the GPUs'
+    ResourceSlices (`--dra-gpus`); the ClusterRole gains `list` on resourceslices, nothing else, and only there."""
+    from conftest import dev_config, rendered
+
+    dra_stack = rendered("dev", dev_config(rdmaMode="dra"))
+    argv = lambda stack: stack.one("kubernetes:apps/v1:Deployment", "certifier-admission").inputs[  # noqa: E731
+        "spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--dra-gpus" in argv(dra_stack) and "--dra-gpus" not in argv(dev)
+    assert set(rules(dra_stack, "ClusterRole", "certifier-nodes")) - set(rules(dev, "ClusterRole", "certifier-nodes")) \
+        == {(("resource.k8s.io",), ("resourceslices",), ("list",), ())}
+    assert set(rules(dev, "ClusterRole", "certifier-nodes")) <= set(rules(dra_stack, "ClusterRole", "certifier-nodes"))
+
+
 def pods(stack) -> list[dict]:
     job = stack.one(JOB, "fabric-check-certify").inputs["spec"]["template"]["spec"]
     cron = stack.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
