@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from clusterside import certify, certify_kube, kube
+from clusterside import certify, certify_kube, certify_serve, kube
 from clusterside.kube import iso
 from clusterside.kube_api import Api, ApiError
 from core import dra, fabric
@@ -110,14 +110,18 @@ def due(nodes: Sequence[Mapping[str, Any]], last_tested: Mapping[str, float], no
 
 def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurring: Callable[[argparse.Namespace], int],
          *, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
-         passes: int | None = None) -> int:
-    """Pass after pass (`passes`: a bound for tests; `--once` and `--dry-run`: one pass, no re-test)."""
+         passes: int | None = None, health: certify_serve.Health | None = None) -> int:
+    """Pass after pass (`passes`: a bound for tests; `--once` and `--dry-run`: one pass, no re-test). Each
+    pass is handed to `health`, which the `--metrics-port` server answers from (clusterside/certify_serve.py)."""
     once = args.once or args.dry_run
     last_tested: dict[str, float] = {}
     retest: threading.Thread | None = None
+    history: dict | None = None
+    history_read = -1e18
     done = 0
     while True:
-        writer = certify_kube.Writer(api, args.certifier_namespace or args.namespace, dry_run=args.dry_run)
+        home = args.certifier_namespace or args.namespace
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run)
         unread = False
         try:
             nodes = admit_pass(api, writer, policy, at=iso(clock()))
@@ -126,6 +130,13 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
             nodes, unread = [], True
         for line in writer.writes:
             _say(line)
+        if health is not None:
+            if args.history_configmap and clock() - history_read >= certify_serve.HISTORY_EVERY_SECONDS:
+                try:
+                    history, history_read = certify_kube.history_records(api, home, args.history_configmap), clock()
+                except ApiError as exc:  # the metrics keep the last read
+                    _say(f"could not read the history ConfigMap: {exc}")
+            health.pass_ended(None if unread else nodes, history)
         if once:  # a pass that could not read the nodes did nothing: no result, exit 2 as for any API error
             return 2 if writer.failed or unread else 0
         gpu_nodes: set[str] = set()

@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from clusterside import certify, certify_kube, certify_recurring
+from clusterside import certify, certify_kube, certify_recurring, certify_serve
 from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
 from components.fabric import certifier_bounds
@@ -104,9 +104,21 @@ def policy_args(args: CertifierArgs) -> list[str]:
     return argv + (["--pushgateway", args.pushgateway_url] if args.pushgateway_url else [])
 
 
+def probes(port: int) -> dict[str, Any]:
+    """The admission loop's server (clusterside/certify_serve.py): liveness restarts a loop whose passes no
+    longer end, readiness shows one whose passes no longer read the nodes (the hold fails open)."""
+    return {"ports": [core_v1.ContainerPortArgs(name="metrics", container_port=port, protocol="TCP")],
+            "liveness_probe": core_v1.ProbeArgs(http_get=core_v1.HTTPGetActionArgs(path="/healthz", port="metrics"),
+                                                period_seconds=10, timeout_seconds=5, failure_threshold=3),
+            "readiness_probe": core_v1.ProbeArgs(http_get=core_v1.HTTPGetActionArgs(path="/readyz", port="metrics"),
+                                                 period_seconds=10, timeout_seconds=5, failure_threshold=1)}
+
+
 def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str],
-             priority_class: str | None = None, restart_policy: str = "Never") -> core_v1.PodSpecArgs:
-    """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only."""
+             priority_class: str | None = None, restart_policy: str = "Never",
+             serve_port: int | None = None) -> core_v1.PodSpecArgs:
+    """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only; with
+    `serve_port`, its metrics port and the probes on it."""
     return core_v1.PodSpecArgs(
         service_account_name=SERVICE_ACCOUNT,
         restart_policy=restart_policy,
@@ -130,6 +142,7 @@ def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str
                 capabilities=core_v1.CapabilitiesArgs(drop=["ALL"])),
             volume_mounts=[core_v1.VolumeMountArgs(name="code", mount_path=CODE_DIR, read_only=True),
                            core_v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],  # noqa: S108 (emptyDir)
+            **(probes(serve_port) if serve_port else {}),
         )],
         volumes=[
             core_v1.VolumeArgs(name="code", config_map=core_v1.ConfigMapVolumeSourceArgs(
@@ -255,7 +268,7 @@ class Certifier(pulumi.ComponentResource):
             # One loop at a time (Recreate): it holds every new boot and re-tests held nodes
             # (clusterside/certify_admit.py).
             argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
-                    *(["--dra-gpus"] if args.dra_gpus else [])]
+                    "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
             selector = {**LABELS, "app.kubernetes.io/component": "admission"}
             self.admission = k8s.apps.v1.Deployment(
                 f"{name}-admission",
@@ -265,7 +278,8 @@ class Certifier(pulumi.ComponentResource):
                     selector=meta.LabelSelectorArgs(match_labels=selector),
                     template=core_v1.PodTemplateSpecArgs(
                         metadata=meta.ObjectMetaArgs(labels=selector),
-                        spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always"))),
+                        spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always",
+                                      serve_port=certify_serve.DEFAULT_PORT))),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
         if args.schedule != "off" and self.template is not None:
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]

@@ -87,6 +87,21 @@ def test_on_dra_stacks_the_admission_loop_reads_gpu_slices_and_rbac_grows_by_exa
     assert set(rules(dev, "ClusterRole", "certifier-nodes")) <= set(rules(dra_stack, "ClusterRole", "certifier-nodes"))
 
 
+def test_the_admission_loop_serves_its_liveness_and_metrics_and_its_probes_read_them(dev):
+    """Issue 52 items 7 and 8: a loop that is down or cannot read the nodes holds nothing; its probes make
+    that visible (0/1 ready, restarts) and its port is what Prometheus scrapes."""
+    from clusterside import certify_serve
+
+    (container,) = dev.one("kubernetes:apps/v1:Deployment", "certifier-admission").inputs["spec"]["template"][
+        "spec"]["containers"]
+    argv = container["command"]
+    port = int(argv[argv.index("--metrics-port") + 1])
+    assert container["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    assert port == certify_serve.DEFAULT_PORT
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
 def pods(stack) -> list[dict]:
     job = stack.one(JOB, "fabric-check-certify").inputs["spec"]["template"]["spec"]
     cron = stack.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
