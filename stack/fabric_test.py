@@ -21,7 +21,7 @@ from components.fabric.p2p_job import P2pJob, P2pJobArgs
 from core import dra, kinds
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
-from stack_config import StackConfig
+from stack_config import StackConfig, cron
 
 # A kind's job from the typed configuration, what it waits for (the pool and the platform: `Operators.ready`)
 # and the driver versions it records. Each builder maps the configuration onto its job's Args, nothing more.
@@ -98,6 +98,9 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
             pushgateway_url=ce.pushgateway_url, wait_for=[job.namespace],  # its Role lives there
             retest=retest, rack=rack, dra_gpus=dra.needs(cfg.sku, cfg.rdma_mode) is not None,
+            # alerts: the rules wait two of the schedule's longest gaps for a missing run
+            alerts_period_seconds=(cron.longest_gap_seconds(ce.schedule) if ce.schedule != "off" else 0)
+            if cfg.alerts.enabled else None,
         ),
         opts=opts,
     )

@@ -23,10 +23,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from clusterside import certify, certify_kube, certify_recurring, certify_serve
+from clusterside import certify, certify_admit, certify_kube, certify_recurring, certify_serve
 from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
-from components.fabric import certifier_bounds
+from components.fabric import certifier_alerts, certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import choices, defaults
 
@@ -52,6 +52,8 @@ PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS
 PRIORITY_VALUE = -1000
 NOBODY = 65534
 LABELS = {"app.kubernetes.io/name": "fabric-certifier", "app.kubernetes.io/part-of": "aks-infiniband"}
+ADMISSION_SELECTOR = {**LABELS, "app.kubernetes.io/component": "admission"}
+CRONJOB = "fabric-certifier"  # the recurring run's CronJob (its Jobs: fabric-certifier-<minute>)
 
 
 def config_key(path: str) -> str:
@@ -89,6 +91,9 @@ class CertifierArgs:
     # the GPUs are DRA devices (GB200, GB300, rdmaMode dra: core.dra.needs): the admission loop reads their
     # ResourceSlices to know a node can run a test (clusterside/certify_admit.py), and may list them
     dra_gpus: bool = False
+    # alerts.enabled: the schedule's longest gap between runs (stack_config.cron.longest_gap_seconds; 0 with
+    # schedule off), for the PrometheusRule and PodMonitor (components/fabric/certifier_alerts.py); None: none
+    alerts_period_seconds: int | None = None
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
@@ -207,7 +212,8 @@ class Certifier(pulumi.ComponentResource):
     `{name}-rack` in the rack run's (each + `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
     PriorityClass, `{name}-template` (the re-test job) with `retest`, `{name}-admission` Deployment unless the
-    mode is off, and `{name}-recurring` CronJob unless `schedule` is off."""
+    mode is off, `{name}-recurring` CronJob unless `schedule` is off, and with `alerts_period_seconds`
+    `{name}-alerts` PrometheusRule and (with the admission loop) `{name}-scrape` PodMonitor."""
 
     def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
@@ -269,7 +275,7 @@ class Certifier(pulumi.ComponentResource):
             # (clusterside/certify_admit.py).
             argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
                     "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
-            selector = {**LABELS, "app.kubernetes.io/component": "admission"}
+            selector = ADMISSION_SELECTOR
             self.admission = k8s.apps.v1.Deployment(
                 f"{name}-admission",
                 metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
@@ -285,7 +291,7 @@ class Certifier(pulumi.ComponentResource):
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
             self.cron_job = k8s.batch.v1.CronJob(
                 f"{name}-recurring",
-                metadata=meta.ObjectMetaArgs(name="fabric-certifier", namespace=ns, labels=LABELS),
+                metadata=meta.ObjectMetaArgs(name=CRONJOB, namespace=ns, labels=LABELS),
                 spec=k8s.batch.v1.CronJobSpecArgs(
                     schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
                     successful_jobs_history_limit=3, failed_jobs_history_limit=3,
@@ -297,5 +303,13 @@ class Certifier(pulumi.ComponentResource):
                             metadata=meta.ObjectMetaArgs(labels=LABELS),
                             spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        self.alerts = []
+        if args.alerts_period_seconds is not None:
+            run_seconds = certify_recurring.run_minutes(args.retest) * 60 if args.retest else 0
+            self.alerts = certifier_alerts.declare(name, certifier_alerts.AlertsArgs(
+                namespace=NAMESPACE, cronjob=CRONJOB if self.cron_job else None, admission=self.admission is not None,
+                period_seconds=args.alerts_period_seconds, run_seconds=run_seconds,
+                held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds,
+            ), LABELS, ADMISSION_SELECTOR, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
