@@ -346,3 +346,74 @@ def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
     assert held["action"] == "hold" and "IBLinkFlapping" in held["reason"], held
     assert world.fabric_taints(world.ib[0]) == [fabric.UNCERTIFIED]
     assert all(world.fabric_taints(n) == [] for n in world.ib[1:])
+
+
+def test_the_certifiers_status_writes_and_deletes_are_bounded_too(world):
+    """Issue 52 item 6: RBAC lets the account patch nodes/status and delete any Volcano Job in the fabric
+    test's namespace; the policies keep it to its own condition and its own re-tests."""
+    node = world.ib[0]
+
+    def status(conditions: list[dict] | None = None, extra: dict | None = None) -> subprocess.CompletedProcess:
+        body = {"status": {**({"conditions": conditions} if conditions else {}), **(extra or {})}}
+        return world.kubectl("patch", "node", node, "--subresource=status", "--type=strategic", "-p",
+                             json.dumps(body), as_=SA, check=False)
+
+    at = "2026-12-01T00:00:00Z"
+    ours = {"type": fabric.FABRIC_CONDITION, "status": "True", "reason": "FabricTestPassed", "message": "ok",
+            "lastHeartbeatTime": at, "lastTransitionTime": at}
+    done = status([ours])
+    assert done.returncode == 0, done.stderr
+    ready = {"type": "Ready", "status": "False", "reason": "Forged", "message": "x", "lastHeartbeatTime": at,
+             "lastTransitionTime": at}
+    refused = status([ready])
+    assert refused.returncode != 0 and f"only its node condition {fabric.FABRIC_CONDITION}" in refused.stderr, \
+        refused.stderr
+    refused = status(extra={"allocatable": {"nvidia.com/gpu": "64"}})
+    assert refused.returncode != 0 and "no node status but its condition" in refused.stderr, refused.stderr
+    assert next(c for c in world.node(node)["status"]["conditions"] if c["type"] == "Ready")["reason"] != "Forged"
+
+    template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
+                                                   certifier_mod.TEMPLATE_CONFIGMAP, "-o", "json").stdout)
+                          ["data"]["job.json"])
+    from clusterside import certify_recurring
+
+    ns = world.job["metadata"]["namespace"]
+    retest = certify_recurring.retest_job(template, world.ib[:2], "fabric-retest-delete")
+    other = json.loads(json.dumps(retest))
+    other["metadata"] = {"name": "someone-elses-job"}
+    for job in (retest, other):  # created by the admin, whom the policies do not match
+        world.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(job))
+
+    def delete(name: str) -> subprocess.CompletedProcess:
+        return world.kubectl("delete", "jobs.batch.volcano.sh", name, "-n", ns, "--dry-run=server", as_=SA,
+                             check=False)
+
+    refused = delete("someone-elses-job")
+    assert refused.returncode != 0 and "deletes its own re-tests only" in refused.stderr, refused.stderr
+    allowed = delete("fabric-retest-delete")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_the_topology_labelers_account_may_write_its_labels_and_nothing_else(world):
+    """Issue 52 item 6: the labeler's RBAC lets it patch any node field, the hold taint included; its
+    policy (components/platform/topology_labeler.py) keeps it to its labels and its annotation."""
+    from components.platform import topology_labeler
+
+    labeler = f"system:serviceaccount:{topology_labeler.NAMESPACE}:{topology_labeler.NAME}"
+    node = world.ib[0]
+    assert world.admit_once().returncode == 0
+    assert world.fabric_taints(node) == [fabric.UNCERTIFIED]
+
+    def as_labeler(*change: str) -> subprocess.CompletedProcess:
+        return world.kubectl(*change, "--dry-run=server", as_=labeler, check=False)
+
+    allowed = as_labeler("label", "node", node, f"{fabric.TORSET_LABEL}=torset-01", "--overwrite")
+    assert allowed.returncode == 0, allowed.stderr
+    allowed = as_labeler("annotate", "node", node, f"{fabric.HCA_GUIDS_ANNOTATION}=0x1,0x2", "--overwrite")
+    assert allowed.returncode == 0, allowed.stderr
+    for change, words in ((["label", "node", node, "team=a"], "only its labels"),
+                          (["annotate", "node", node, "other=x"], "only its annotation"),
+                          (["taint", "node", node, f"{fabric.HOLD_TAINT}-"], "changes no taint")):
+        done = as_labeler(*change)
+        assert done.returncode != 0 and words in done.stderr, (change, done.stderr)
+    assert world.fabric_taints(node) == [fabric.UNCERTIFIED], "the hold stays"

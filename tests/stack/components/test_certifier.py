@@ -248,7 +248,8 @@ def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and
     from components.fabric import certifier_bounds
 
     policies = {r.inputs["metadata"]["name"]: r.inputs["spec"]
-                for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
+                for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+                if r.name.startswith("certifier-")}
     assert set(policies) == {certifier_bounds.JOBS_POLICY, certifier_bounds.NODES_POLICY}
     for spec in policies.values():
         (cond,) = spec["matchConditions"]
@@ -258,5 +259,11 @@ def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and
     template = json.loads(dev.one("kubernetes:core/v1:ConfigMap", "certifier-template").inputs["data"]["job.json"])
     jobs = " ".join(v["expression"] for v in policies[certifier_bounds.JOBS_POLICY]["validations"])
     assert all(image in jobs for image in certifier_bounds.images(template)) and "privileged" in jobs
-    bindings = dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    # issue 52 item 6: its deletes (its own re-tests only) and its nodes/status writes are bounded too
+    (jobs_rule,) = policies[certifier_bounds.JOBS_POLICY]["matchConstraints"]["resourceRules"]
+    assert "DELETE" in jobs_rule["operations"] and "oldObject.metadata.labels" in jobs
+    (nodes_rule,) = policies[certifier_bounds.NODES_POLICY]["matchConstraints"]["resourceRules"]
+    assert nodes_rule["resources"] == ["nodes", "nodes/status"]
+    bindings = [b for b in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+                if b.name.startswith("certifier-")]
     assert sorted(b.inputs["spec"]["validationActions"][0] for b in bindings) == ["Deny", "Deny"]
