@@ -163,4 +163,5 @@ def recurring_args(args: argparse.Namespace) -> argparse.Namespace:
     """The admission's own flags as a `--recurring` run's (the same policy, history and template)."""
     out = copy.copy(args)
     out.admit, out.recurring, out.job, out.nodes, out.wait_minutes = False, True, None, None, 0.0
+    out.retest_by_admission = True  # its re-tests are named apart from the CronJob's (certify_recurring.retest_name)
     return out

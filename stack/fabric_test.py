@@ -116,4 +116,5 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
         ),
         opts=opts,
     )
+    certifier.admit_after([check.certify])  # the admission loop starts once day 0 has judged its nodes
     return FabricTest(job=job, certifier=certifier, check=check)

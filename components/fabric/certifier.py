@@ -212,12 +212,13 @@ class Certifier(pulumi.ComponentResource):
     `{name}-rack` in the rack run's (each + `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
     PriorityClass, `{name}-template` (the re-test job) with `retest`, `{name}-admission` Deployment unless the
-    mode is off, `{name}-recurring` CronJob unless `schedule` is off, and with `alerts_period_seconds`
-    `{name}-alerts` PrometheusRule and (with the admission loop) `{name}-scrape` PodMonitor."""
+    mode is off (declared by admit_after, after the day-0 verdict), `{name}-recurring` CronJob unless
+    `schedule` is off, and with `alerts_period_seconds` `{name}-alerts` PrometheusRule and (with the
+    admission loop) `{name}-scrape` PodMonitor."""
 
     def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
-        self.args = args
+        self.args, self._name = args, name
         child = pulumi.ResourceOptions(parent=self)
         self.namespace = Namespace(f"{name}-namespace", NamespaceArgs(namespace_name=NAMESPACE), opts=child)
         ns = self.namespace.name
@@ -270,23 +271,8 @@ class Certifier(pulumi.ComponentResource):
             self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
                 name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
                 data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
-        if args.mode != "off" and self.template is not None:
-            # One loop at a time (Recreate): it holds every new boot and re-tests held nodes
-            # (clusterside/certify_admit.py).
-            argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
-                    "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
-            selector = ADMISSION_SELECTOR
-            self.admission = k8s.apps.v1.Deployment(
-                f"{name}-admission",
-                metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
-                spec=k8s.apps.v1.DeploymentSpecArgs(
-                    replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
-                    selector=meta.LabelSelectorArgs(match_labels=selector),
-                    template=core_v1.PodTemplateSpecArgs(
-                        metadata=meta.ObjectMetaArgs(labels=selector),
-                        spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always",
-                                      serve_port=certify_serve.DEFAULT_PORT))),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        # the admission loop's Deployment: admit_after, once the day-0 verdict is in
+        self.admits = args.mode != "off" and self.template is not None
         if args.schedule != "off" and self.template is not None:
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
             self.cron_job = k8s.batch.v1.CronJob(
@@ -307,9 +293,34 @@ class Certifier(pulumi.ComponentResource):
         if args.alerts_period_seconds is not None:
             run_seconds = certify_recurring.run_minutes(args.retest) * 60 if args.retest else 0
             self.alerts = certifier_alerts.declare(name, certifier_alerts.AlertsArgs(
-                namespace=NAMESPACE, cronjob=CRONJOB if self.cron_job else None, admission=self.admission is not None,
+                namespace=NAMESPACE, cronjob=CRONJOB if self.cron_job else None, admission=self.admits,
                 period_seconds=args.alerts_period_seconds, run_seconds=run_seconds,
                 held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds,
             ), LABELS, ADMISSION_SELECTOR, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
+    def admit_after(self, day0: Sequence[pulumi.Resource]) -> k8s.apps.v1.Deployment | None:
+        """`{name}-admission` unless the mode is off: one loop at a time (Recreate) that holds every new boot
+        and re-tests held nodes (clusterside/certify_admit.py), created once `day0` (the day-0 certify Job,
+        which the provider awaits to completion) is done. Started before it, the loop held every node while
+        day 0 waited and started a re-test over them beside the day-0 run; after it, each boot day 0 ran on
+        has passed or is quarantined, and only the others are held."""
+        if not self.admits:
+            return None
+        args, ns = self.args, self.namespace.name
+        argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
+                "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
+        selector = ADMISSION_SELECTOR
+        self.admission = k8s.apps.v1.Deployment(
+            f"{self._name}-admission",
+            metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                selector=meta.LabelSelectorArgs(match_labels=selector),
+                template=core_v1.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=selector),
+                    spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always",
+                                  serve_port=certify_serve.DEFAULT_PORT))),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class,
+                                                                 *day0]))
+        return self.admission

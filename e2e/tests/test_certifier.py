@@ -351,25 +351,30 @@ def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
 def test_the_certifiers_status_writes_and_deletes_are_bounded_too(world):
     """Issue 52 item 6: RBAC lets the account patch nodes/status and delete any Volcano Job in the fabric
     test's namespace; the policies keep it to its own condition and its own re-tests."""
-    node = world.ib[0]
+    from clusterside.kube_api import STRATEGIC_MERGE, ApiError, connect
 
-    def status(conditions: list[dict] | None = None, extra: dict | None = None) -> subprocess.CompletedProcess:
+    node = world.ib[0]
+    api = connect(str(world.token_kubeconfig()))  # the certifier's own client and token: PATCH, no GET first
+
+    def status(conditions: list[dict] | None = None, extra: dict | None = None) -> str | None:
+        """None when the API server took the write, else its answer."""
         body = {"status": {**({"conditions": conditions} if conditions else {}), **(extra or {})}}
-        return world.kubectl("patch", "node", node, "--subresource=status", "--type=strategic", "-p",
-                             json.dumps(body), as_=SA, check=False)
+        try:
+            api.patch(f"/api/v1/nodes/{node}/status", body, STRATEGIC_MERGE)
+        except ApiError as exc:
+            return str(exc)
+        return None
 
     at = "2026-12-01T00:00:00Z"
     ours = {"type": fabric.FABRIC_CONDITION, "status": "True", "reason": "FabricTestPassed", "message": "ok",
             "lastHeartbeatTime": at, "lastTransitionTime": at}
-    done = status([ours])
-    assert done.returncode == 0, done.stderr
+    assert status([ours]) is None
     ready = {"type": "Ready", "status": "False", "reason": "Forged", "message": "x", "lastHeartbeatTime": at,
              "lastTransitionTime": at}
     refused = status([ready])
-    assert refused.returncode != 0 and f"only its node condition {fabric.FABRIC_CONDITION}" in refused.stderr, \
-        refused.stderr
+    assert refused and f"only its node condition {fabric.FABRIC_CONDITION}" in refused, refused
     refused = status(extra={"allocatable": {"nvidia.com/gpu": "64"}})
-    assert refused.returncode != 0 and "no node status but its condition" in refused.stderr, refused.stderr
+    assert refused and "no node status but its condition" in refused, refused
     assert next(c for c in world.node(node)["status"]["conditions"] if c["type"] == "Ready")["reason"] != "Forged"
 
     template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
@@ -396,24 +401,35 @@ def test_the_certifiers_status_writes_and_deletes_are_bounded_too(world):
 
 def test_the_topology_labelers_account_may_write_its_labels_and_nothing_else(world):
     """Issue 52 item 6: the labeler's RBAC lets it patch any node field, the hold taint included; its
-    policy (components/platform/topology_labeler.py) keeps it to its labels and its annotation."""
+    policy (components/platform/topology_labeler.py) keeps it to its labels and its annotation. Its own
+    request, a PATCH with its own token (it may not even GET a node)."""
+    from clusterside.kube_api import JSON_PATCH, MERGE_PATCH, ApiError, connect
     from components.platform import topology_labeler
 
-    labeler = f"system:serviceaccount:{topology_labeler.NAMESPACE}:{topology_labeler.NAME}"
+    token = world.kubectl("create", "token", topology_labeler.NAME, "-n", topology_labeler.NAMESPACE).stdout.strip()
+    api = connect(str(kubeconfig(world.tmp / "labeler.kubeconfig", world.plane.state / "pki", topology_labeler.NAME,
+                                 {"token": token})))
     node = world.ib[0]
     assert world.admit_once().returncode == 0
     assert world.fabric_taints(node) == [fabric.UNCERTIFIED]
 
-    def as_labeler(*change: str) -> subprocess.CompletedProcess:
-        return world.kubectl(*change, "--dry-run=server", as_=labeler, check=False)
+    def write(body, content_type: str = MERGE_PATCH) -> str | None:
+        try:
+            api.patch(f"/api/v1/nodes/{node}", body, content_type)
+        except ApiError as exc:
+            return str(exc)
+        return None
 
-    allowed = as_labeler("label", "node", node, f"{fabric.TORSET_LABEL}=torset-01", "--overwrite")
-    assert allowed.returncode == 0, allowed.stderr
-    allowed = as_labeler("annotate", "node", node, f"{fabric.HCA_GUIDS_ANNOTATION}=0x1,0x2", "--overwrite")
-    assert allowed.returncode == 0, allowed.stderr
-    for change, words in ((["label", "node", node, "team=a"], "only its labels"),
-                          (["annotate", "node", node, "other=x"], "only its annotation"),
-                          (["taint", "node", node, f"{fabric.HOLD_TAINT}-"], "changes no taint")):
-        done = as_labeler(*change)
-        assert done.returncode != 0 and words in done.stderr, (change, done.stderr)
+    assert write({"metadata": {"labels": {fabric.TORSET_LABEL: "torset-01"},
+                               "annotations": {fabric.HCA_GUIDS_ANNOTATION: "0x1,0x2"}}}) is None
+    kept = [t for t in world.node(node)["spec"]["taints"] if t["key"] != fabric.HOLD_TAINT_KEY]
+    for body, content_type, words in (({"metadata": {"labels": {"team": "a"}}}, MERGE_PATCH, "only its labels"),
+                                      ({"metadata": {"annotations": {"other": "x"}}}, MERGE_PATCH,
+                                       "only its annotation"),
+                                      ([{"op": "replace", "path": "/spec/taints", "value": kept}], JSON_PATCH,
+                                       "changes no taint")):
+        refused = write(body, content_type)
+        assert refused and words in refused, (body, refused)
+    after = world.node(node)
+    assert after["metadata"]["labels"][fabric.TORSET_LABEL] == "torset-01" and "team" not in after["metadata"]["labels"]
     assert world.fabric_taints(node) == [fabric.UNCERTIFIED], "the hold stays"

@@ -102,6 +102,13 @@ def test_the_admission_loop_serves_its_liveness_and_metrics_and_its_probes_read_
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
 
 
+def test_the_admission_loop_starts_after_the_day0_verdict(dev):
+    """Issue 52 item 4: started before it, the loop held every node while day 0 waited and started a
+    re-test over them beside the day-0 run. After it, day 0 has certified each boot it ran on."""
+    admission = dev.one("kubernetes:apps/v1:Deployment", "certifier-admission")
+    assert dev.depends_on(admission, dev.one(JOB, "fabric-check-certify"))
+
+
 def pods(stack) -> list[dict]:
     job = stack.one(JOB, "fabric-check-certify").inputs["spec"]["template"]["spec"]
     cron = stack.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]

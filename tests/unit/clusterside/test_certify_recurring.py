@@ -213,3 +213,17 @@ def test_a_recurring_run_that_trips_the_breaker_fails_its_job_and_says_why(tmp_p
     code, breaker, err = outcomes[(2, 3)]
     assert breaker and breaker.startswith("circuit breaker")
     assert code == 1 and f"BREAKER: {breaker}" in err, (code, err)
+
+
+def test_re_tests_of_the_cronjob_and_of_the_admission_loop_cannot_share_a_name():
+    """Issue 52 item 4: both made `fabric-retest-YYYYMMDDHHMM`, so two in one minute collided (409). The name
+    says who made it and carries the second: each maker runs one at a time."""
+    from clusterside import certify_admit, certify_recurring
+
+    args = cli.build_parser().parse_args(["certify", "--admit", "--namespace", NS])
+    cron = certify_recurring.retest_name(cli.build_parser().parse_args(["certify", "--recurring", "--namespace", NS]),
+                                         at=1.8e9)
+    loop = certify_recurring.retest_name(certify_admit.recurring_args(args), at=1.8e9)
+    assert cron != loop and cron.startswith("fabric-retest-cron-") and loop.startswith("fabric-retest-admit-")
+    assert certify_recurring.retest_name(certify_admit.recurring_args(args), at=1.8e9 + 1) != loop
+    assert len(cron) <= 63 and len(loop) <= 63  # a Service of the same name (Volcano's svc plugin): a DNS label
