@@ -83,13 +83,16 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     judging_args(p)
 
 
-def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str) -> FabricResult:
-    """The same judgement as `collect` (verify/readers.py), with where the run was found."""
+def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str,
+           torsets: dict[str, str] | None = None) -> FabricResult:
+    """The same judgement as `collect` (verify/readers.py), with where the run was found; `torsets`: each
+    worker host's torset, so that the doctor judges each pair against its tier (certify_kube.worker_torsets)."""
     reader = readers.reader(args.kind)
     threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
     job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
     settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed,
-                                rack=args.rack, rdma_driver=args.rdma_driver or rdma_drivers.DEFAULT)
+                                rack=args.rack, rdma_driver=args.rdma_driver or rdma_drivers.DEFAULT,
+                                torsets=torsets or None)
     try:
         judged = reader.judge(log, settings)
     except readers.PARSE_ERRORS as exc:
@@ -241,7 +244,7 @@ def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tup
                            "pass --wait-minutes to wait for it")
     pods = certify_kube.job_pods(api, args.namespace, args.job)
     pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task, args.kind, LOG_TAIL_LINES)
-    result = _judge(args, log, phase, pod)
+    result = _judge(args, log, phase, pod, certify_kube.worker_torsets(pods, args.task, certify_kube.ib_nodes(api)))
     if member.reason:  # the split explains the run: its finding comes first
         result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
     return result, certify_kube.worker_hosts(pods, args.task)
