@@ -433,3 +433,49 @@ def test_the_topology_labelers_account_may_write_its_labels_and_nothing_else(wor
     after = world.node(node)
     assert after["metadata"]["labels"][fabric.TORSET_LABEL] == "torset-01" and "team" not in after["metadata"]["labels"]
     assert world.fabric_taints(node) == [fabric.UNCERTIFIED], "the hold stays"
+
+
+def test_on_a_dra_stack_the_certifiers_account_reads_published_gpus_by_driver(planes, tmp_path):
+    """Issue 52 item 1 on the real server: the field selector on spec.driver is one the API serves for
+    ResourceSlices, and the ClusterRole's one added rule is enough for the loop's read (its own client and
+    token); a slice of another driver, or with no device, publishes no GPU."""
+    from clusterside import certify_admit
+    from clusterside.kube_api import connect
+    from core import dra
+
+    world = World(planes, tmp_path, {**CONFIG, "rdmaMode": "dra"})
+    assert "--dra-gpus" in world.admission_argv()
+
+    def published(i: int, driver: str, devices: int) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{world.ib[i]}-{driver}"},
+                "spec": {"driver": driver, "nodeName": world.ib[i],
+                         "pool": {"name": world.ib[i], "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": f"gpu-{d}"} for d in range(devices)]}}
+
+    for s in (published(0, dra.GPU_DRIVER, 4), published(1, dra.GPU_DRIVER, 0), published(2, dra.NIC_DRIVER, 8)):
+        world.kubectl("create", "-f", "-", input=json.dumps(s))
+    api = connect(str(world.token_kubeconfig()))
+    assert certify_admit.gpu_slice_nodes(api) == {world.ib[0]}
+
+
+def test_the_alert_objects_pass_the_real_api_server_with_the_prometheus_operators_crds(planes, tmp_path):
+    """Issue 52 item 8: the PrometheusRule and PodMonitor that `alerts.enabled` renders, created (server-side
+    dry run) against the operator's own CRDs at v0.93.0, as a cluster with the operator has them."""
+    world = World(planes, tmp_path)
+    crds = ROOT / "tests" / "data" / "crds"
+    for crd in sorted(crds.glob("monitoring.coreos.com_*.yaml")):
+        world.kubectl("apply", "--server-side", "-f", str(crd))
+    world.kubectl("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com",
+                  "crd/podmonitors.monitoring.coreos.com", "--timeout=60s")
+    rendering = engine.render("dev", config={**CONFIG, "alerts": {"enabled": True}})
+    _, single = apply.stack_objects(rendering)
+    made = [o for o in single if o["apiVersion"] == "monitoring.coreos.com/v1"]
+    assert sorted(o["kind"] for o in made) == ["PodMonitor", "PrometheusRule"]
+    for o in made:
+        done = world.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(o), check=False)
+        assert done.returncode == 0, (o["kind"], done.stderr)
+    broken = json.loads(json.dumps(next(o for o in made if o["kind"] == "PrometheusRule")))
+    broken["spec"]["groups"][0]["rules"][0]["for"] = "two hours"
+    refused = world.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(broken), check=False)
+    assert refused.returncode != 0 and "for" in refused.stderr, refused.stderr
