@@ -22,6 +22,14 @@ a run certified it). A hold a person lifts stays lifted (the record says this bo
 nodes can be tested (Ready, a GPU allocatable) it runs the recurring certification (clusterside/certify_recurring.py)
 on them and up to three certified idle peers, one run at a time and at most once per `--retest-after-minutes`
 for the same node.
+
+With DRA GPUs (`--dra-gpus`: GB200, GB300, `rdmaMode: dra`) the device plugin is off and `nvidia.com/gpu`
+never becomes allocatable: a node can run a test once the NVIDIA DRA driver has published its GPUs, a
+resource.k8s.io/v1 ResourceSlice of driver core.dra.GPU_DRIVER for the node with at least one device. The
+loop lists those slices each pass with a field selector on `spec.driver`, which the API serves for
+ResourceSlices ("A field selector can be used to list only ResourceSlice objects with a certain driver
+name": the resource.k8s.io/v1 ResourceSliceSpec reference); the certifier's ClusterRole then grants exactly
+that `list` (components/fabric/certifier.py).
 """
 
 from __future__ import annotations
@@ -31,13 +39,13 @@ import copy
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from clusterside import certify, certify_kube, kube
+from clusterside import certify, certify_kube, certify_serve, kube
 from clusterside.kube import iso
 from clusterside.kube_api import Api, ApiError
-from core import fabric
+from core import dra, fabric
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_RETEST_AFTER_MINUTES = 30.0
@@ -47,11 +55,23 @@ def _say(message: str) -> None:
     print(f"[verify certify --admit] {message}", file=sys.stderr, flush=True)
 
 
-def testable(node: Mapping[str, Any]) -> bool:
-    """Ready, and a GPU allocatable: the device plugins have registered, a test job can be scheduled."""
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def testable(node: Mapping[str, Any], gpu_nodes: Set[str] = frozenset()) -> bool:
+    """Ready, and its GPUs usable: a GPU allocatable (the device plugin has registered) or, with DRA GPUs,
+    published in a ResourceSlice (`gpu_nodes`, from gpu_slice_nodes): a test job can be scheduled."""
     ready = (kube.condition(node, "Ready") or {}).get("status") == "True"
     gpus = str((kube.get(node, "status", "allocatable") or {}).get(fabric.GPU_RESOURCE) or "0")
-    return ready and gpus.isdigit() and int(gpus) > 0
+    return ready and ((gpus.isdigit() and int(gpus) > 0) or kube.name(node) in gpu_nodes)
+
+
+def gpu_slice_nodes(api: Api) -> set[str]:
+    """The nodes whose GPUs the NVIDIA DRA driver has published: a ResourceSlice of its driver for the node
+    with at least one device (a slice may be empty while the driver starts)."""
+    slices = kube.items(api.get(SLICES_PATH, fieldSelector=f"spec.driver={dra.GPU_DRIVER}"))
+    return {str(kube.get(s, "spec", "nodeName")) for s in slices if kube.get(s, "spec", "driver") == dra.GPU_DRIVER
+            and kube.get(s, "spec", "nodeName") and kube.get(s, "spec", "devices")}
 
 
 def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str) -> list[dict]:
@@ -75,28 +95,33 @@ def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *,
 
 
 def due(nodes: Sequence[Mapping[str, Any]], last_tested: Mapping[str, float], now: float,
-        retest_after_seconds: float) -> list[str]:
-    """Held (or not yet passed) nodes that can run a test and were not tested within `retest_after_seconds`."""
+        retest_after_seconds: float, gpu_nodes: Set[str] = frozenset()) -> list[str]:
+    """Held (or not yet passed) nodes that can run a test and were not tested within `retest_after_seconds`
+    (`gpu_nodes`: those whose DRA GPUs are published, testable())."""
     out = []
     for node in nodes:
         f = certify.facts(node)
         waiting = f.state == fabric.UNCERTIFIED or f.awaiting
         recent = now - last_tested.get(f.name, -1e18) <= retest_after_seconds
-        if waiting and not f.cordoned and testable(node) and not recent:
+        if waiting and not f.cordoned and testable(node, gpu_nodes) and not recent:
             out.append(f.name)
     return out
 
 
 def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurring: Callable[[argparse.Namespace], int],
          *, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
-         passes: int | None = None) -> int:
-    """Pass after pass (`passes`: a bound for tests; `--once` and `--dry-run`: one pass, no re-test)."""
+         passes: int | None = None, health: certify_serve.Health | None = None) -> int:
+    """Pass after pass (`passes`: a bound for tests; `--once` and `--dry-run`: one pass, no re-test). Each
+    pass is handed to `health`, which the `--metrics-port` server answers from (clusterside/certify_serve.py)."""
     once = args.once or args.dry_run
     last_tested: dict[str, float] = {}
     retest: threading.Thread | None = None
+    history: dict | None = None
+    history_read = -1e18
     done = 0
     while True:
-        writer = certify_kube.Writer(api, args.certifier_namespace or args.namespace, dry_run=args.dry_run)
+        home = args.certifier_namespace or args.namespace
+        writer = certify_kube.Writer(api, home, dry_run=args.dry_run)
         unread = False
         try:
             nodes = admit_pass(api, writer, policy, at=iso(clock()))
@@ -105,9 +130,22 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
             nodes, unread = [], True
         for line in writer.writes:
             _say(line)
+        if health is not None:
+            if args.history_configmap and clock() - history_read >= certify_serve.HISTORY_EVERY_SECONDS:
+                try:
+                    history, history_read = certify_kube.history_records(api, home, args.history_configmap), clock()
+                except ApiError as exc:  # the metrics keep the last read
+                    _say(f"could not read the history ConfigMap: {exc}")
+            health.pass_ended(None if unread else nodes, history)
         if once:  # a pass that could not read the nodes did nothing: no result, exit 2 as for any API error
             return 2 if writer.failed or unread else 0
-        waiting = due(nodes, last_tested, clock(), args.retest_after_minutes * 60)
+        gpu_nodes: set[str] = set()
+        if args.dra_gpus and nodes:
+            try:
+                gpu_nodes = gpu_slice_nodes(api)
+            except ApiError as exc:  # said; no DRA node is testable this pass
+                _say(f"could not read the GPUs' ResourceSlices: {exc}")
+        waiting = due(nodes, last_tested, clock(), args.retest_after_minutes * 60, gpu_nodes)
         if waiting and (retest is None or not retest.is_alive()):
             _say(f"held and ready for a test: {', '.join(waiting)}: starting a re-test")
             last_tested.update(dict.fromkeys(waiting, clock()))
@@ -125,4 +163,5 @@ def recurring_args(args: argparse.Namespace) -> argparse.Namespace:
     """The admission's own flags as a `--recurring` run's (the same policy, history and template)."""
     out = copy.copy(args)
     out.admit, out.recurring, out.job, out.nodes, out.wait_minutes = False, True, None, None, 0.0
+    out.retest_by_admission = True  # its re-tests are named apart from the CronJob's (certify_recurring.retest_name)
     return out

@@ -2,8 +2,8 @@
 then certify, hold or quarantine the IB nodes it ran on (clusterside/certify.py decides, clusterside/certify_kube.py
 writes). Runs in the cluster (the stack's day-0 Job and CronJob: the pod's ServiceAccount) or anywhere
 with `--kubeconfig`. Exit codes as the other commands: 0 judged (and applied); 1 the verdict tripped
---fail-on (fail: FAIL; warn: anything but PASS; --fail-on-low-bandwidth is --fail-on fail); 2 no result
-(API error, no job, no credentials, bad arguments).
+--fail-on (fail: FAIL; warn: anything but PASS; --fail-on-low-bandwidth is --fail-on fail), or a
+`--recurring` run tripped the circuit breaker; 2 no result (API error, no job, no credentials, bad arguments).
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--once", action="store_true", help="with --admit: one pass (hold and lift), no re-test")
     p.add_argument("--interval-seconds", type=float, default=certify_admit.DEFAULT_INTERVAL_SECONDS,
                    help="with --admit: seconds between passes (default %(default)s)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="with --admit: serve /healthz, /readyz and Prometheus /metrics on this port "
+                        "(clusterside/certify_serve.py; the stack's Deployment: 9464)")
+    p.add_argument("--dra-gpus", action="store_true",
+                   help="with --admit: the GPUs are DRA devices (no nvidia.com/gpu): a node can run a test once its "
+                        "gpu.nvidia.com ResourceSlices are published")
     p.add_argument("--retest-after-minutes", type=float, default=certify_admit.DEFAULT_RETEST_AFTER_MINUTES,
                    help="with --admit: re-test a node that stays held at most this often (default %(default)s)")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")
@@ -77,13 +83,16 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     judging_args(p)
 
 
-def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str) -> FabricResult:
-    """The same judgement as `collect` (verify/readers.py), with where the run was found."""
+def _judge(args: argparse.Namespace, log: logread.LogFold, phase: str, pod: str,
+           torsets: dict[str, str] | None = None) -> FabricResult:
+    """The same judgement as `collect` (verify/readers.py), with where the run was found; `torsets`: each
+    worker host's torset, so that the doctor judges each pair against its tier (certify_kube.worker_torsets)."""
     reader = readers.reader(args.kind)
     threshold = getattr(args, reader.threshold_flag.removeprefix("--").replace("-", "_"))
     job_failed = f"Volcano job phase {phase}" if phase in certify_kube.FAILED else None
     settings = readers.Settings(sku=args.sku, nodes=reader.nodes(args), threshold=threshold, job_failed=job_failed,
-                                rack=args.rack, rdma_driver=args.rdma_driver or rdma_drivers.DEFAULT)
+                                rack=args.rack, rdma_driver=args.rdma_driver or rdma_drivers.DEFAULT,
+                                torsets=torsets or None)
     try:
         judged = reader.judge(log, settings)
     except readers.PARSE_ERRORS as exc:
@@ -141,7 +150,13 @@ def run(args: argparse.Namespace) -> int:
         except (ApiError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_ERROR
-        return certify_admit.loop(api, args, policy, run)
+        health = None
+        if args.metrics_port is not None and not (args.once or args.dry_run):
+            from clusterside import certify_serve
+
+            health = certify_serve.Health(args.interval_seconds, time.time)
+            certify_serve.serve(health, args.metrics_port)
+        return certify_admit.loop(api, args, policy, run, health=health)
     try:
         api = connect(args.kubeconfig)
         nodes = certify_kube.ib_nodes(api)
@@ -198,6 +213,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     code = _report(args, out, writer.writes + reporter.writes, run_id)
+    if args.recurring and plan.breaker and not writer.dry_run:
+        # The CronJob's Job is what monitoring sees (its failed Jobs, the CronJob's lastSuccessfulTime): a
+        # tripped breaker changed nothing and needs a person, so it fails the Job (docs/certifier-runbook.md).
+        print(f"BREAKER: {plan.breaker}", file=sys.stderr)
+        code = max(code, EXIT_FAIL)
     hard = [f for f in writer.failed if not f["best_effort"]]
     if hard:
         print(f"error: {len(hard)} node write(s) failed (the result is written; those nodes are unchanged): "
@@ -224,7 +244,7 @@ def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tup
                            "pass --wait-minutes to wait for it")
     pods = certify_kube.job_pods(api, args.namespace, args.job)
     pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task, args.kind, LOG_TAIL_LINES)
-    result = _judge(args, log, phase, pod)
+    result = _judge(args, log, phase, pod, certify_kube.worker_torsets(pods, args.task, certify_kube.ib_nodes(api)))
     if member.reason:  # the split explains the run: its finding comes first
         result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
     return result, certify_kube.worker_hosts(pods, args.task)

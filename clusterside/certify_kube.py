@@ -76,6 +76,25 @@ def worker_hosts(pods: Sequence[Mapping[str, Any]], launcher_task: str) -> dict[
                          != launcher_task])
 
 
+def worker_torsets(pods: Sequence[Mapping[str, Any]], launcher_task: str, nodes: Sequence[Mapping[str, Any]]
+                   ) -> dict[str, str]:
+    """Each worker's torset (its node's fabric.TORSET_LABEL) under every name the log may give its host: the
+    pod's name, its host name, and `<hostname>.<subdomain>` (the name the svc plugin's hostfile gives it and
+    the doctor's markers use). {} when a worker's node has no torset: the doctor then compares all pairs."""
+    torset = {kube.name(n): (kube.get(n, "metadata", "labels") or {}).get(fabric.TORSET_LABEL) for n in nodes}
+    out: dict[str, str] = {}
+    for pod in pods:
+        if (kube.get(pod, "metadata", "labels") or {}).get(TASK_SPEC_LABEL) == launcher_task:
+            continue
+        label = torset.get(str(kube.get(pod, "spec", "nodeName") or ""))
+        if not label:
+            return {}
+        host = str(kube.get(pod, "spec", "hostname") or kube.name(pod))
+        subdomain = kube.get(pod, "spec", "subdomain")
+        out.update(dict.fromkeys([kube.name(pod), host, *([f"{host}.{subdomain}"] if subdomain else [])], label))
+    return out
+
+
 def wait_for_job(api: Api, namespace: str, job: str, *, timeout_seconds: float, poll_seconds: float,
                  sleep=time.sleep, now=time.monotonic) -> str:
     """The Volcano Job's final phase; ApiError at the timeout. The pod-side wait is bounded by the

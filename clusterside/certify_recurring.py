@@ -62,6 +62,13 @@ def _say(message: str) -> None:
     print(f"[verify certify] {message}", file=sys.stderr, flush=True)
 
 
+def retest_name(args: argparse.Namespace, at: float) -> str:
+    """`fabric-retest-<maker>-<UTC second>`: the CronJob (`cron`) and the admission loop (`admit`) each run one
+    re-test at a time, so their names cannot collide (both once made `fabric-retest-<minute>`: a 409)."""
+    maker = "admit" if getattr(args, "retest_by_admission", False) else "cron"
+    return f"fabric-retest-{maker}-{time.strftime('%Y%m%d%H%M%S', time.gmtime(at))}"
+
+
 def busy_nodes(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Node -> the pod that makes it busy: not finished, and asks for a GPU or an RDMA device, as an
     extended resource or through DRA ResourceClaims (spec.resourceClaims: with DRA a pod's devices are
@@ -150,7 +157,7 @@ def launch(api: Api, args: argparse.Namespace, nodes: Sequence[Mapping[str, Any]
            for j in running):
         _say("a re-test job is still running: this run does nothing")
         return None, None
-    name = f"fabric-retest-{time.strftime('%Y%m%d%H%M', time.gmtime())}"
+    name = retest_name(args, time.time())
     job = retest_job(template, chosen, name)
     _say(f"re-test {', '.join(under_test)}" + (f" against certified {', '.join(peers)}" if peers else "")
          + f" as {args.namespace}/{name}")

@@ -28,6 +28,10 @@ MIN_KUBERNETES_TEXT = "1.34 (1.34.2 or newer when a patch is pinned)"
 # stack creates itself (kubernetes-sigs/dranet@ca195e2 examples/distributed_training/device-class.yaml;
 # neither the chart nor install.yaml creates it).
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
+# The driver name on the GPUs' ResourceSlices, one per node (spec.nodeName), as the GB300 sample shows
+# (kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/gb300/resourceslice-gpu.yaml: `driver:
+# gpu.nvidia.com`): the admission loop's sign that a node's GPUs can be claimed (clusterside/certify_admit.py).
+GPU_DRIVER = "gpu.nvidia.com"
 NIC_DEVICE_CLASS = "dranet.net"
 NIC_DRIVER = "dra.net"
 # Attributes the AKS examples select by (kubernetes-sigs/dranet@ca195e2 examples/azure_aks_examples/

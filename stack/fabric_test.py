@@ -18,10 +18,10 @@ from components.fabric.fabric_test import FabricTestJob
 from components.fabric.image_prepull import ImagePrepull, ImagePrepullArgs
 from components.fabric.nccl_job import NcclJob, NcclJobArgs
 from components.fabric.p2p_job import P2pJob, P2pJobArgs
-from core import kinds
+from core import dra, kinds
 from stack.handoff import ClusterHandle
 from stack.operators import Operators
-from stack_config import StackConfig
+from stack_config import StackConfig, cron
 
 # A kind's job from the typed configuration, what it waits for (the pool and the platform: `Operators.ready`)
 # and the driver versions it records. Each builder maps the configuration onto its job's Args, nothing more.
@@ -97,7 +97,10 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
             schedule=ce.schedule if retest is not None else "off",
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
             pushgateway_url=ce.pushgateway_url, wait_for=[job.namespace],  # its Role lives there
-            retest=retest, rack=rack,
+            retest=retest, rack=rack, dra_gpus=dra.needs(cfg.sku, cfg.rdma_mode) is not None,
+            # alerts: the rules wait two of the schedule's longest gaps for a missing run
+            alerts_period_seconds=(cron.longest_gap_seconds(ce.schedule) if ce.schedule != "off" else 0)
+            if cfg.alerts.enabled else None,
         ),
         opts=opts,
     )
@@ -113,4 +116,5 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
         ),
         opts=opts,
     )
+    certifier.admit_after([check.certify])  # the admission loop starts once day 0 has judged its nodes
     return FabricTest(job=job, certifier=certifier, check=check)

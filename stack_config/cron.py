@@ -13,6 +13,7 @@ silently never run, or run without pause.
 
 from __future__ import annotations
 
+import datetime
 import re
 
 # (name, low, high, names) per field, as cron v3's bounds
@@ -103,3 +104,33 @@ def problem(schedule: str) -> str | None:
     if not dom_star and dow_star and not any(d <= DAYS_IN_MONTH[m - 1] for m in months for d in dom):
         return "it can never fire: no chosen month has the chosen day of month"
     return None
+
+
+_AS_FIELDS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+              "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+_YEARS = 8  # two leap cycles: a schedule on February 29 shows its four-year gap
+
+
+def longest_gap_seconds(schedule: str) -> int:
+    """The longest time between two runs of a schedule `problem` accepts (UTC, as the stack's CronJob):
+    what an alert for a missing run must wait for (components/fabric/certifier_alerts.py)."""
+    text = _AS_FIELDS.get(schedule.strip(), schedule.strip())
+    if text.startswith("@every "):
+        return int(sum(float(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)",
+                                                                            text)))
+    (minutes, _), (hours, _), (dom, dom_star), (months, _), (dow, dow_star) = (
+        _field(p, low, high, names, name) for p, (name, low, high, names) in zip(text.split(), FIELDS, strict=True))
+    offsets = sorted(h * 3600 + m * 60 for h in hours for m in minutes)  # the runs of a day that matches
+    within = max((b - a for a, b in zip(offsets, offsets[1:], strict=False)), default=0)
+    longest, last = within, None
+    day = datetime.date(2024, 1, 1)
+    for _ in range(_YEARS * 366):
+        on_dom, on_dow = day.day in dom, (day.weekday() + 1) % 7 in dow
+        if day.month in months and ((on_dom and on_dow) if dom_star or dow_star else (on_dom or on_dow)):
+            start = (day - datetime.date(2024, 1, 1)).days * 86400
+            if last is not None:
+                longest = max(longest, start + offsets[0] - last)
+            last = start + offsets[-1]
+        day += datetime.timedelta(days=1)
+    return longest

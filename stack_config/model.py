@@ -99,6 +99,11 @@ class Certifier:
 
 
 @dataclass(frozen=True)
+class Alerts:
+    enabled: bool = False  # the certifier's PrometheusRule and PodMonitor (components/fabric/certifier_alerts.py)
+
+
+@dataclass(frozen=True)
 class StackConfig:
     stack: str
     location: str
@@ -124,6 +129,7 @@ class StackConfig:
     production: bool = False
     # Each (key, value) outside the compatibility matrix, accepted by allowUntestedVersions (pins.untested).
     untested: tuple[tuple[str, str], ...] = ()
+    alerts: Alerts = Alerts()
 
     @property
     def sku(self) -> catalog.Sku:
@@ -379,6 +385,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         protect=values["protect"],
         **enterprise.records(values),
         untested=untested,
+        alerts=Alerts(enabled=values["alerts"]["enabled"]),
     )
 
 

@@ -150,6 +150,14 @@ SCHEMA: tuple[Key, ...] = (
                 default_doc="none: Events and node conditions only",
                 check=optional(checks.http_url)),
         )),
+    # --- alerts: the certifier's rules for a Prometheus Operator already in the cluster ---
+    Key("alerts", "object", "Alert rules for the certifier (docs/fabric-certifier.md#metrics-and-alerting): a "
+        "PrometheusRule and a PodMonitor for the admission loop's metrics; needs the Prometheus Operator's CRDs "
+        "and kube-state-metrics in the cluster (the stack installs neither).",
+        fields=(
+            Key("enabled", "boolean", "Declare the PrometheusRule and the PodMonitor (monitoring.coreos.com/v1).",
+                default=False),
+        )),
     Key("featureWaitTimeoutMinutes", "integer", "How long to wait for AKSInfinibandSupport to reach Registered.",
         default=30, check=int_range(1, 120)),
     Key("tags", "object", "Azure tags on every resource that takes them.", default_doc="{project, stack}",

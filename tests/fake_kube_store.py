@@ -3,7 +3,8 @@ scenarios (there is no cluster here). The collector's read-only fake, driven by 
 clock, is tests/unit/clusterside/test_verify_collect.py's (tests/fake_kube.py once i19b's split lands); this one keeps a
 writable object store instead. It answers as the API server does for what the certifier calls:
 
-- GET of an object or a collection (`items`, equality label selectors `a=b,c!=d,e`), pod logs;
+- GET of an object or a collection (`items`, equality label selectors `a=b,c!=d,e`, equality field
+  selectors), pod logs;
 - PATCH: RFC 6902 JSON Patch (test/add/replace/remove; a failed `test` is 422 Invalid, as the API
   answers), RFC 7386 merge patch (null deletes), and strategic merge where the certifier uses it
   (`status.conditions` merge by `type`, the patchMergeKey of NodeCondition); each write bumps the
@@ -46,6 +47,19 @@ def selected(obj: dict, selector: str | None) -> bool:
             if term[1:] in labels:
                 return False
         elif term not in labels:
+            return False
+    return True
+
+
+def field_selected(obj: dict, selector: str | None) -> bool:
+    """Equality field selectors (`spec.driver=x,spec.nodeName=y`), as the API server filters the fields a
+    resource declares selectable (ResourceSlice: spec.driver, spec.nodeName)."""
+    for term in filter(None, (selector or "").split(",")):
+        path, value = term.split("=", 1)
+        found: Any = obj
+        for part in path.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if str(found) != value.lstrip("="):
             return False
     return True
 
@@ -106,7 +120,7 @@ def json_patch(doc: dict, ops: list[dict]) -> dict:
 
 class FakeApi(LoopbackServer):
     def __init__(self, *, nodes=(), pods=(), configmaps=(), jobs=(), logs: dict[str, str] | None = None,
-                 run_job=None):
+                 run_job=None, slices=()):
         self.objects: dict[str, dict] = {}
         self.logs = dict(logs or {})  # pod path -> log text
         # run_job(job) -> (pods, launcher log): what a created Volcano job leaves behind, run to Completed at once
@@ -124,6 +138,8 @@ class FakeApi(LoopbackServer):
             self.put(f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}", p)
         for c in configmaps:
             self.put(f"/api/v1/namespaces/{c['metadata']['namespace']}/configmaps/{c['metadata']['name']}", c)
+        for sl in slices:  # resource.k8s.io/v1 ResourceSlices, cluster-scoped
+            self.put(f"/apis/resource.k8s.io/v1/resourceslices/{sl['metadata']['name']}", sl)
         for j in jobs:
             self.put(f"/apis/batch.volcano.sh/v1alpha1/namespaces/{j['metadata']['namespace']}/jobs/"
                      f"{j['metadata']['name']}", j)
@@ -197,9 +213,10 @@ class FakeApi(LoopbackServer):
             found = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]]
             if path == "/api/v1/pods":  # every namespace's
                 found = [o for p, o in sorted(self.objects.items()) if "/pods/" in p]
-            if found or path.endswith(("/nodes", "/pods", "/events", "/configmaps", "/jobs")):
+            if found or path.endswith(("/nodes", "/pods", "/events", "/configmaps", "/jobs", "/resourceslices")):
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {},
-                             "items": [o for o in found if selected(o, query.get("labelSelector"))]}
+                             "items": [o for o in found if selected(o, query.get("labelSelector"))
+                                       and field_selected(o, query.get("fieldSelector"))]}
             return 404, status(404, "NotFound", f"{path} not found")
         if method == "POST" and path.endswith("/events"):
             invalid = event_problem(path, body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +36,9 @@ class Settings:
     job_failed: str | None = None  # the Volcano job failed (collect): a FAIL whatever the log says
     rack: bool = False  # the rack's NVLink run of a GB size (collect --rack): judged by the catalog's rack figure
     rdma_driver: str = rdma_drivers.DEFAULT  # the pool's RDMA driver stack (--rdma-driver; core/rdma_drivers.py)
+    # host (as the log's markers name it) -> its torset, when the nodes' ib/torset labels are known (the
+    # certifier reads them): the doctor judges each pair against its tier (verify/doctor.py)
+    torsets: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,8 @@ class NcclTests(_OfKind):
         if not self.record.has_doctor:
             return Judged(out, text)
         assessment = doctor_report.assess(log, sku=settings.sku, threshold_gbps=settings.threshold,
-                                          rdma_driver=rdma_drivers.rdma_driver(settings.rdma_driver))
+                                          rdma_driver=rdma_drivers.rdma_driver(settings.rdma_driver),
+                                          torsets=settings.torsets)
         merged = doctor_report.merge(out, assessment)
         text += doctor_report.text(assessment)
         if merged.verdict != out.verdict:

@@ -23,10 +23,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from clusterside import certify, certify_kube, certify_recurring
+from clusterside import certify, certify_admit, certify_kube, certify_recurring, certify_serve
 from clusterside.certify_cli import CODE_SHA256_ENV
 from clusterside.kube import VOLCANO_GROUP
-from components.fabric import certifier_bounds
+from components.fabric import certifier_alerts, certifier_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import choices, defaults
 
@@ -52,6 +52,8 @@ PRIORITY_CLASS = certify_recurring.PRIORITY_CLASS
 PRIORITY_VALUE = -1000
 NOBODY = 65534
 LABELS = {"app.kubernetes.io/name": "fabric-certifier", "app.kubernetes.io/part-of": "aks-infiniband"}
+ADMISSION_SELECTOR = {**LABELS, "app.kubernetes.io/component": "admission"}
+CRONJOB = "fabric-certifier"  # the recurring run's CronJob (its Jobs: fabric-certifier-<minute>)
 
 
 def config_key(path: str) -> str:
@@ -86,6 +88,12 @@ class CertifierArgs:
     wait_for: Sequence[pulumi.Resource] = ()
     # GB200/GB300: the rack's NVLink run is judged too, into its own result ConfigMap; None: no rack run
     rack: RackAccess | None = None
+    # the GPUs are DRA devices (GB200, GB300, rdmaMode dra: core.dra.needs): the admission loop reads their
+    # ResourceSlices to know a node can run a test (clusterside/certify_admit.py), and may list them
+    dra_gpus: bool = False
+    # alerts.enabled: the schedule's longest gap between runs (stack_config.cron.longest_gap_seconds; 0 with
+    # schedule off), for the PrometheusRule and PodMonitor (components/fabric/certifier_alerts.py); None: none
+    alerts_period_seconds: int | None = None
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
@@ -101,9 +109,21 @@ def policy_args(args: CertifierArgs) -> list[str]:
     return argv + (["--pushgateway", args.pushgateway_url] if args.pushgateway_url else [])
 
 
+def probes(port: int) -> dict[str, Any]:
+    """The admission loop's server (clusterside/certify_serve.py): liveness restarts a loop whose passes no
+    longer end, readiness shows one whose passes no longer read the nodes (the hold fails open)."""
+    return {"ports": [core_v1.ContainerPortArgs(name="metrics", container_port=port, protocol="TCP")],
+            "liveness_probe": core_v1.ProbeArgs(http_get=core_v1.HTTPGetActionArgs(path="/healthz", port="metrics"),
+                                                period_seconds=10, timeout_seconds=5, failure_threshold=3),
+            "readiness_probe": core_v1.ProbeArgs(http_get=core_v1.HTTPGetActionArgs(path="/readyz", port="metrics"),
+                                                 period_seconds=10, timeout_seconds=5, failure_threshold=1)}
+
+
 def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str],
-             priority_class: str | None = None, restart_policy: str = "Never") -> core_v1.PodSpecArgs:
-    """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only."""
+             priority_class: str | None = None, restart_policy: str = "Never",
+             serve_port: int | None = None) -> core_v1.PodSpecArgs:
+    """One container running `python -m verify <argv>` from the mounted code, as nobody, read-only; with
+    `serve_port`, its metrics port and the probes on it."""
     return core_v1.PodSpecArgs(
         service_account_name=SERVICE_ACCOUNT,
         restart_policy=restart_policy,
@@ -127,6 +147,7 @@ def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str
                 capabilities=core_v1.CapabilitiesArgs(drop=["ALL"])),
             volume_mounts=[core_v1.VolumeMountArgs(name="code", mount_path=CODE_DIR, read_only=True),
                            core_v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],  # noqa: S108 (emptyDir)
+            **(probes(serve_port) if serve_port else {}),
         )],
         volumes=[
             core_v1.VolumeArgs(name="code", config_map=core_v1.ConfigMapVolumeSourceArgs(
@@ -136,12 +157,15 @@ def pod_spec(image: str, argv: Sequence[str], code_sha: str, files: Sequence[str
     )
 
 
-def cluster_rules() -> list[rbac.PolicyRuleArgs]:
+def cluster_rules(dra_gpus: bool = False) -> list[rbac.PolicyRuleArgs]:
     """Nodes: read, taint and label (patch), the FabricCertified condition (nodes/status); pods: read,
-    cluster-wide, to see which IB nodes run GPU work (idle capacity)."""
+    cluster-wide, to see which IB nodes run GPU work (idle capacity); with DRA GPUs, list ResourceSlices
+    (whether a node's GPUs are published: clusterside/certify_admit.py)."""
     return [rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch", "patch"]),
             rbac.PolicyRuleArgs(api_groups=[""], resources=["nodes/status"], verbs=["patch"]),
-            rbac.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list"])]
+            rbac.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list"]),
+            *([rbac.PolicyRuleArgs(api_groups=["resource.k8s.io"], resources=["resourceslices"], verbs=["list"])]
+              if dra_gpus else [])]
 
 
 def fabric_rules() -> list[rbac.PolicyRuleArgs]:
@@ -188,11 +212,13 @@ class Certifier(pulumi.ComponentResource):
     `{name}-rack` in the rack run's (each + `-binding`), `{name}-code`,
     `{name}-result`, `{name}-history` (and with `rack`, `{name}-rack-result`) ConfigMaps, `{name}-priority`
     PriorityClass, `{name}-template` (the re-test job) with `retest`, `{name}-admission` Deployment unless the
-    mode is off, and `{name}-recurring` CronJob unless `schedule` is off."""
+    mode is off (declared by admit_after, after the day-0 verdict), `{name}-recurring` CronJob unless
+    `schedule` is off, and with `alerts_period_seconds` `{name}-alerts` PrometheusRule and (with the
+    admission loop) `{name}-scrape` PodMonitor."""
 
     def __init__(self, name: str, args: CertifierArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Certifier", name, None, opts)
-        self.args = args
+        self.args, self._name = args, name
         child = pulumi.ResourceOptions(parent=self)
         self.namespace = Namespace(f"{name}-namespace", NamespaceArgs(namespace_name=NAMESPACE), opts=child)
         ns = self.namespace.name
@@ -201,7 +227,7 @@ class Certifier(pulumi.ComponentResource):
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
         self.cluster_role = rbac.ClusterRole(
             f"{name}-nodes", metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
-            rules=cluster_rules(), opts=child)
+            rules=cluster_rules(args.dra_gpus), opts=child)
         rbac.ClusterRoleBinding(
             f"{name}-nodes-binding",
             metadata=meta.ObjectMetaArgs(name="aks-infiniband-fabric-certifier", labels=LABELS),
@@ -245,26 +271,13 @@ class Certifier(pulumi.ComponentResource):
             self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
                 name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
                 data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
-        if args.mode != "off" and self.template is not None:
-            # One loop at a time (Recreate): it holds every new boot and re-tests held nodes
-            # (clusterside/certify_admit.py).
-            argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args)]
-            selector = {**LABELS, "app.kubernetes.io/component": "admission"}
-            self.admission = k8s.apps.v1.Deployment(
-                f"{name}-admission",
-                metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
-                spec=k8s.apps.v1.DeploymentSpecArgs(
-                    replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
-                    selector=meta.LabelSelectorArgs(match_labels=selector),
-                    template=core_v1.PodTemplateSpecArgs(
-                        metadata=meta.ObjectMetaArgs(labels=selector),
-                        spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always"))),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        # the admission loop's Deployment: admit_after, once the day-0 verdict is in
+        self.admits = args.mode != "off" and self.template is not None
         if args.schedule != "off" and self.template is not None:
             argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
             self.cron_job = k8s.batch.v1.CronJob(
                 f"{name}-recurring",
-                metadata=meta.ObjectMetaArgs(name="fabric-certifier", namespace=ns, labels=LABELS),
+                metadata=meta.ObjectMetaArgs(name=CRONJOB, namespace=ns, labels=LABELS),
                 spec=k8s.batch.v1.CronJobSpecArgs(
                     schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
                     successful_jobs_history_limit=3, failed_jobs_history_limit=3,
@@ -276,5 +289,38 @@ class Certifier(pulumi.ComponentResource):
                             metadata=meta.ObjectMetaArgs(labels=LABELS),
                             spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
+        self.alerts = []
+        if args.alerts_period_seconds is not None:
+            run_seconds = certify_recurring.run_minutes(args.retest) * 60 if args.retest else 0
+            self.alerts = certifier_alerts.declare(name, certifier_alerts.AlertsArgs(
+                namespace=NAMESPACE, cronjob=CRONJOB if self.cron_job else None, admission=self.admits,
+                period_seconds=args.alerts_period_seconds, run_seconds=run_seconds,
+                held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds,
+            ), LABELS, ADMISSION_SELECTOR, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
+    def admit_after(self, day0: Sequence[pulumi.Resource]) -> k8s.apps.v1.Deployment | None:
+        """`{name}-admission` unless the mode is off: one loop at a time (Recreate) that holds every new boot
+        and re-tests held nodes (clusterside/certify_admit.py), created once `day0` (the day-0 certify Job,
+        which the provider awaits to completion) is done. Started before it, the loop held every node while
+        day 0 waited and started a re-test over them beside the day-0 run; after it, each boot day 0 ran on
+        has passed or is quarantined, and only the others are held."""
+        if not self.admits:
+            return None
+        args, ns = self.args, self.namespace.name
+        argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
+                "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
+        selector = ADMISSION_SELECTOR
+        self.admission = k8s.apps.v1.Deployment(
+            f"{self._name}-admission",
+            metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                selector=meta.LabelSelectorArgs(match_labels=selector),
+                template=core_v1.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=selector),
+                    spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always",
+                                  serve_port=certify_serve.DEFAULT_PORT))),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class,
+                                                                 *day0]))
+        return self.admission

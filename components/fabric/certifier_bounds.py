@@ -5,15 +5,15 @@ RBAC alone cannot say it: `create` on Volcano Jobs in the fabric test's namespac
 privileged Pod Security level) would let the account start any pod on any node, and `patch` on nodes would
 let it change any taint or label. So:
 - its Volcano Jobs must be re-tests (the label), at the lowest PriorityClass, with only the fabric test's
-  own images, and no privileged container, host namespace or hostPath volume;
+  own images, and no privileged container, host namespace or hostPath volume; it deletes re-tests only;
 - its node writes may change only the certifier's taints (the hold and the quarantine keys), its state
-  label and its own annotations; `spec.unschedulable` (a cordon) never.
+  label and its own annotations; `spec.unschedulable` (a cordon) never; through nodes/status, only its
+  FabricCertified condition (no other condition, capacity, allocatable, address or node info).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 
 from clusterside import certify, certify_recurring
 from clusterside.kube import VOLCANO_GROUP
+from components.node_bounds import SAME_CORDON, cel_list, map_changes_only, taints_change_only
 from core import fabric
 
 adm, meta = k8s.admissionregistration.v1, k8s.meta.v1
@@ -32,10 +33,6 @@ LABEL_KEYS = (fabric.FABRIC_STATE_LABEL,)
 ANNOTATION_KEYS = (certify.CERTIFIED_AT_ANNOTATION, certify.QUARANTINED_BY_ANNOTATION, certify.HELD_ANNOTATION)
 
 
-def _list(values: Iterable[str]) -> str:
-    return json.dumps(sorted(set(values)))  # a CEL list of strings
-
-
 def images(template: Mapping[str, Any]) -> list[str]:
     """Every image of the re-test job's tasks: what its re-tests may run."""
     return sorted({c["image"] for task in template["spec"]["tasks"]
@@ -44,6 +41,16 @@ def images(template: Mapping[str, Any]) -> list[str]:
 
 
 def job_validations(allowed_images: Sequence[str]) -> list[dict[str, str]]:
+    """What its Jobs may be (CREATE, UPDATE) and which it may delete: its own re-tests (on DELETE `object`
+    is null and `oldObject` the Job; each rule is guarded by the operation it is about)."""
+    return [{"expression": f"request.operation == 'DELETE' || ({v['expression']})", "message": v["message"]}
+            for v in _job_spec_validations(allowed_images)] + [
+        {"expression": f"request.operation != 'DELETE' || (has(oldObject.metadata.labels) && "
+                       f"'{certify_recurring.RETEST_LABEL}' in oldObject.metadata.labels)",
+         "message": f"the certifier deletes its own re-tests only (label {certify_recurring.RETEST_LABEL})"}]
+
+
+def _job_spec_validations(allowed_images: Sequence[str]) -> list[dict[str, str]]:
     pods = "object.spec.tasks.map(t, t.template.spec)"
     containers = "((has(p.containers) ? p.containers : []) + (has(p.initContainers) ? p.initContainers : []))"
     return [
@@ -52,7 +59,7 @@ def job_validations(allowed_images: Sequence[str]) -> list[dict[str, str]]:
         {"expression": f"{pods}.all(p, has(p.priorityClassName) && p.priorityClassName == "
                        f"'{certify_recurring.PRIORITY_CLASS}')",
          "message": f"a re-test's pods run at the lowest priority ({certify_recurring.PRIORITY_CLASS})"},
-        {"expression": f"{pods}.all(p, {containers}.all(c, c.image in {_list(allowed_images)}))",
+        {"expression": f"{pods}.all(p, {containers}.all(c, c.image in {cel_list(allowed_images)}))",
          "message": f"a re-test runs the fabric test's own images only: {', '.join(allowed_images)}"},
         {"expression": f"{pods}.all(p, {containers}.all(c, !has(c.securityContext) || "
                        "!has(c.securityContext.privileged) || !c.securityContext.privileged))",
@@ -63,34 +70,32 @@ def job_validations(allowed_images: Sequence[str]) -> list[dict[str, str]]:
     ]
 
 
-def _map_changes_only(field: str, keys: Sequence[str]) -> str:
-    """CEL: metadata.<field> differs between the old and new object only in `keys`."""
-    new, old = f"object.metadata.{field}", f"oldObject.metadata.{field}"
-    n, o = f"(has({new}) ? {new} : {{}})", f"(has({old}) ? {old} : {{}})"
-    return (f"{n}.all(k, k in {_list(keys)} || (k in {o} && {o}[k] == {n}[k])) && "
-            f"{o}.all(k, k in {_list(keys)} || k in {n})")
+# Node status fields a scheduler or a person trusts; the certifier writes none of them (a status update
+# cannot change spec: the API server keeps the old spec on nodes/status, pkg/registry/core/node/strategy.go).
+STATUS_FIELDS = ("capacity", "allocatable", "addresses", "nodeInfo", "daemonEndpoints")
 
 
-def _taint_same(a: str, b: str) -> str:
-    return (f"{a}.key == {b}.key && {a}.effect == {b}.effect && "
-            f"(has({a}.value) ? {a}.value : '') == (has({b}.value) ? {b}.value : '')")
+def _same(field: str) -> str:
+    new, old = f"object.status.{field}", f"oldObject.status.{field}"
+    return f"has({new}) == has({old}) && (!has({new}) || {new} == {old})"
 
 
 def node_validations() -> list[dict[str, str]]:
-    new = "(has(object.spec.taints) ? object.spec.taints : [])"
-    old = "(has(oldObject.spec.taints) ? oldObject.spec.taints : [])"
-    keys = _list(TAINT_KEYS)
+    conditions = "(has({0}.status.conditions) ? {0}.status.conditions : []).filter(c, c.type != '{1}')"
     return [
-        {"expression": f"{new}.all(t, t.key in {keys} || {old}.exists(o, {_taint_same('o', 't')})) && "
-                       f"{old}.all(o, o.key in {keys} || {new}.exists(t, {_taint_same('t', 'o')}))",
+        {"expression": taints_change_only(TAINT_KEYS),
          "message": f"the certifier changes only its own taints ({', '.join(TAINT_KEYS)})"},
-        {"expression": "(has(object.spec.unschedulable) && object.spec.unschedulable) == "
-                       "(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable)",
-         "message": "the certifier never cordons or uncordons a node"},
-        {"expression": _map_changes_only("labels", LABEL_KEYS),
+        {"expression": SAME_CORDON, "message": "the certifier never cordons or uncordons a node"},
+        {"expression": map_changes_only("labels", LABEL_KEYS),
          "message": f"the certifier changes only its label {', '.join(LABEL_KEYS)}"},
-        {"expression": _map_changes_only("annotations", ANNOTATION_KEYS),
+        {"expression": map_changes_only("annotations", ANNOTATION_KEYS),
          "message": f"the certifier changes only its annotations ({', '.join(ANNOTATION_KEYS)})"},
+        # nodes/status (its RBAC allows patch there): only its own condition
+        {"expression": f"{conditions.format('object', fabric.FABRIC_CONDITION)} == "
+                       f"{conditions.format('oldObject', fabric.FABRIC_CONDITION)}",
+         "message": f"the certifier changes only its node condition {fabric.FABRIC_CONDITION}"},
+        {"expression": " && ".join(f"({_same(f)})" for f in STATUS_FIELDS),
+         "message": f"the certifier changes no node status but its condition ({', '.join(STATUS_FIELDS)} stay)"},
     ]
 
 
@@ -101,10 +106,12 @@ def declare(name: str, service_account: str, allowed_images: Sequence[str], labe
                                                                        f"'{service_account}'")]
     rules = {
         JOBS_POLICY: (adm.NamedRuleWithOperationsArgs(api_groups=[VOLCANO_GROUP], api_versions=["*"],
-                                                      operations=["CREATE", "UPDATE"], resources=["jobs"]),
+                                                      operations=["CREATE", "UPDATE", "DELETE"],
+                                                      resources=["jobs"]),
                       job_validations(allowed_images)),
         NODES_POLICY: (adm.NamedRuleWithOperationsArgs(api_groups=[""], api_versions=["v1"],
-                                                       operations=["UPDATE"], resources=["nodes"]),
+                                                       operations=["UPDATE"],
+                                                       resources=["nodes", "nodes/status"]),
                        node_validations()),
     }
     out: list[pulumi.Resource] = []

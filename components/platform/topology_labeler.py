@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import node_bounds
 from components.namespace import Namespace, NamespaceArgs
 from core import fabric, pins
 
 core = k8s.core.v1
 meta = k8s.meta.v1
 rbac = k8s.rbac.v1
+adm = k8s.admissionregistration.v1
 
 NAMESPACE = "fabric-topology"
 NAME = "fabric-topology-labeler"
@@ -174,6 +176,45 @@ def checkov_skips() -> dict[str, str]:
             for i, (check, reason) in enumerate(sorted(PRIVILEGED_SHARP_STEP.items()), start=1)}
 
 
+def node_validations(label_keys: Sequence[str]) -> list[dict[str, str]]:
+    """The labeler's node writes: its labels and its annotation, nothing else (no taint: it could lift the
+    certifier's hold; no cordon)."""
+    annotations = (fabric.HCA_GUIDS_ANNOTATION,)
+    return [
+        {"expression": node_bounds.taints_change_only(()), "message": "the topology labeler changes no taint"},
+        {"expression": node_bounds.SAME_CORDON, "message": "the topology labeler never cordons or uncordons a node"},
+        {"expression": node_bounds.map_changes_only("labels", label_keys),
+         "message": f"the topology labeler changes only its labels ({', '.join(sorted(label_keys))})"},
+        {"expression": node_bounds.map_changes_only("annotations", annotations),
+         "message": f"the topology labeler changes only its annotation {', '.join(annotations)}"},
+    ]
+
+
+def node_policy(name: str, args: TopologyLabelerArgs, labels: Mapping[str, str],
+                opts: pulumi.ResourceOptions) -> adm.ValidatingAdmissionPolicy:
+    """`{name}-nodes-policy` and its `-binding`: Deny, matched on the labeler's account."""
+    keys = [n for fact, n in fabric.topology_names().items() if n != fabric.HCA_GUIDS_ANNOTATION]
+    keys += list(args.extra_labels)
+    policy_name = "aks-infiniband-topology-labeler-nodes"
+    account = f"system:serviceaccount:{args.namespace_name}:{NAME}"
+    policy = adm.ValidatingAdmissionPolicy(
+        f"{name}-nodes-policy", metadata=meta.ObjectMetaArgs(name=policy_name, labels=dict(labels)),
+        spec=adm.ValidatingAdmissionPolicySpecArgs(
+            failure_policy="Fail",
+            match_conditions=[adm.MatchConditionArgs(name="the-labeler",
+                                                     expression=f"request.userInfo.username == '{account}'")],
+            match_constraints=adm.MatchResourcesArgs(resource_rules=[adm.NamedRuleWithOperationsArgs(
+                api_groups=[""], api_versions=["v1"], operations=["UPDATE"], resources=["nodes"])]),
+            validations=[adm.ValidationArgs(**v, reason="Forbidden") for v in node_validations(keys)]),
+        opts=opts)
+    adm.ValidatingAdmissionPolicyBinding(
+        f"{name}-nodes-policy-binding", metadata=meta.ObjectMetaArgs(name=policy_name, labels=dict(labels)),
+        spec=adm.ValidatingAdmissionPolicyBindingSpecArgs(policy_name=policy.metadata.name,
+                                                         validation_actions=["Deny"]),
+        opts=opts)
+    return policy
+
+
 class TopologyLabeler(pulumi.ComponentResource):
     """`{name}-namespace` (privileged: the SHARP query), `{name}-sa`, `{name}-role` (nodes patch,
     nothing else), `{name}-binding`, `{name}-script` and `{name}-daemonset`. Depends only on the
@@ -199,6 +240,8 @@ class TopologyLabeler(pulumi.ComponentResource):
             role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
                                       name=role.metadata.name),
             subjects=[rbac.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name, namespace=ns)]), opts=child)
+        # RBAC cannot bound a node patch by field: the API server keeps it to the labeler's labels
+        node_policy(name, args, labels, child)
         script = core.ConfigMap(f"{name}-script", core.ConfigMapInitArgs(
             metadata=meta.ObjectMetaArgs(name=f"{NAME}-script", namespace=ns, labels=labels),
             data={SCRIPT_KEY: script_text()}), opts=child)

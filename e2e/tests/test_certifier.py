@@ -346,3 +346,136 @@ def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
     assert held["action"] == "hold" and "IBLinkFlapping" in held["reason"], held
     assert world.fabric_taints(world.ib[0]) == [fabric.UNCERTIFIED]
     assert all(world.fabric_taints(n) == [] for n in world.ib[1:])
+
+
+def test_the_certifiers_status_writes_and_deletes_are_bounded_too(world):
+    """Issue 52 item 6: RBAC lets the account patch nodes/status and delete any Volcano Job in the fabric
+    test's namespace; the policies keep it to its own condition and its own re-tests."""
+    from clusterside.kube_api import STRATEGIC_MERGE, ApiError, connect
+
+    node = world.ib[0]
+    api = connect(str(world.token_kubeconfig()))  # the certifier's own client and token: PATCH, no GET first
+
+    def status(conditions: list[dict] | None = None, extra: dict | None = None) -> str | None:
+        """None when the API server took the write, else its answer."""
+        body = {"status": {**({"conditions": conditions} if conditions else {}), **(extra or {})}}
+        try:
+            api.patch(f"/api/v1/nodes/{node}/status", body, STRATEGIC_MERGE)
+        except ApiError as exc:
+            return str(exc)
+        return None
+
+    at = "2026-12-01T00:00:00Z"
+    ours = {"type": fabric.FABRIC_CONDITION, "status": "True", "reason": "FabricTestPassed", "message": "ok",
+            "lastHeartbeatTime": at, "lastTransitionTime": at}
+    assert status([ours]) is None
+    ready = {"type": "Ready", "status": "False", "reason": "Forged", "message": "x", "lastHeartbeatTime": at,
+             "lastTransitionTime": at}
+    refused = status([ready])
+    assert refused and f"only its node condition {fabric.FABRIC_CONDITION}" in refused, refused
+    refused = status(extra={"allocatable": {"nvidia.com/gpu": "64"}})
+    assert refused and "no node status but its condition" in refused, refused
+    assert next(c for c in world.node(node)["status"]["conditions"] if c["type"] == "Ready")["reason"] != "Forged"
+
+    template = json.loads(json.loads(world.kubectl("get", "configmap", "-n", "fabric-certifier",
+                                                   certifier_mod.TEMPLATE_CONFIGMAP, "-o", "json").stdout)
+                          ["data"]["job.json"])
+    from clusterside import certify_recurring
+
+    ns = world.job["metadata"]["namespace"]
+    retest = certify_recurring.retest_job(template, world.ib[:2], "fabric-retest-delete")
+    other = json.loads(json.dumps(retest))
+    other["metadata"] = {"name": "someone-elses-job"}
+    for job in (retest, other):  # created by the admin, whom the policies do not match
+        world.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(job))
+
+    def delete(name: str) -> subprocess.CompletedProcess:
+        return world.kubectl("delete", "jobs.batch.volcano.sh", name, "-n", ns, "--dry-run=server", as_=SA,
+                             check=False)
+
+    refused = delete("someone-elses-job")
+    assert refused.returncode != 0 and "deletes its own re-tests only" in refused.stderr, refused.stderr
+    allowed = delete("fabric-retest-delete")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_the_topology_labelers_account_may_write_its_labels_and_nothing_else(world):
+    """Issue 52 item 6: the labeler's RBAC lets it patch any node field, the hold taint included; its
+    policy (components/platform/topology_labeler.py) keeps it to its labels and its annotation. Its own
+    request, a PATCH with its own token (it may not even GET a node)."""
+    from clusterside.kube_api import JSON_PATCH, MERGE_PATCH, ApiError, connect
+    from components.platform import topology_labeler
+
+    token = world.kubectl("create", "token", topology_labeler.NAME, "-n", topology_labeler.NAMESPACE).stdout.strip()
+    api = connect(str(kubeconfig(world.tmp / "labeler.kubeconfig", world.plane.state / "pki", topology_labeler.NAME,
+                                 {"token": token})))
+    node = world.ib[0]
+    assert world.admit_once().returncode == 0
+    assert world.fabric_taints(node) == [fabric.UNCERTIFIED]
+
+    def write(body, content_type: str = MERGE_PATCH) -> str | None:
+        try:
+            api.patch(f"/api/v1/nodes/{node}", body, content_type)
+        except ApiError as exc:
+            return str(exc)
+        return None
+
+    assert write({"metadata": {"labels": {fabric.TORSET_LABEL: "torset-01"},
+                               "annotations": {fabric.HCA_GUIDS_ANNOTATION: "0x1,0x2"}}}) is None
+    kept = [t for t in world.node(node)["spec"]["taints"] if t["key"] != fabric.HOLD_TAINT_KEY]
+    for body, content_type, words in (({"metadata": {"labels": {"team": "a"}}}, MERGE_PATCH, "only its labels"),
+                                      ({"metadata": {"annotations": {"other": "x"}}}, MERGE_PATCH,
+                                       "only its annotation"),
+                                      ([{"op": "replace", "path": "/spec/taints", "value": kept}], JSON_PATCH,
+                                       "changes no taint")):
+        refused = write(body, content_type)
+        assert refused and words in refused, (body, refused)
+    after = world.node(node)
+    assert after["metadata"]["labels"][fabric.TORSET_LABEL] == "torset-01" and "team" not in after["metadata"]["labels"]
+    assert world.fabric_taints(node) == [fabric.UNCERTIFIED], "the hold stays"
+
+
+def test_on_a_dra_stack_the_certifiers_account_reads_published_gpus_by_driver(planes, tmp_path):
+    """Issue 52 item 1 on the real server: the field selector on spec.driver is one the API serves for
+    ResourceSlices, and the ClusterRole's one added rule is enough for the loop's read (its own client and
+    token); a slice of another driver, or with no device, publishes no GPU."""
+    from clusterside import certify_admit
+    from clusterside.kube_api import connect
+    from core import dra
+
+    world = World(planes, tmp_path, {**CONFIG, "rdmaMode": "dra"})
+    assert "--dra-gpus" in world.admission_argv()
+
+    def published(i: int, driver: str, devices: int) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{world.ib[i]}-{driver}"},
+                "spec": {"driver": driver, "nodeName": world.ib[i],
+                         "pool": {"name": world.ib[i], "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": f"gpu-{d}"} for d in range(devices)]}}
+
+    for s in (published(0, dra.GPU_DRIVER, 4), published(1, dra.GPU_DRIVER, 0), published(2, dra.NIC_DRIVER, 8)):
+        world.kubectl("create", "-f", "-", input=json.dumps(s))
+    api = connect(str(world.token_kubeconfig()))
+    assert certify_admit.gpu_slice_nodes(api) == {world.ib[0]}
+
+
+def test_the_alert_objects_pass_the_real_api_server_with_the_prometheus_operators_crds(planes, tmp_path):
+    """Issue 52 item 8: the PrometheusRule and PodMonitor that `alerts.enabled` renders, created (server-side
+    dry run) against the operator's own CRDs at v0.93.0, as a cluster with the operator has them."""
+    world = World(planes, tmp_path)
+    crds = ROOT / "tests" / "data" / "crds"
+    for crd in sorted(crds.glob("monitoring.coreos.com_*.yaml")):
+        world.kubectl("apply", "--server-side", "-f", str(crd))
+    world.kubectl("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com",
+                  "crd/podmonitors.monitoring.coreos.com", "--timeout=60s")
+    rendering = engine.render("dev", config={**CONFIG, "alerts": {"enabled": True}})
+    _, single = apply.stack_objects(rendering)
+    made = [o for o in single if o["apiVersion"] == "monitoring.coreos.com/v1"]
+    assert sorted(o["kind"] for o in made) == ["PodMonitor", "PrometheusRule"]
+    for o in made:
+        done = world.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(o), check=False)
+        assert done.returncode == 0, (o["kind"], done.stderr)
+    broken = json.loads(json.dumps(next(o for o in made if o["kind"] == "PrometheusRule")))
+    broken["spec"]["groups"][0]["rules"][0]["for"] = "two hours"
+    refused = world.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(broken), check=False)
+    assert refused.returncode != 0 and "for" in refused.stderr, refused.stderr

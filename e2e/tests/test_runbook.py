@@ -27,6 +27,7 @@ NOT_HERE = {
     "kubectl -n fabric-certifier logs -f job/retest-now": "the re-test's pod runs no container under kwok",
     "kubectl -n fabric-certifier logs deploy/fabric-certifier-admission --since=1h | grep NODE": "no container, no log",
     "kubectl -n fabric-certifier logs deploy/fabric-certifier-admission": "no container, no log",
+    "kubectl -n fabric-certifier logs job/JOB": "no container, no log",
 }
 # The workload objects the sections' commands act on, beyond what World applies: the CronJob a re-test is
 # created from, the admission Deployment (kwok runs its pods Ready, which is what `rollout status` reads).
@@ -118,3 +119,14 @@ def test_the_admission_loop_is_down(runbook_world: World):
     for command in sections()["The admission loop is down"]:
         if command not in NOT_HERE:
             run(world, command.replace("rollout status", "rollout status --timeout=90s"), world.ib[0])
+
+
+def test_the_certifier_is_not_running(runbook_world: World):
+    """The CronJob the page reads is the stack's, with the fields it names (empty: it never ran here)."""
+    world = runbook_world
+    out = {c: run(world, c, world.ib[0]) for c in sections()["The certifier is not running"] if c not in NOT_HERE}
+    times = next(iter(out.values())).split("\n")
+    assert times[2] in ("", "false"), times  # not suspended
+    assert any(c.startswith("kubectl -n fabric-certifier create job --from=cronjob/") for c in out)
+    made = json.loads(world.kubectl("get", "job", "retest-now", "-n", "fabric-certifier", "-o", "json").stdout)
+    assert made["metadata"]["ownerReferences"][0]["name"] == "fabric-certifier"

@@ -73,6 +73,42 @@ def test_rbac_is_what_the_certifier_uses_and_nothing_more(dev):
     assert binding["roleRef"]["name"] == dev.one(f"{RBAC}:ClusterRole", "certifier-nodes").inputs["metadata"]["name"]
 
 
+def test_on_dra_stacks_the_admission_loop_reads_gpu_slices_and_rbac_grows_by_exactly_that_read(dev):
+    """Issue 52 item 1: with DRA GPUs no nvidia.com/gpu is ever allocatable, so the loop reads the GPUs'
+    ResourceSlices (`--dra-gpus`); the ClusterRole gains `list` on resourceslices, nothing else, and only there."""
+    from conftest import dev_config, rendered
+
+    dra_stack = rendered("dev", dev_config(rdmaMode="dra"))
+    argv = lambda stack: stack.one("kubernetes:apps/v1:Deployment", "certifier-admission").inputs[  # noqa: E731
+        "spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--dra-gpus" in argv(dra_stack) and "--dra-gpus" not in argv(dev)
+    assert set(rules(dra_stack, "ClusterRole", "certifier-nodes")) - set(rules(dev, "ClusterRole", "certifier-nodes")) \
+        == {(("resource.k8s.io",), ("resourceslices",), ("list",), ())}
+    assert set(rules(dev, "ClusterRole", "certifier-nodes")) <= set(rules(dra_stack, "ClusterRole", "certifier-nodes"))
+
+
+def test_the_admission_loop_serves_its_liveness_and_metrics_and_its_probes_read_them(dev):
+    """Issue 52 items 7 and 8: a loop that is down or cannot read the nodes holds nothing; its probes make
+    that visible (0/1 ready, restarts) and its port is what Prometheus scrapes."""
+    from clusterside import certify_serve
+
+    (container,) = dev.one("kubernetes:apps/v1:Deployment", "certifier-admission").inputs["spec"]["template"][
+        "spec"]["containers"]
+    argv = container["command"]
+    port = int(argv[argv.index("--metrics-port") + 1])
+    assert container["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    assert port == certify_serve.DEFAULT_PORT
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_the_admission_loop_starts_after_the_day0_verdict(dev):
+    """Issue 52 item 4: started before it, the loop held every node while day 0 waited and started a
+    re-test over them beside the day-0 run. After it, day 0 has certified each boot it ran on."""
+    admission = dev.one("kubernetes:apps/v1:Deployment", "certifier-admission")
+    assert dev.depends_on(admission, dev.one(JOB, "fabric-check-certify"))
+
+
 def pods(stack) -> list[dict]:
     job = stack.one(JOB, "fabric-check-certify").inputs["spec"]["template"]["spec"]
     cron = stack.one(CRONJOB, "certifier-recurring").inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -219,7 +255,8 @@ def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and
     from components.fabric import certifier_bounds
 
     policies = {r.inputs["metadata"]["name"]: r.inputs["spec"]
-                for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
+                for r in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+                if r.name.startswith("certifier-")}
     assert set(policies) == {certifier_bounds.JOBS_POLICY, certifier_bounds.NODES_POLICY}
     for spec in policies.values():
         (cond,) = spec["matchConditions"]
@@ -229,5 +266,11 @@ def test_the_certifiers_account_is_bounded_by_admission_policies_on_its_jobs_and
     template = json.loads(dev.one("kubernetes:core/v1:ConfigMap", "certifier-template").inputs["data"]["job.json"])
     jobs = " ".join(v["expression"] for v in policies[certifier_bounds.JOBS_POLICY]["validations"])
     assert all(image in jobs for image in certifier_bounds.images(template)) and "privileged" in jobs
-    bindings = dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    # issue 52 item 6: its deletes (its own re-tests only) and its nodes/status writes are bounded too
+    (jobs_rule,) = policies[certifier_bounds.JOBS_POLICY]["matchConstraints"]["resourceRules"]
+    assert "DELETE" in jobs_rule["operations"] and "oldObject.metadata.labels" in jobs
+    (nodes_rule,) = policies[certifier_bounds.NODES_POLICY]["matchConstraints"]["resourceRules"]
+    assert nodes_rule["resources"] == ["nodes", "nodes/status"]
+    bindings = [b for b in dev.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+                if b.name.startswith("certifier-")]
     assert sorted(b.inputs["spec"]["validationActions"][0] for b in bindings) == ["Deny", "Deny"]

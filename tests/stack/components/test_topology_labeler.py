@@ -67,6 +67,27 @@ def test_the_labeler_may_patch_nodes_and_nothing_else(dev):
     assert rule == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}
 
 
+def test_an_admission_policy_bounds_the_labelers_node_writes_to_its_labels(dev):
+    """RBAC's `patch` on nodes would let the labeler change any taint (lift the certifier's hold) or label: a
+    ValidatingAdmissionPolicy matched on its account lets it change only its labels and its annotation (the
+    real API server refuses the rest: e2e/tests/test_certifier.py)."""
+    policy = dev.one("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy", "topology-nodes-policy")
+    spec = policy.inputs["spec"]
+    (cond,) = spec["matchConditions"]
+    assert cond["expression"] == (f"request.userInfo.username == 'system:serviceaccount:"
+                                  f"{topology_labeler.NAMESPACE}:{topology_labeler.NAME}'")
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["nodes"] and rule["operations"] == ["UPDATE"]
+    text = " ".join(v["expression"] for v in spec["validations"])
+    labels = [n for k, n in NAMES.items() if k != "hca_guids"]
+    assert all(f'"{n}"' in text for n in [*labels, fabric.HCA_GUIDS_ANNOTATION]), text
+    assert "spec.taints" in text and "unschedulable" in text
+    binding = dev.one("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+                      "topology-nodes-policy-binding").inputs["spec"]
+    assert binding["validationActions"] == ["Deny"] and binding["policyName"] == policy.inputs["metadata"]["name"]
+
+
 def test_every_labeler_object_passes_the_kubernetes_schema(dev):
     for r in dev.resources:
         if r.name.startswith("topology-") and r.type.startswith("kubernetes:"):

@@ -412,3 +412,17 @@ def test_a_job_of_a_kind_that_spans_the_pool_needs_nodes_and_one_of_a_fixed_pair
     err = capsys.readouterr().err
     said = f"--nodes is required with --job and --kind {kind}"
     assert (code == 2 and said in err) if refused else said not in err
+
+
+def test_the_doctor_judges_each_pair_against_its_tier_from_the_nodes_torsets(tmp_path, capsys):
+    """The certifier hands the doctor each worker's torset (the nodes' ib/torset labels, by the host names
+    the log's markers use), as the doctor's own interface takes them: the result's figures per tier."""
+    torset = {0: "torset-a", 1: "torset-a", 2: "torset-b", 3: "torset-b"}
+    nodes = [node(i, labels={fabric.TORSET_LABEL: torset[i]}) for i in range(4)]
+    with cluster(nodes, doctor_log(slow=(3,))) as api:
+        code, out = certify_run(api, tmp_path, capsys)
+    assert code == 0
+    tiers = out["result"]["doctor"]["tiers"]
+    assert set(tiers) >= {"within-torset", "across-torsets"}, tiers
+    with cluster([node(i) for i in range(4)], doctor_log(slow=(3,))) as api:
+        assert certify_run(api, tmp_path, capsys)[1]["result"]["doctor"]["tiers"] == {}, "no labels, no tiers"

@@ -9,7 +9,7 @@ import json
 
 from clusterside import certify, certify_admit, certify_cli
 from clusterside.kube_api import connect
-from core import fabric
+from core import dra, fabric
 from tests.fake_kube_store import FakeApi
 from tests.unit.clusterside.test_certify import NS, POOL, UNCERT, name, node
 from tests.unit.clusterside.test_certify_recurring import retest_template, run_retest
@@ -108,3 +108,52 @@ def test_the_loop_starts_one_re_test_for_held_ready_nodes_and_it_admits_them(tmp
     assert len(created) == 1, "one re-test, not one per pass"
     assert api.taints(name(3)) == [POOL], "held, re-tested, admitted"
     assert api.condition(name(3), fabric.FABRIC_CONDITION)["status"] == "True"
+
+
+def gpu_slice(i: int, driver: str = dra.GPU_DRIVER, devices: int = 4) -> dict:
+    """A ResourceSlice as a DRA kubelet plugin publishes it for its node (the GB300 sample in
+    reference/examples/dranet-aks/examples/azure_aks_examples/gb300/resourceslice-gpu.yaml, cut down)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name(i)}-{driver}-x{i}"},
+            "spec": {"driver": driver, "nodeName": name(i), "pool": {"name": name(i), "generation": 1,
+                                                                     "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{d}"} for d in range(devices)]}}
+
+
+def test_on_dra_stacks_a_held_node_is_testable_once_its_gpu_slices_are_published(tmp_path):
+    """With DRA GPUs the device plugin is off and nvidia.com/gpu never becomes allocatable: the node is
+    testable when the NVIDIA DRA driver has published its GPUs (issue 52 item 1)."""
+    nodes = [node(i) for i in range(4)]  # held, Ready, no GPU allocatable
+    slices = [gpu_slice(1), gpu_slice(2, devices=0), gpu_slice(3, driver=dra.NIC_DRIVER)]
+    with FakeApi(nodes=nodes, slices=slices) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        published = certify_admit.gpu_slice_nodes(connect(str(kubeconfig)))
+        asked = [p for m, p in api.requests if "resourceslices" in p]
+    assert published == {name(1)}, "a slice with no device, or another driver's, publishes no GPU"
+    assert asked == ["/apis/resource.k8s.io/v1/resourceslices"]
+    assert certify_admit.due(nodes, {}, now=1000.0, retest_after_seconds=60) == []
+    assert certify_admit.due(nodes, {}, now=1000.0, retest_after_seconds=60, gpu_nodes=published) == [name(1)]
+
+
+def test_the_loop_with_dra_gpus_re_tests_a_held_node_whose_gpus_are_published(tmp_path, capsys):
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    created, run = run_retest()
+    nodes = [node(i, None, certified_boot=f"boot-1-{i}") for i in range(3)] + [node(3, None)]
+    with FakeApi(nodes=nodes, configmaps=[template], run_job=run, slices=[gpu_slice(i) for i in range(4)]) as api:
+        kubeconfig = tmp_path / "k.json"
+        kubeconfig.write_text(api.kubeconfig())
+        argv = ["certify", "--admit", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--poll-seconds", "0.01",
+                "--json"]
+        for extra, expected in (([], 0), (["--dra-gpus"], 1)):
+            args = cli.build_parser().parse_args(argv + extra)
+            before = len(api.requests)
+            certify_admit.loop(connect(str(kubeconfig)), args, certify.Policy(mode="taint"), certify_cli.run,
+                               sleep=lambda s: None, passes=2)
+            assert len(created) == expected, (extra, created)
+            read = [p for _, p in api.requests[before:] if "resourceslices" in p]
+            assert bool(read) == bool(extra), "the slices are read with --dra-gpus only"
+        capsys.readouterr()
+    assert api.taints(name(3)) == [POOL], "held, re-tested on its published GPUs, admitted"

@@ -190,3 +190,40 @@ def test_on_an_inbox_pool_a_node_whose_run_shows_no_dmabuf_is_not_admitted(tmp_p
     assert any("GPUDirect over DMA-BUF not shown" in r for r in out["result"]["reasons"])
     assert api.taints(name(3)) != [POOL], "not admitted"
     assert (api.condition(name(3), fabric.FABRIC_CONDITION) or {}).get("status") != "True"
+
+
+def test_a_recurring_run_that_trips_the_breaker_fails_its_job_and_says_why(tmp_path, capsys):
+    """Issue 52 item 8: the CronJob's Job is what monitoring sees (kube-state-metrics' failed Jobs, the
+    CronJob's lastSuccessfulTime). A tripped breaker changed nothing and needs a person: it must not exit 0."""
+    template = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template",
+                                                                      "namespace": NS},
+                "data": {"job.json": json.dumps(retest_template())}}
+    outcomes = {}
+    for slow in ((3,), (2, 3)):
+        created, run = run_retest(slow=slow)
+        with FakeApi(nodes=[node(i, None, certified=True) for i in range(4)], configmaps=[template],
+                     run_job=run) as api:
+            kubeconfig = tmp_path / "k.json"
+            kubeconfig.write_text(api.kubeconfig())
+            code = cli.main(["certify", "--recurring", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                             "--poll-seconds", "0.01", "--json"])
+            captured = capsys.readouterr()
+            outcomes[slow] = (code, json.loads(captured.out)["certification"]["breaker"], captured.err)
+    assert outcomes[(3,)][:2] == (0, None), "one slow node of four is quarantined: the run did its job"
+    code, breaker, err = outcomes[(2, 3)]
+    assert breaker and breaker.startswith("circuit breaker")
+    assert code == 1 and f"BREAKER: {breaker}" in err, (code, err)
+
+
+def test_re_tests_of_the_cronjob_and_of_the_admission_loop_cannot_share_a_name():
+    """Issue 52 item 4: both made `fabric-retest-YYYYMMDDHHMM`, so two in one minute collided (409). The name
+    says who made it and carries the second: each maker runs one at a time."""
+    from clusterside import certify_admit, certify_recurring
+
+    args = cli.build_parser().parse_args(["certify", "--admit", "--namespace", NS])
+    cron = certify_recurring.retest_name(cli.build_parser().parse_args(["certify", "--recurring", "--namespace", NS]),
+                                         at=1.8e9)
+    loop = certify_recurring.retest_name(certify_admit.recurring_args(args), at=1.8e9)
+    assert cron != loop and cron.startswith("fabric-retest-cron-") and loop.startswith("fabric-retest-admit-")
+    assert certify_recurring.retest_name(certify_admit.recurring_args(args), at=1.8e9 + 1) != loop
+    assert len(cron) <= 63 and len(loop) <= 63  # a Service of the same name (Volcano's svc plugin): a DNS label

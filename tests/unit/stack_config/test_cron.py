@@ -25,3 +25,18 @@ def test_what_kubernetes_accepts_is_accepted(schedule):
 @pytest.mark.parametrize("schedule,words", REFUSED.items())
 def test_what_kubernetes_refuses_or_never_fires_is_refused_with_the_reason(schedule, words):
     assert words in (cron.problem(schedule) or ""), cron.problem(schedule)
+
+
+def test_the_longest_gap_between_two_runs_is_what_a_missing_run_alert_waits_for():
+    """Issue 52 item 8: "no certification run for two periods" needs the schedule's period; a schedule
+    with uneven gaps has its longest one (cron v3's day rule included)."""
+    assert cron.longest_gap_seconds("17 */6 * * *") == 6 * 3600  # the default
+    assert cron.longest_gap_seconds("0 1,2 * * *") == 23 * 3600
+    assert cron.longest_gap_seconds("@daily") == cron.longest_gap_seconds("0 0 * * *") == 86400
+    assert cron.longest_gap_seconds("@hourly") == 3600
+    assert cron.longest_gap_seconds("@weekly") == cron.longest_gap_seconds("0 0 * * SUN") == 7 * 86400
+    assert cron.longest_gap_seconds("@every 90m") == 5400
+    assert cron.longest_gap_seconds("0 0 1 * *") == 31 * 86400  # monthly: the longest month
+    # both day fields restricted: either matches (1st of the month or a Monday)
+    assert cron.longest_gap_seconds("0 0 1 * 1") <= 7 * 86400
+    assert cron.longest_gap_seconds("0 0 29 2 *") > 365 * 86400  # once in four years
