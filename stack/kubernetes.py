@@ -13,7 +13,7 @@ import pulumi
 
 from components.fabric.fabric_check import FabricCheck
 from components.platform.volcano import ManifestError, checked_manifest
-from stack import fabric_test, operators, rack
+from stack import charts, fabric_test, operators, rack
 from stack.handoff import ClusterHandle
 from stack_config import StackConfig
 
@@ -32,6 +32,15 @@ def checked_volcano_manifest(cfg: StackConfig) -> str:
     try:
         return checked_manifest(cfg.versions.volcano)
     except ManifestError as err:
+        raise pulumi.RunError(f"{err} (nothing was created)") from None
+
+
+def checked_charts(cfg: StackConfig) -> dict[str, str]:
+    """With charts.directory: each Helm release's local archive, checked (stack/charts.py) before any resource
+    exists; a missing or other-version archive stops the program with one line."""
+    try:
+        return charts.archives(cfg)
+    except charts.ChartsError as err:
         raise pulumi.RunError(f"{err} (nothing was created)") from None
 
 

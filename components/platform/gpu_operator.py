@@ -49,6 +49,8 @@ class GpuOperatorArgs:
     dra_gpus: bool = False
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
+    # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
+    chart_archive: str | None = None
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -130,6 +132,6 @@ class GpuOperator(pulumi.ComponentResource):
             version=args.version,
             namespace_name=args.namespace_name,
             values=chart_values(args.dra_gpus),
-            timeout_seconds=args.timeout_seconds,
+            timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
         )
         self.register_outputs({"release": self.release.status})

@@ -1,0 +1,105 @@
+"""The keys of a Kubernetes stack on a cluster that already exists, and of charts from local archives
+(docs/existing-cluster.md): their schema entries, their checks across keys, their typed records.
+
+A platform team often gets its AKS cluster from another team and owns only the layer on it: with
+`stackPart: kubernetes`, `existingCluster` names that cluster instead of `azureStack` (the Azure half of
+this project). `charts.directory` installs every Helm release from a local archive of its pinned version;
+the archives themselves are checked by stack/charts.py, which knows which charts the stack installs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stack_config.engine import Key, optional
+
+EXISTING_CLUSTER = "existingCluster"
+CHARTS = "charts"
+
+
+def kubeconfig(v: Any) -> str | None:
+    """A path to a kubeconfig file, or the kubeconfig's own text (a secret: `pulumi config set --secret`)."""
+    if isinstance(v, str) and v.strip():
+        if is_inline(v) or Path(v).is_file():
+            return None
+        return (f"a kubeconfig: the path of a file (relative paths are the project folder's; {v!r} is not a file) "
+                f"or the kubeconfig itself, set as a secret")
+    return "a kubeconfig: the path of a file or the kubeconfig itself, set as a secret"
+
+
+def is_inline(v: str) -> bool:
+    """Whether a kubeconfig value is the kubeconfig's text rather than a path: YAML of several lines, or JSON."""
+    return "\n" in v.strip() or v.lstrip().startswith("{")
+
+
+def context_name(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"[^\s/]([^\s]{0,251}[^\s])?", v):
+        return None
+    return "the name of a context of the kubeconfig (no spaces)"
+
+
+def charts_directory(v: Any) -> str | None:
+    if isinstance(v, str) and v.strip() and Path(v).is_dir():
+        return None
+    return ("a folder of chart archives as `helm pull` names them (<chart>-<version>.tgz); relative paths are "
+            "the project folder's" + (f"; {v!r} is not a folder" if isinstance(v, str) else ""))
+
+
+KEYS: tuple[Key, ...] = (
+    Key(EXISTING_CLUSTER, "object", "With stackPart kubernetes, instead of azureStack: a cluster that already "
+        "exists, whose IB pool is ibPool (docs/existing-cluster.md).",
+        fields=(
+            Key("enabled", "boolean", "Install on this existing cluster; without kubeconfig and context, the one "
+                "the Kubernetes provider finds (KUBECONFIG).", default=False),
+            Key("kubeconfig", "string", "The kubeconfig: a file's path, or its text set as a secret.",
+                default_doc="KUBECONFIG, else ~/.kube/config", check=optional(kubeconfig)),
+            Key("context", "string", "The kubeconfig's context to use.", default_doc="its current context",
+                check=optional(context_name)),
+        )),
+    Key(CHARTS, "object", "Where the Helm charts come from.",
+        fields=(
+            Key("directory", "string", "A folder holding every chart the stack installs as <chart>-<version>.tgz "
+                "of the pinned version (air-gapped and private clusters): no chart repository is reached.",
+                default_doc="unset: each chart's repository", check=optional(charts_directory)),
+        )),
+)
+
+
+@dataclass(frozen=True)
+class ExistingCluster:
+    kubeconfig: str | None = None  # a path, or the text (secret); None: what the provider finds (KUBECONFIG)
+    context: str | None = None  # None: the kubeconfig's current context
+
+    @property
+    def inline(self) -> bool:
+        return self.kubeconfig is not None and is_inline(self.kubeconfig)
+
+
+def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
+    """existingCluster only in a Kubernetes stack, and instead of azureStack, never beside it."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    if not existing.get("enabled"):
+        named = [k for k in ("kubeconfig", "context") if existing.get(k) is not None]
+        return [f"{prefix}{EXISTING_CLUSTER}.{k}: is set but existingCluster.enabled is not true; set it to "
+                f"install on that cluster, or remove {k}" for k in named]
+    shown = "{enabled: true" + "".join(f", {k}: ..." for k in ("kubeconfig", "context") if existing.get(k)) + "}"
+    if values.get("azureStack"):
+        return [f"{prefix}{EXISTING_CLUSTER}: got {shown}; expected either azureStack (the Azure part of this "
+                f"project) or existingCluster (a cluster that already exists), not both"]
+    if values.get("stackPart") != "kubernetes":
+        return [f"{prefix}{EXISTING_CLUSTER}: got {shown}; only with stackPart: kubernetes (this stack then "
+                f"installs the Kubernetes layer on that cluster and creates no Azure resource)"]
+    return []
+
+
+def records(values: Mapping[str, Any]) -> dict[str, Any]:
+    """StackConfig's fields of these keys."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    return {
+        "existing_cluster": ExistingCluster(kubeconfig=existing.get("kubeconfig"), context=existing.get("context"))
+        if existing.get("enabled") else None,
+        "charts_directory": (values.get(CHARTS) or {}).get("directory"),
+    }
