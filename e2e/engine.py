@@ -1,11 +1,11 @@
-"""`python -m e2e.engine [pulumi args]` (`make e2e-pulumi ARGS="..."`): the real Pulumi CLI, in the repository
-root, beside the control plane of `make cluster-up`, with the engine tier's environment.
+"""`python -m e2e.engine [pulumi args]` (`make e2e-pulumi ARGS="..."`): the real Pulumi CLI on this repository's
+program, beside the control plane of `make cluster-up`, with the engine tier's environment.
 
 The CLI, its Python language host and the Kubernetes provider are the ones e2e/tools/build.sh builds
 (docs/real-control-plane.md, "The Pulumi engine"). Here they run with nothing reaching out: no update
 check, no automatic plugin download, only the plugins installed below (PULUMI_IGNORE_AMBIENT_PLUGINS), a
 file backend and the CLI's home under build/e2e/, and a passphrase secrets provider whose passphrase is
-this tier's own. The language host ignores Pulumi.yaml's `virtualenv` option, so .venv is put first on
+this tier's own. Volcano's manifest is read from the reference material, never fetched. The language host ignores Pulumi.yaml's `virtualenv` option, so .venv is put first on
 PATH and in VIRTUAL_ENV. KUBECONFIG passes through (the control plane's when unset).
 """
 
@@ -18,9 +18,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from components.platform import volcano
 from e2e import cluster
+from offline import reference
 
 ROOT = cluster.ROOT
+STACKS = ROOT / "e2e" / "stacks"  # the tier's stack files (Pulumi.<stack>.yaml), committed
+# The project the CLI runs: Pulumi.yaml as the repository has it, with `main` at the repository root (the
+# program runs there, so the stack files' paths are the root's), and a working copy of each stack file
+# (the passphrase provider writes its salt into it, and `pulumi config set` its changes).
+PROJECT = cluster.STATE / "project"
 HOME = cluster.STATE / "pulumi-home"  # PULUMI_HOME: the CLI's plugins and workspace settings
 BACKEND = cluster.STATE / "pulumi-state"  # the file backend: one folder per stack
 # Not a secret: it guards the test stacks' state in build/e2e only.
@@ -56,6 +63,10 @@ def environment(bin_dir: Path, base: Mapping[str, str] | None = None) -> dict[st
         "KUBECONFIG": env.get("KUBECONFIG") or str(cluster.KUBECONFIG),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PULUMI_DIY_BACKEND_GZIP": "false",
+        # Volcano's release manifest from the reference copy (checked against its pin), never fetched
+        volcano.CACHE_ENV: str(reference.reference_dir() / "examples"),
+        volcano.NO_FETCH_ENV: "the engine tier reads Volcano's manifest from the reference material: "
+                              + reference.HOW_TO_GET,
     })
     env.pop("PULUMI_ACCESS_TOKEN", None)  # never the Pulumi Cloud
     env.pop("PULUMI_API", None)
@@ -74,6 +85,26 @@ def prepare(bin_dir: Path, env: Mapping[str, str]) -> None:
                         "--file", str(bin_dir / "pulumi-resource-kubernetes")], env=env, check=True, cwd=ROOT)
 
 
+def project() -> Path:
+    """build/e2e/project: Pulumi.yaml with `main` at the root, and each committed stack file not copied yet."""
+    PROJECT.mkdir(parents=True, exist_ok=True)
+    text = (ROOT / "Pulumi.yaml").read_text()
+    (PROJECT / "Pulumi.yaml").write_text(f"{text.rstrip()}\nmain: {os.path.relpath(ROOT, PROJECT)}\n")
+    for stack_file in STACKS.glob("Pulumi.*.yaml"):
+        if not (PROJECT / stack_file.name).exists():
+            (PROJECT / stack_file.name).write_text(stack_file.read_text())
+    return PROJECT
+
+
+def reset(stack: str) -> None:
+    """Forget `stack`: its state in the file backend and its working stack file (a fresh copy comes next)."""
+    import shutil
+    for path in BACKEND.glob(f".pulumi/stacks/*/{stack}.json*"):
+        path.unlink()
+    shutil.rmtree(BACKEND / ".pulumi" / "history" / "aks-infiniband" / stack, ignore_errors=True)
+    (PROJECT / f"Pulumi.{stack}.yaml").unlink(missing_ok=True)
+
+
 def command(args: Sequence[str], bin_dir: Path) -> list[str]:
     """The argv that runs `pulumi ARGS` beside the control plane (in its namespace, unless already there)."""
     argv = [str(bin_dir / "pulumi"), *args]
@@ -84,7 +115,7 @@ def run(args: Sequence[str], bin_dir: Path, *, capture: bool = False, timeout: f
         extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**environment(bin_dir), **(extra_env or {})}
     prepare(bin_dir, env)
-    return subprocess.run(command(args, bin_dir), env=env, cwd=ROOT, text=True, timeout=timeout,
+    return subprocess.run(command(args, bin_dir), env=env, cwd=project(), text=True, timeout=timeout,
                           capture_output=capture)
 
 
