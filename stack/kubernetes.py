@@ -41,7 +41,8 @@ def checked_charts(cfg: StackConfig) -> dict[str, str]:
     try:
         return charts.archives(cfg)
     except charts.ChartsError as err:
-        raise pulumi.RunError(f"{err} (nothing was created)") from None
+        # as every other bad key is reported (stack_config.load)
+        raise pulumi.RunError(f"invalid configuration for stack {cfg.stack!r} (nothing was created):\n  {err}") from None
 
 
 def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> KubernetesHalf:
