@@ -87,8 +87,14 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
     # With the DRA driver, also the label its kubelet plugin selects, through the API (the driver manager
     # rewrites it, which AKS refuses for a pool label; Azure's deploy script labels the nodes by hand too).
+    # On a cluster that already exists (existingCluster) the pool carries none of this stack's labels: the
+    # labeler runs on the nodes of AKS's agentpool label and gives them the pool label everything else selects.
+    existing = cfg.existing_cluster is not None
     TopologyLabeler("topology", TopologyLabelerArgs(
-        cpu_arch=sku.cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+        cpu_arch=sku.cpu_arch,
+        extra_labels={**({fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+                      **(fabric.pool_node_selector() if existing else {})},
+        node_selector=fabric.pool_node_selector(cfg.ib_pool.name if existing else None)),
         opts=opts)
     return Operators(
         network_operator=network_operator,

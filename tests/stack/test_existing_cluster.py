@@ -54,9 +54,13 @@ def test_an_existing_cluster_stack_declares_the_kubernetes_half_on_its_own_provi
 
     assert checked == ["ibpool"]
     assert set(ours) == set(half) - {(STACK_REFERENCE, "azure-stack")}
-    for key, resource in ours.items():
-        if key[0] != K8S_PROVIDER:
-            assert resource.inputs == half[key].inputs, f"{key}: inputs differ from the split's Kubernetes half"
+    differ = {key for key, resource in ours.items() if key[0] != K8S_PROVIDER and resource.inputs != half[key].inputs}
+    # Only the topology labeler: on AKS's agentpool label, and it gives the pool's nodes the stack's pool label.
+    assert {k[0] for k in differ} == {"kubernetes:apps/v1:DaemonSet"} and len(differ) == 1, differ
+    spec = ours[differ.pop()].inputs["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "ibpool"}
+    env = {e["name"]: e.get("value") for c in spec["containers"] + spec.get("initContainers", []) for e in c.get("env", [])}
+    assert json.loads(env["TOPOLOGY_EXTRA_LABELS"]) == {"aks-infiniband.io/pool-role": "infiniband"}
     provider = ours[(K8S_PROVIDER, "cluster-k8s")]
     assert provider.inputs["kubeconfig"] == str(path) and provider.inputs["context"] == "team-b"
 
