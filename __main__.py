@@ -11,8 +11,7 @@ import pulumi
 
 import stack_config
 from stack import azure as azure_half
-from stack import existing_cluster
-from stack import handoff
+from stack import existing_cluster, handoff
 from stack import kubernetes as kubernetes_half
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists

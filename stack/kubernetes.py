@@ -42,7 +42,8 @@ def checked_charts(cfg: StackConfig) -> dict[str, str]:
         return charts.archives(cfg)
     except charts.ChartsError as err:
         # as every other bad key is reported (stack_config.load)
-        raise pulumi.RunError(f"invalid configuration for stack {cfg.stack!r} (nothing was created):\n  {err}") from None
+        raise pulumi.RunError(
+            f"invalid configuration for stack {cfg.stack!r} (nothing was created):\n  {err}") from None
 
 
 def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> KubernetesHalf:

@@ -59,7 +59,8 @@ def test_an_existing_cluster_stack_declares_the_kubernetes_half_on_its_own_provi
     assert {k[0] for k in differ} == {"kubernetes:apps/v1:DaemonSet"} and len(differ) == 1, differ
     spec = ours[differ.pop()].inputs["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"kubernetes.azure.com/agentpool": "ibpool"}
-    env = {e["name"]: e.get("value") for c in spec["containers"] + spec.get("initContainers", []) for e in c.get("env", [])}
+    containers = spec["containers"] + spec.get("initContainers", [])
+    env = {e["name"]: e.get("value") for c in containers for e in c.get("env", [])}
     assert json.loads(env["TOPOLOGY_EXTRA_LABELS"]) == {"aks-infiniband.io/pool-role": "infiniband"}
     provider = ours[(K8S_PROVIDER, "cluster-k8s")]
     assert provider.inputs["kubeconfig"] == str(path) and provider.inputs["context"] == "team-b"
@@ -110,7 +111,8 @@ def test_a_pool_of_another_size_or_count_is_named_by_key():
         "aks-infiniband:ibPool.name: got 'ibpool'; the cluster has no node with kubernetes.azure.com/agentpool=ibpool "
         "(the name of an existing agent pool of InfiniBand VMs is expected)"]
     (size,) = existing_cluster.pool_problems(CFG, [node("n0", "Standard_ND96asr_v4"), node("n1")])
-    assert size.startswith("aks-infiniband:ibPool.vmSize: got 'Standard_ND96isr_H100_v5'") and "Standard_ND96asr_v4: n0" in size
+    assert size.startswith("aks-infiniband:ibPool.vmSize: got 'Standard_ND96isr_H100_v5'")
+    assert "Standard_ND96asr_v4: n0" in size
     (count,) = existing_cluster.pool_problems(CFG, [node("n0"), node("n1"), node("n2")])
     assert count == "aks-infiniband:ibPool.nodeCount: got 2; pool ibpool has 3 nodes"
 
