@@ -6,7 +6,8 @@ The CLI, its Python language host and the Kubernetes provider are the ones e2e/t
 check, no automatic plugin download, only the plugins installed below (PULUMI_IGNORE_AMBIENT_PLUGINS), a
 file backend and the CLI's home under build/e2e/, and a passphrase secrets provider whose passphrase is
 this tier's own. Volcano's manifest is read from the reference material, never fetched. The language
-host ignores Pulumi.yaml's `virtualenv` option, so .venv is put first on PATH and in VIRTUAL_ENV. KUBECONFIG passes through (the control plane's when unset).
+host ignores Pulumi.yaml's `virtualenv` option, so .venv is put first on PATH and in VIRTUAL_ENV.
+KUBECONFIG passes through (the control plane's when unset).
 """
 
 from __future__ import annotations
