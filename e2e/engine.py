@@ -102,7 +102,8 @@ def reset(stack: str) -> None:
     import shutil
     for path in BACKEND.glob(f".pulumi/stacks/*/{stack}.json*"):
         path.unlink()
-    shutil.rmtree(BACKEND / ".pulumi" / "history" / "aks-infiniband" / stack, ignore_errors=True)
+    for kind in ("history", "backups", "locks"):
+        shutil.rmtree(BACKEND / ".pulumi" / kind / "aks-infiniband" / stack, ignore_errors=True)
     (PROJECT / f"Pulumi.{stack}.yaml").unlink(missing_ok=True)
 
 
