@@ -51,6 +51,8 @@ if [ ! -d "$out/kwok-assets" ]; then
   cp "$src"/kustomize/stage/node/fast/node-*.yaml "$src"/kustomize/stage/pod/fast/pod-*.yaml "$out/kwok-assets.tmp/stages/"
   chmod -R u+w "$out/kwok-assets.tmp" && mv "$out/kwok-assets.tmp" "$out/kwok-assets"
 fi
+build kube k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 # The Pulumi engine (docs/real-control-plane.md, "The Pulumi engine"): the CLI, whose version is set as
 # its release build sets it (sdk/v3's version.Version), so `pulumi version` tells the truth;
 cli_version="$(cd "$here/pulumi-cli" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3)"
@@ -72,6 +74,4 @@ fi
 ldflags="$ldflags -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${k8s_provider#v}" \
   build pulumi-kubernetes .
 [ -f "$out/pulumi-kubernetes" ] && mv -f "$out/pulumi-kubernetes" "$out/pulumi-resource-kubernetes"  # the plugin's name
-build kube k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 echo "$out"
