@@ -14,72 +14,32 @@ NicClusterPolicy or the NodeFeatureRule; the stack does not wait on their status
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 
 import pytest
-import yaml
 
-from e2e import cluster, engine
+from e2e import lifecycle
+from e2e.lifecycle import DESTROY_SECONDS, UP_SECONDS
 from offline import engine as offline
 
 STACK = "e2e-dev"
-STACK_FILE = engine.STACKS / f"Pulumi.{STACK}.yaml"
-# Bounds of each step (seconds): measured figures are in docs/real-control-plane.md; these are generous.
-UP_SECONDS, PREVIEW_SECONDS, DESTROY_SECONDS = 900, 300, 600
-# What the server or its controllers write by themselves, not the stack: left out of "what is left".
-NOT_THE_STACKS = {"events", "events.events.k8s.io", "leases.coordination.k8s.io", "endpoints",
-                  "endpointslices.discovery.k8s.io", "serviceaccounts", "configmaps", "secrets",
-                  "controllerrevisions.apps", "replicasets.apps", "pods", "jobs.batch"}
-TIMES: dict[str, float] = {}
-
-
-def pulumi(planes, *args: str, timeout: float = PREVIEW_SECONDS, check: bool = True):
-    start = time.monotonic()
-    done = engine.run([*args, "--stack", STACK], planes.bin, capture=True, timeout=timeout)
-    TIMES[" ".join(args[:2])] = time.monotonic() - start
-    print(f"[engine] pulumi {' '.join(args)}: exit {done.returncode} in {TIMES[' '.join(args[:2])]:.0f}s")
-    if check:
-        assert done.returncode == 0, f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout[-6000:]}" \
-                                     f"\n{done.stderr[-4000:]}"
-    return done
-
-
-def stack_config() -> dict:
-    return yaml.safe_load(STACK_FILE.read_text())["config"]
-
-
-def listed(plane) -> set[tuple[str, str, str]]:
-    """(resource, namespace, name) of every object of every listable resource but those NOT_THE_STACKS."""
-    kinds = plane.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
-    out = set()
-    for kind in kinds:
-        if kind in NOT_THE_STACKS:
-            continue
-        got = json.loads(plane.kubectl("get", kind, "-A", "-o", "json").stdout)
-        for item in got.get("items", []):
-            meta = item["metadata"]
-            out.add((kind, meta.get("namespace", ""), meta["name"]))
-    return out
 
 
 @pytest.fixture(scope="module")
-def lifecycle(planes):
+def dev(planes):
     plane, _, _ = planes.fresh("dev")  # the dev stack's pools: the cluster "another team" made
-    engine.reset(STACK)
-    before = listed(plane)
-    pulumi(planes, "stack", "init", "--secrets-provider", "passphrase")
-    yield plane, before
-    # Whatever a failed test left: destroyed, so the next run starts clean (its result is not asserted here).
-    engine.run(["destroy", "--yes", "--stack", STACK], planes.bin, capture=True, timeout=DESTROY_SECONDS)
-    print(f"[engine] step times (s): {json.dumps({k: round(v) for k, v in TIMES.items()})}")
+    stack = lifecycle.Stack(STACK, planes.bin)
+    before = lifecycle.listed(plane)
+    stack.start()
+    yield stack, plane, before
+    # Whatever a failed test left is destroyed, so that the next run starts clean (not asserted here).
+    stack.run("destroy", "--yes", "--skip-preview", timeout=DESTROY_SECONDS, check=False)
+    print(f"[engine] {STACK} step times (s): {json.dumps(stack.times)}")
 
 
-def test_preview_lists_the_objects_of_the_offline_render(planes, lifecycle):
-    done = pulumi(planes, "preview", "--json")
-    steps = json.loads(done.stdout)["steps"]
-    previewed = {s["urn"] for s in steps if s["op"] == "create"}
-    rendering = offline.render(STACK, config=stack_config())  # the same program under mocks, same stack name
+def test_preview_lists_the_objects_of_the_offline_render(dev):
+    stack, _, _ = dev
+    previewed = {s["urn"] for s in stack.preview_steps() if s["op"] == "create"}
+    rendering = offline.render(STACK, config=stack.config)  # the same program under mocks, same stack name
     rendered = {r.urn for r in rendering.resources}
     assert previewed, "the preview creates nothing"
     assert rendered - previewed == set(), "rendered offline, not in the preview"
@@ -87,10 +47,10 @@ def test_preview_lists_the_objects_of_the_offline_render(planes, lifecycle):
         "in the preview, not rendered offline"
 
 
-def test_up_installs_the_kubernetes_layer(planes, lifecycle):
-    plane, _ = lifecycle
-    pulumi(planes, "up", "--yes", "--skip-preview", timeout=UP_SECONDS)
-    outputs = json.loads(pulumi(planes, "stack", "output", "--json").stdout)
+def test_up_installs_the_kubernetes_layer(dev):
+    stack, plane, _ = dev
+    stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS)
+    outputs = json.loads(stack.run("stack", "output", "--json").stdout)
     assert outputs["fabricVerdict"] == "not run: fabricTest.enabled is false"
     releases = json.loads(plane.kubectl("get", "secrets", "-A", "-l", "owner=helm", "-o", "json").stdout)["items"]
     assert {r["metadata"]["labels"]["name"] for r in releases} >= {"node-feature-discovery", "network-operator",
@@ -99,42 +59,38 @@ def test_up_installs_the_kubernetes_layer(planes, lifecycle):
     assert plane.kubectl("get", "deployments", "-n", "volcano-system").stdout.count("volcano-") >= 3
 
 
-def test_a_second_preview_finds_no_change(planes, lifecycle):
-    pulumi(planes, "preview", "--expect-no-changes", "--diff")
+def test_a_second_preview_finds_no_change(dev):
+    dev[0].run("preview", "--expect-no-changes", "--diff")
 
 
-def test_refresh_finds_no_drift(planes, lifecycle):
-    pulumi(planes, "refresh", "--yes", "--expect-no-changes", "--skip-preview")
-    pulumi(planes, "preview", "--expect-no-changes", "--diff")
+def test_refresh_finds_no_drift(dev):
+    stack = dev[0]
+    stack.run("refresh", "--yes", "--expect-no-changes", "--skip-preview")
+    stack.run("preview", "--expect-no-changes", "--diff")
 
 
-def test_a_one_key_change_previews_exactly_its_diff(planes, lifecycle):
+def test_a_one_key_change_previews_exactly_its_diff(dev):
     """rdmaMode drives, in this stack, one object: the NicClusterPolicy's device plugin section (shared RDMA
     device plugin -> SR-IOV device plugin: components/platform/network_operator.py). Its preview updates that
     object in place and nothing else; the key set back, the preview finds no change again."""
-    pulumi(planes, "config", "set", "aks-infiniband:rdmaMode", "sriov")
+    stack = dev[0]
+    stack.run("config", "set", "aks-infiniband:rdmaMode", "sriov")
     try:
-        steps = json.loads(pulumi(planes, "preview", "--json").stdout)["steps"]
+        steps = stack.preview_steps()
     finally:
-        pulumi(planes, "config", "set", "aks-infiniband:rdmaMode", "shared")
+        stack.run("config", "set", "aks-infiniband:rdmaMode", "shared")
     changed = {(s["op"], s["urn"].rsplit("::", 1)[1]) for s in steps if s["op"] not in ("same", "read")}
     assert changed == {("update", "network-operator-policy")}, changed
-    pulumi(planes, "preview", "--expect-no-changes")
+    stack.run("preview", "--expect-no-changes")
 
 
-def test_destroy_leaves_nothing_behind(planes, lifecycle):
-    plane, before = lifecycle
-    pulumi(planes, "destroy", "--yes", "--skip-preview", timeout=DESTROY_SECONDS)
-    left = listed(plane) - before
-    # Helm keeps the CRDs of a chart's crds/ folder (docs/teardown.md lists them and how to remove them).
-    crds = {n for kind, _, n in left if kind == "customresourcedefinitions.apiextensions.k8s.io"}
-    others = {x for x in left if x[0] != "customresourcedefinitions.apiextensions.k8s.io"}
+def test_destroy_leaves_nothing_behind(dev):
+    stack, plane, before = dev
+    stack.run("destroy", "--yes", "--skip-preview", timeout=DESTROY_SECONDS)
+    others, crds = lifecycle.left_after_destroy(plane, before)
     assert others == set(), f"left after destroy: {sorted(others)}"
-    print(f"[engine] CRDs left by Helm: {sorted(crds)}")
-    stuck = [x for x in listed(plane) if x[0] == "namespaces" and x[2] not in {n for _, _, n in before}]
-    assert stuck == []
-    assert Path(engine.BACKEND).is_dir()
-    state = json.loads(pulumi(planes, "stack", "export").stdout)
-    assert [r["urn"] for r in state["deployment"].get("resources") or [] if "pulumi:pulumi:Stack" not in r["urn"]
-            and "pulumi:providers" not in r["urn"]] == []
-    assert cluster.NETNS
+    print(f"[engine] CRDs Helm kept: {sorted(crds)}")
+    state = json.loads(stack.run("stack", "export").stdout)
+    kept = [r["urn"] for r in state["deployment"].get("resources") or []
+            if not r["type"].startswith(("pulumi:pulumi:Stack", "pulumi:providers:"))]
+    assert kept == []
