@@ -21,9 +21,7 @@ if cfg.untested:
 
 # Volcano's release manifest, checked against its pinned sha256 before any resource exists.
 volcano_manifest = kubernetes_half.checked_volcano_manifest(cfg) if cfg.stack_part != "azure" else None
-# Local chart archives (charts.directory) checked; on an existing cluster, at `up`, its IB pool against ibPool.
-if cfg.stack_part != "azure":
-    kubernetes_half.checked_charts(cfg)
+# On an existing cluster, at `up`: its IB pool checked against ibPool before any resource.
 if cfg.existing_cluster:
     existing_cluster.check_pool(cfg)
 

@@ -13,7 +13,7 @@ import pulumi
 
 from components.fabric.fabric_check import FabricCheck
 from components.platform.volcano import ManifestError, checked_manifest
-from stack import charts, fabric_test, operators, rack
+from stack import fabric_test, operators, rack
 from stack.handoff import ClusterHandle
 from stack_config import StackConfig
 
@@ -33,17 +33,6 @@ def checked_volcano_manifest(cfg: StackConfig) -> str:
         return checked_manifest(cfg.versions.volcano)
     except ManifestError as err:
         raise pulumi.RunError(f"{err} (nothing was created)") from None
-
-
-def checked_charts(cfg: StackConfig) -> dict[str, str]:
-    """With charts.directory: each Helm release's local archive, checked (stack/charts.py) before any resource
-    exists; a missing or other-version archive stops the program with one line."""
-    try:
-        return charts.archives(cfg)
-    except charts.ChartsError as err:
-        # as every other bad key is reported (stack_config.load)
-        raise pulumi.RunError(
-            f"invalid configuration for stack {cfg.stack!r} (nothing was created):\n  {err}") from None
 
 
 def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> KubernetesHalf:

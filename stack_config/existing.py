@@ -9,11 +9,15 @@ the archives themselves are checked by stack/charts.py, which knows which charts
 from __future__ import annotations
 
 import re
+import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from core import catalog, dra, modes, pins
 from stack_config.engine import Key, optional
 
 EXISTING_CLUSTER = "existingCluster"
@@ -92,6 +96,52 @@ def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
     if values.get("stackPart") != "kubernetes":
         return [f"{prefix}{EXISTING_CLUSTER}: got {shown}; only with stackPart: kubernetes (this stack then "
                 f"installs the Kubernetes layer on that cluster and creates no Azure resource)"]
+    return []
+
+
+def needed_charts(sku: catalog.Sku, mode: modes.RdmaMode, versions: Mapping[str, str]) -> dict[str, str]:
+    """Each Helm chart the Kubernetes half installs (stack/operators.py), by name -> its pinned version."""
+    keys = ["nodeFeatureDiscovery", "networkOperator"]
+    keys += ["gpuOperator"] if sku.has_gpus else []
+    keys += ["draDriver"] if dra.needs(sku, mode) is not None else []
+    keys += ["dranet"] if mode.dra else []
+    return {pins.chart_name(k): versions[k] for k in keys}
+
+
+def archive_version(path: Path) -> str | None:
+    """The `version` of the chart packaged in `path` (its top folder's Chart.yaml), or None: not a chart archive."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            top = [m for m in tar.getmembers() if m.isfile() and m.name.count("/") == 1
+                   and m.name.endswith("/Chart.yaml")]
+            if len(top) != 1:
+                return None
+            meta = yaml.safe_load(tar.extractfile(top[0]).read())  # type: ignore[union-attr]
+    except (OSError, tarfile.TarError, yaml.YAMLError, EOFError):
+        return None
+    version = meta.get("version") if isinstance(meta, dict) else None
+    return str(version) if version is not None else None
+
+
+def chart_problems(values: Mapping[str, Any], prefix: str, sku: catalog.Sku | None,
+                   mode: modes.RdmaMode | None) -> list[str]:
+    """With charts.directory: the first chart the stack installs whose archive (<chart>-<version>.tgz, as `helm
+    pull` names it) is missing there or packages another version; one line, before any resource."""
+    folder = (values.get(CHARTS) or {}).get("directory")
+    versions = values.get("versions") or {}
+    if folder is None or sku is None or mode is None or any(v is None for v in versions.values()):
+        return []
+    for name, version in needed_charts(sku, mode, versions).items():
+        archive = f"{name}-{version}.tgz"
+        path = Path(folder) / archive
+        if not path.is_file():
+            return [f"{prefix}{CHARTS}.directory: got {folder!r}; expected {archive} there (the pinned {name} "
+                    f"{version}, e.g. from `helm pull`): it is missing"]
+        found = archive_version(path)
+        if found != version:
+            what = "not a chart archive" if found is None else f"a chart of version {found}"
+            return [f"{prefix}{CHARTS}.directory: got {folder!r}; expected {archive} to be {name} {version}: "
+                    f"it is {what}"]
     return []
 
 

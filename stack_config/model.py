@@ -317,6 +317,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     problems += _cross_key_problems(values, prefix, sku, kind, mode)
     problems += enterprise.problems(values, prefix, problems)
     problems += existing.problems(values, prefix)
+    problems += existing.chart_problems(values, prefix, sku, mode)
     matrix_problems, untested = _matrix_problems(values, prefix, sku, mode)
     problems += matrix_problems
     if problems:

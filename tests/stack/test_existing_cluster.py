@@ -12,9 +12,10 @@ import pulumi
 import pytest
 from conftest import dev_config, rendered
 
+from core import pins
 from offline import engine
 from offline.mocks import OfflineMocks
-from stack import existing_cluster
+from stack import charts, existing_cluster
 from stack_config import parse
 from tests.paths import ROOT
 
@@ -80,7 +81,8 @@ def test_an_inline_kubeconfig_is_a_secret_input(checked):
 @pytest.mark.skipif(not CHARTS.is_dir(), reason=f"no packaged charts at {CHARTS}")
 def test_charts_directory_points_every_release_at_its_archive_and_changes_nothing_else():
     # The reference material packages network-operator 26.7.0-rc.2, not the pinned 26.7.0 (its README).
-    rc = {"versions": {"networkOperator": "26.7.0-rc.2"}, "allowUntestedVersions": True}
+    rc = {"versions": {"networkOperator": pins.component("networkOperator").reference_version},
+          "allowUntestedVersions": True}
     local = _declared(rendered("dev", dev_config(charts={"directory": "../shared/reference/charts"}, **rc)))
     remote = _declared(rendered("dev", dev_config(**rc)))
     releases = {k: r for k, r in local.items() if k[0] == RELEASE}
@@ -126,4 +128,8 @@ def test_the_pool_check_stops_the_program_before_any_resource(monkeypatch):
     with pytest.raises(pulumi.RunError):
         engine.render("dev", config=existing(), monitor=monitor)
     assert monitor.registrations == []
+
+
+def test_the_charts_the_configuration_checks_are_the_ones_the_components_install():
+    assert {k: c.name for k, c in charts.CHARTS.items()} == {k: pins.chart_name(k) for k in charts.CHARTS}
 
