@@ -65,9 +65,15 @@ def listed(plane) -> set[tuple[str, str, str]]:
 
 
 CRD = "customresourcedefinitions.apiextensions.k8s.io"
+API_SERVICE = "apiservices.apiregistration.k8s.io"
 
 
 def left_after_destroy(plane, before: set[tuple[str, str, str]]) -> tuple[set, set[str]]:
-    """What a destroy left of what the stack made: (objects other than CRDs, the CRDs Helm keeps by design)."""
+    """What a destroy left of what the stack made: (objects other than the CRDs Helm keeps by design, those
+    CRDs). The API server registers an APIService for each group version a CRD serves, and removes it with the
+    CRD: those of the kept CRDs' groups go with them."""
     left = listed(plane) - before
-    return {x for x in left if x[0] != CRD}, {name for kind, _, name in left if kind == CRD}
+    crds = {name for kind, _, name in left if kind == CRD}
+    groups = {name.partition(".")[2] for name in crds}
+    others = {x for x in left if x[0] != CRD and not (x[0] == API_SERVICE and x[2].partition(".")[2] in groups)}
+    return others, crds
