@@ -119,6 +119,20 @@ def test_a_one_key_change_previews_exactly_its_diff(dev):
     stack.run("preview", "--expect-no-changes")
 
 
+def test_up_names_a_pool_that_disagrees_with_the_config_at_once(dev):
+    """The existing cluster's IB pool has 2 nodes; a stack that says 3 stops at `up` with the key's one line,
+    before any resource, and changes nothing (stack/existing_cluster.py)."""
+    stack = dev[0]
+    stack.run("config", "set", "--path", "aks-infiniband:ibPool.nodeCount", "3")
+    try:
+        done = stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS, check=False)
+    finally:
+        stack.run("config", "set", "--path", "aks-infiniband:ibPool.nodeCount", "2")
+    assert done.returncode != 0
+    assert "aks-infiniband:ibPool.nodeCount: got 3; pool ibpool has 2 nodes" in done.stdout + done.stderr
+    stack.run("preview", "--expect-no-changes")
+
+
 def test_destroy_leaves_nothing_behind(dev):
     stack, plane, before = dev
     stack.run("destroy", "--yes", "--skip-preview", timeout=DESTROY_SECONDS)
