@@ -24,13 +24,22 @@ EXISTING_CLUSTER = "existingCluster"
 CHARTS = "charts"
 
 
+def _is(kind: str, v: str) -> bool:
+    """Whether `v` names an existing file (kind "file") or folder; a name the system refuses (too long,
+    a NUL byte) names neither."""
+    try:
+        return Path(v).is_file() if kind == "file" else Path(v).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def kubeconfig(v: Any) -> str | None:
     """A path to a kubeconfig file, or the kubeconfig's own text (a secret: `pulumi config set --secret`)."""
     if isinstance(v, str) and v.strip():
-        if is_inline(v) or Path(v).is_file():
+        if is_inline(v) or _is("file", v):
             return None
-        return (f"a kubeconfig: the path of a file (relative paths are the project folder's; {v!r} is not a file) "
-                f"or the kubeconfig itself, set as a secret")
+        return ("a kubeconfig: the path of a file (relative paths are the project folder's; it is not a file) "
+                "or the kubeconfig itself, set as a secret")
     return "a kubeconfig: the path of a file or the kubeconfig itself, set as a secret"
 
 
@@ -46,10 +55,10 @@ def context_name(v: Any) -> str | None:
 
 
 def charts_directory(v: Any) -> str | None:
-    if isinstance(v, str) and v.strip() and Path(v).is_dir():
+    if isinstance(v, str) and v.strip() and _is("dir", v):
         return None
     return ("a folder of chart archives as `helm pull` names them (<chart>-<version>.tgz); relative paths are "
-            "the project folder's" + (f"; {v!r} is not a folder" if isinstance(v, str) else ""))
+            "the project folder's; it is not a folder")
 
 
 KEYS: tuple[Key, ...] = (
@@ -134,7 +143,7 @@ def chart_problems(values: Mapping[str, Any], prefix: str, sku: catalog.Sku | No
     for name, version in needed_charts(sku, mode, versions).items():
         archive = f"{name}-{version}.tgz"
         path = Path(folder) / archive
-        if not path.is_file():
+        if not _is("file", str(path)):
             return [f"{prefix}{CHARTS}.directory: got {folder!r}; expected {archive} there (the pinned {name} "
                     f"{version}, e.g. from `helm pull`): it is missing"]
         found = archive_version(path)
