@@ -92,19 +92,25 @@ class ExistingCluster:
 
 
 def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
-    """existingCluster only in a Kubernetes stack, and instead of azureStack, never beside it."""
+    """existingCluster only in a Kubernetes stack, and instead of azureStack, never beside it; its kubeconfig
+    and context only with enabled. An inline kubeconfig is never shown (it is a secret)."""
     existing = values.get(EXISTING_CLUSTER) or {}
+    key = f"{prefix}{EXISTING_CLUSTER}"
     if not existing.get("enabled"):
-        named = [k for k in ("kubeconfig", "context") if existing.get(k) is not None]
-        return [f"{prefix}{EXISTING_CLUSTER}.{k}: is set but existingCluster.enabled is not true; set it to "
-                f"install on that cluster, or remove {k}" for k in named]
-    shown = "{enabled: true" + "".join(f", {k}: ..." for k in ("kubeconfig", "context") if existing.get(k)) + "}"
+        out = []
+        for field in ("kubeconfig", "context"):
+            value = existing.get(field)
+            if value is not None:
+                shown = "(the kubeconfig's text)" if field == "kubeconfig" and is_inline(value) else repr(value)
+                out.append(f"{key}.{field}: got {shown}; only with existingCluster.enabled: true (set it to install "
+                           f"on that cluster, or remove {field})")
+        return out
     if values.get("azureStack"):
-        return [f"{prefix}{EXISTING_CLUSTER}: got {shown}; expected either azureStack (the Azure part of this "
-                f"project) or existingCluster (a cluster that already exists), not both"]
+        return [f"{key}.enabled: got true; expected either azureStack (the Azure part of this project) or "
+                f"existingCluster (a cluster that already exists), not both"]
     if values.get("stackPart") != "kubernetes":
-        return [f"{prefix}{EXISTING_CLUSTER}: got {shown}; only with stackPart: kubernetes (this stack then "
-                f"installs the Kubernetes layer on that cluster and creates no Azure resource)"]
+        return [f"{key}.enabled: got true; only with stackPart: kubernetes (this stack then installs the "
+                f"Kubernetes layer on that cluster and creates no Azure resource)"]
     return []
 
 
