@@ -13,7 +13,7 @@ STACK  ?= dev
 REFERENCE ?= .cache/reference
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools scan-venv helm reference test test-unit time-test bench-log synth policy scan golden pictures lint clean e2e-tools cluster-up cluster-down e2e
+.PHONY: help venv tools scan-venv helm reference test test-unit time-test bench-log synth policy scan golden pictures lint clean e2e-tools cluster-up cluster-down e2e e2e-pulumi
 
 # An environment is (re)installed when the content of its pinned requirements changes: the stamp's name
 # carries their hash. (Not their mtime: a fresh checkout, or .venv shared between worktrees, would
@@ -114,6 +114,13 @@ cluster-down: venv ## stop what cluster-up started (by process id) and remove it
 
 e2e: venv helm ## the real-control-plane tier (starts and stops its own control planes)
 	$(BIN)/python -m e2e.run --budget $(E2E_BUILD_BUDGET)
+
+# The real Pulumi CLI (e2e/engine.py): in the repository root, beside cluster-up's control plane (E2E_NETNS),
+# with the engine tier's environment: a file backend under build/e2e/, a passphrase secrets provider, no
+# update check and no plugin download; KUBECONFIG passes through. make e2e-pulumi ARGS="preview --stack x"
+ARGS ?= version
+e2e-pulumi: venv ## run the real Pulumi CLI beside the control plane: make e2e-pulumi ARGS="preview -s NAME"
+	$(BIN)/python -m e2e.engine $(ARGS)
 
 # The suite's figure in docs/ci-and-previews.md: this machine's speed moves too much for one run to say it.
 # The prerequisites are made first, so that no timed run installs them.

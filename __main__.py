@@ -11,7 +11,7 @@ import pulumi
 
 import stack_config
 from stack import azure as azure_half
-from stack import handoff
+from stack import existing_cluster, handoff
 from stack import kubernetes as kubernetes_half
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
@@ -21,11 +21,15 @@ if cfg.untested:
 
 # Volcano's release manifest, checked against its pinned sha256 before any resource exists.
 volcano_manifest = kubernetes_half.checked_volcano_manifest(cfg) if cfg.stack_part != "azure" else None
+# On an existing cluster, at `up`: its IB pool checked against ibPool before any resource.
+if cfg.existing_cluster:
+    existing_cluster.check_pool(cfg)
 
 # 1-3. Feature registration, cluster (and its Kubernetes provider), InfiniBand pool.
 azure = azure_half.declare(cfg) if cfg.stack_part != "kubernetes" else None
 # 4-11. Operators, Volcano, the fabric test, its verdict and the certifier, on that cluster or the Azure stack's.
-cluster = azure.handle if azure else handoff.from_stack_reference(cfg)
+cluster = azure.handle if azure else (
+    existing_cluster.handle(cfg) if cfg.existing_cluster else handoff.from_stack_reference(cfg))
 kubernetes = kubernetes_half.declare(cfg, cluster, volcano_manifest) if cfg.stack_part != "azure" else None
 
 if azure:

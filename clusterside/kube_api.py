@@ -195,8 +195,9 @@ def _load(path: str, where: str | None = None) -> Any:
         raise ApiError(f"{where}: not YAML ({exc.__class__.__name__})") from None
 
 
-def from_kubeconfig(path: str, allow_exec: bool = False) -> Credentials:
-    return from_kubeconfig_data(_resolved(_load(path), Path(path).parent), f"--kubeconfig {path}", allow_exec)
+def from_kubeconfig(path: str, allow_exec: bool = False, context: str | None = None) -> Credentials:
+    return from_kubeconfig_data(_resolved(_load(path), Path(path).parent), f"--kubeconfig {path}", allow_exec,
+                                context)
 
 
 # A kubeconfig's file references, which client-go resolves against the folder of the file they are in
@@ -226,16 +227,21 @@ def _resolved(doc: Any, base: Path) -> Any:
     return doc
 
 
-def from_kubeconfig_data(doc: Any, where: str, allow_exec: bool = False) -> Credentials:
+def from_kubeconfig_data(doc: Any, where: str, allow_exec: bool = False, context: str | None = None) -> Credentials:
     """The credentials of a kubeconfig already read (`where` names it in an error: a file, az's output, a
-    variable)."""
+    variable), of its current context or of `context`, as kubectl's --context picks one."""
+    if context is not None and isinstance(doc, dict):
+        names = [e.get("name") for e in doc.get("contexts") or [] if isinstance(e, dict)]
+        if context not in names:
+            raise ApiError(f"{where}: no context {context!r} (it has {', '.join(map(str, names)) or 'none'})")
+        doc = {**doc, "current-context": context}
     try:
         return _credentials(where, doc, allow_exec)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a mapping of the wrong shape, bad base64
         raise ApiError(f"{where}: not a kubeconfig ({exc.__class__.__name__}: {exc})") from None
 
 
-def default_kubeconfig(home: Path | None = None) -> Credentials:
+def default_kubeconfig(home: Path | None = None, context: str | None = None) -> Credentials:
     """What kubectl reads without flags: the files of $KUBECONFIG (os.pathsep-separated, merged as
     client-go merges them: the first file to name a cluster, user or context, or to set current-context,
     wins; missing files are skipped), else ~/.kube/config. Exec plugins allowed (a person's kubelogin)."""
@@ -254,7 +260,8 @@ def default_kubeconfig(home: Path | None = None) -> Credentials:
         for key in ("clusters", "users", "contexts"):
             have = {e.get("name") for e in merged.setdefault(key, []) if isinstance(e, dict)}
             merged[key] += [e for e in doc.get(key) or [] if isinstance(e, dict) and e.get("name") not in have]
-    return from_kubeconfig_data(merged, found[0] if len(found) == 1 else "$KUBECONFIG", allow_exec=True)
+    return from_kubeconfig_data(merged, found[0] if len(found) == 1 else "$KUBECONFIG", allow_exec=True,
+                                context=context)
 
 
 def server_problem(server: str) -> str | None:

@@ -238,9 +238,10 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
         say("ibPool.minNodeCount", low, f"at most ibPool.nodeCount ({count}), the autoscaler's maximum")
     # the split
     part, ref = values.get("stackPart"), values.get("azureStack")
-    if part == "kubernetes" and not ref:
-        say("stackPart", part, "the Kubernetes part reads the Azure part's outputs: set azureStack "
-            "(<organization>/aks-infiniband/<stack>)", ("azureStack",))
+    if part == "kubernetes" and not ref and not (values.get("existingCluster") or {}).get("enabled"):
+        say("stackPart", part, "the Kubernetes part runs on the Azure part's cluster: set azureStack "
+            "(<organization>/aks-infiniband/<stack>), or on a cluster that already exists: set existingCluster.enabled",
+            ("azureStack",))
     if ref and part != "kubernetes":
         say("azureStack", ref, "only with stackPart: kubernetes", ("stackPart",))
     return out

@@ -53,6 +53,8 @@ SYSTEM_POOL_NAME = "system"
 # Labels the pool carries (AKS applies them to every node of the pool).
 IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
 IB_POOL_ROLE = "infiniband"
+# AKS's own label of every node: its agent pool's name (what selects the IB pool on an existing cluster).
+AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
 
 # Set by Node Feature Discovery on nodes with a Mellanox (PCI vendor 15b3) device; the
 # NicClusterPolicy's node affinity keys on it.
@@ -101,8 +103,10 @@ def hold_toleration() -> dict[str, str]:
     return {"key": HOLD_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}
 
 
-def pool_node_selector() -> dict[str, str]:
-    return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
+def pool_node_selector(agent_pool: str | None = None) -> dict[str, str]:
+    """The IB pool's nodes: by the label this stack's pool sets, or, on a cluster that already exists
+    (existingCluster: none of this stack's labels there), by AKS's own label of the named agent pool."""
+    return {AGENTPOOL_LABEL: agent_pool} if agent_pool else {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
 
 
 # The Azure tag by which a cluster says it is production (config `production`): the policy pack's

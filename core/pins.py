@@ -258,6 +258,11 @@ _CHART_NAMES = {"nodeFeatureDiscovery": "node-feature-discovery", "networkOperat
                 "gpuOperator": "gpu-operator", "draDriver": "dra-driver-nvidia-gpu", "dranet": "dranet"}
 
 
+def chart_name(key: str) -> str:
+    """The Helm chart of a `versions.*` key that pins one (its release's name, and its archive's `<name>-`)."""
+    return _CHART_NAMES[key]
+
+
 def volcano_manifest(value: str) -> tuple[str, str | None]:
     """(tag, sha256 of its installer/volcano-development.yaml) of a `versions.volcano` value: the
     sha256 given after `@`, else the pin table's for that tag, else None (unknown: refused)."""

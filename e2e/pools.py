@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import catalog, modes
+from core import catalog, fabric, modes
 from offline import engine
 
-AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+AGENTPOOL_LABEL = fabric.AGENTPOOL_LABEL
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}  # the nodes kwok plays the kubelet of (e2e/cluster.py)
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 MAX_PODS = 250  # AKS's default for Azure CNI Overlay

@@ -17,7 +17,8 @@ from components.platform.network_operator import NetworkOperator, NetworkOperato
 from components.platform.node_feature_discovery import NodeFeatureDiscovery, NodeFeatureDiscoveryArgs
 from components.platform.topology_labeler import TopologyLabeler, TopologyLabelerArgs
 from components.platform.volcano import Volcano, VolcanoArgs
-from core import dra, fabric
+from core import fabric
+from stack import charts
 from stack_config import StackConfig
 
 
@@ -51,7 +52,10 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     """`volcano_manifest`: Volcano's release manifest as checked against its pin (stack/kubernetes.py);
     `opts`: the Kubernetes provider's."""
     sku, v = cfg.sku, cfg.versions
-    NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=opts)
+    local = charts.archives(cfg)  # chart name -> its checked local archive (charts.directory), else {}
+    NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(
+        version=v.node_feature_discovery, chart_archive=local.get(charts.node_feature_discovery.CHART.name)),
+        opts=opts)
     network_operator = NetworkOperator(
         "network-operator",
         NetworkOperatorArgs(
@@ -61,28 +65,39 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
             sriov_device_plugin_version=v.sriov_device_plugin,
             rdma_mode=cfg.rdma_mode,
             rdma_driver=cfg.ib_pool.rdma_driver,
+            chart_archive=local.get(charts.network_operator.CHART.name),
         ),
         opts=opts,
     )
     # GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
-    uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
+    uses_dra = charts.uses_dra(cfg)
     gpu_operator = (
         GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra,
-                                                        rdma_driver=cfg.ib_pool.rdma_driver), opts=opts)
+                                                        rdma_driver=cfg.ib_pool.rdma_driver,
+                                                        chart_archive=local.get(charts.gpu_operator.CHART.name)),
+                     opts=opts)
         if sku.has_gpus else None
     )
     # The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode
     # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
-    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
+    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl,
+                                                         chart_archive=local.get(charts.dra_driver.CHART.name)),
                            opts=opts) if uses_dra else None
-    dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=opts) if cfg.rdma_mode.dra else None
+    dranet = Dranet("dranet", DranetArgs(
+        version=v.dranet, chart_archive=local.get(charts.dranet.CHART.name)), opts=opts) if cfg.rdma_mode.dra else None
     volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra), opts=opts)
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.
     # With the DRA driver, also the label its kubelet plugin selects, through the API (the driver manager
     # rewrites it, which AKS refuses for a pool label; Azure's deploy script labels the nodes by hand too).
+    # On a cluster that already exists (existingCluster) the pool carries none of this stack's labels: the
+    # labeler runs on the nodes of AKS's agentpool label and gives them the pool label everything else selects.
+    existing = cfg.existing_cluster is not None
     TopologyLabeler("topology", TopologyLabelerArgs(
-        cpu_arch=sku.cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+        cpu_arch=sku.cpu_arch,
+        extra_labels={**({fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+                      **(fabric.pool_node_selector() if existing else {})},
+        node_selector=fabric.pool_node_selector(cfg.ib_pool.name if existing else None)),
         opts=opts)
     return Operators(
         network_operator=network_operator,

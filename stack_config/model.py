@@ -13,7 +13,7 @@ from typing import Any
 
 from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins, rdma_drivers
 from core.enterprise import ApiServer, EntraId, Identity, Network
-from stack_config import checks, engine, regions
+from stack_config import checks, engine, existing, regions
 from stack_config.engine import ConfigError, shown
 from stack_config.schema import (
     DEFAULT_NCCL_TESTS_IMAGE,
@@ -127,6 +127,9 @@ class StackConfig:
     stack_part: str = "all"  # enterprise.STACK_PARTS
     azure_stack: str | None = None  # with stack_part kubernetes: the Azure part's stack
     production: bool = False
+    # A Kubernetes stack on a cluster that already exists; local chart archives (stack_config/existing.py)
+    existing_cluster: existing.ExistingCluster | None = None
+    charts_directory: str | None = None
     # Each (key, value) outside the compatibility matrix, accepted by allowUntestedVersions (pins.untested).
     untested: tuple[tuple[str, str], ...] = ()
     alerts: Alerts = Alerts()
@@ -351,6 +354,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix, sku, kind, mode)
     problems += enterprise.problems(values, prefix, problems)
+    problems += existing.problems(values, prefix)
+    problems += existing.chart_problems(values, prefix, sku, mode)
     matrix_problems, untested = _matrix_problems(values, prefix, sku, mode)
     problems += matrix_problems
     if problems:
@@ -384,6 +389,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
         **enterprise.records(values),
+        **existing.records(values),
         untested=untested,
         alerts=Alerts(enabled=values["alerts"]["enabled"]),
     )

@@ -4,7 +4,7 @@ and the pinned versions, each in exactly one place."""
 from __future__ import annotations
 
 from core import choices, defaults, enterprise, fabric, modes, pins, rdma_drivers
-from stack_config import checks
+from stack_config import checks, existing
 from stack_config.engine import Key, int_range, one_of, optional, regex
 
 PROJECT = "aks-infiniband"
@@ -237,5 +237,7 @@ SCHEMA: tuple[Key, ...] = (
         default_doc="-", check=optional(enterprise.stack_reference)),
     Key("production", "boolean", "A production stack: the policy pack's access guardrails become mandatory "
         "(advisory otherwise).", default=False),
+    # --- a cluster that already exists, charts from local archives (stack_config/existing.py) ---
+    *existing.KEYS,
 )
 SCHEMA_BY_NAME = {k.name: k for k in SCHEMA}

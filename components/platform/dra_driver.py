@@ -35,6 +35,8 @@ class DraDriverArgs:
     compute_domains: bool
     namespace_name: str = NAMESPACE
     timeout_seconds: int = 600
+    # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
+    chart_archive: str | None = None
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -85,6 +87,6 @@ class DraDriver(pulumi.ComponentResource):
             version=args.version,
             namespace_name=args.namespace_name,
             values=chart_values(args.compute_domains),
-            timeout_seconds=args.timeout_seconds,
+            timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
         )
         self.register_outputs({"release": self.release.status})

@@ -31,6 +31,8 @@ class DranetArgs:
     version: str
     namespace_name: str = NAMESPACE
     timeout_seconds: int = 600
+    # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
+    chart_archive: str | None = None
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -76,7 +78,7 @@ class Dranet(pulumi.ComponentResource):
         self.driver_versions = {"dranet": args.version}
         self.namespace, self.release = operator_release(
             name, self, chart=CHART, version=args.version, namespace_name=args.namespace_name,
-            values=chart_values(), timeout_seconds=args.timeout_seconds,
+            values=chart_values(), timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
         )
         self.device_class = k8s.resource.v1.DeviceClass(
             f"{name}-device-class",

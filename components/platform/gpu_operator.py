@@ -67,6 +67,8 @@ class GpuOperatorArgs:
     rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
     namespace_name: str = fabric.GPU_OPERATOR_NAMESPACE
     timeout_seconds: int = 600
+    # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
+    chart_archive: str | None = None
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -146,6 +148,6 @@ class GpuOperator(pulumi.ComponentResource):
             version=args.version,
             namespace_name=args.namespace_name,
             values=chart_values(args.dra_gpus, args.rdma_driver),
-            timeout_seconds=args.timeout_seconds,
+            timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
         )
         self.register_outputs({"release": self.release.status})

@@ -33,6 +33,8 @@ class NodeFeatureDiscoveryArgs:
     namespace_name: str = "node-feature-discovery"
     # Helm wait, seconds.
     timeout_seconds: int = 600
+    # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
+    chart_archive: str | None = None
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -113,7 +115,7 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
             version=args.version,
             namespace_name=args.namespace_name,
             values=chart_values(),
-            timeout_seconds=args.timeout_seconds,
+            timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
         )
         self.rule = k8s.apiextensions.CustomResource(
             f"{name}-rule",

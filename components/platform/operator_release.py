@@ -34,13 +34,15 @@ def operator_release(
     namespace_name: str,
     values: dict[str, Any],
     timeout_seconds: int,
+    chart_archive: str | None = None,
 ) -> tuple[Namespace, k8s.helm.v3.Release]:
     """Declare `{name}-namespace` and `{name}-release` as children of `parent`.
 
     The namespace enforces the `privileged` pod-security level: each operator's DaemonSets load
     kernel modules or mount host paths and devices, which `baseline` forbids. The release is
     placed in the namespace through its output, so Pulumi creates the namespace first and deletes
-    it last.
+    it last. With `chart_archive` (a checked local .tgz of `version`: stack/charts.py) Helm installs that
+    file and reaches no repository.
     """
     namespace = Namespace(
         f"{name}-namespace",
@@ -51,9 +53,9 @@ def operator_release(
         f"{name}-release",
         k8s.helm.v3.ReleaseArgs(
             name=chart.name,
-            chart=chart.ref,
+            chart=chart_archive or chart.ref,
             version=version,
-            repository_opts=chart.repository_opts(),
+            repository_opts=None if chart_archive else chart.repository_opts(),
             namespace=namespace.name,
             values=values,
             timeout=timeout_seconds,

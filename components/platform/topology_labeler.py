@@ -58,6 +58,9 @@ class TopologyLabelerArgs:
     namespace_name: str = NAMESPACE
     # labels every IB node gets as well, through the API (e.g. the DRA kubelet plugin's: not a pool label)
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    # the IB pool's nodes (fabric.pool_node_selector): this stack's pool label, or on a cluster that already
+    # exists AKS's agentpool label, with the pool label among extra_labels so the rest of the stack finds them
+    node_selector: Mapping[str, str] = field(default_factory=fabric.pool_node_selector)
 
     def __post_init__(self) -> None:
         for key in ("image", "python_image"):
@@ -124,7 +127,7 @@ def pod_spec(args: TopologyLabelerArgs, config_map_name: pulumi.Input[str],
     work = core.VolumeMountArgs(name="work", mount_path="/work")
     command = lambda step: ["python3", f"{SCRIPT_MOUNT}/{SCRIPT_KEY}", step]  # noqa: E731
     return core.PodSpecArgs(
-        node_selector=fabric.pool_node_selector(),
+        node_selector=dict(args.node_selector),
         # before the node is certified too: the certifier reads these labels to plan its runs
         tolerations=[core.TolerationArgs(**t) for t in fabric.fabric_tolerations()],
         service_account_name=service_account,

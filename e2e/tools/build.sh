@@ -8,8 +8,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 budget=0
 [ "${1:-}" = --budget ] && budget="$2"
+# The module proxy only: a module it refuses is refused here too, never fetched from its origin instead.
+GOPROXY="$(go env GOPROXY | sed -E 's/[,|]direct//g; s/^direct[,|]?//; s/^off$//')"
+export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
 cache="${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aks-infiniband-e2e}"
-key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok pulumi; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
+key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok pulumi pulumi-cli pulumi-python-host pulumi-kubernetes; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
 out="$cache/bin-$key"
 start=$SECONDS
 mkdir -p "$out"
@@ -50,4 +53,25 @@ if [ ! -d "$out/kwok-assets" ]; then
 fi
 build kube k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+# The Pulumi engine (docs/real-control-plane.md, "The Pulumi engine"): the CLI, whose version is set as
+# its release build sets it (sdk/v3's version.Version), so `pulumi version` tells the truth;
+cli_version="$(cd "$here/pulumi-cli" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3)"
+ldflags="$ldflags -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$cli_version" \
+  build pulumi-cli github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+# the Python language host, with the script it runs the program through, from the same module;
+build pulumi-python-host github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python
+if [ ! -x "$out/pulumi-language-python-exec" ]; then
+  src="$(cd "$here/pulumi-python-host" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)"
+  install -m 0755 "$src/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
+fi
+# the Kubernetes provider: the schema files its main embeds are generated first from the module's own
+# (pulumi-kubernetes/gen), and its version is the module's pseudo-version, which is what it is.
+k8s_provider="$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
+if [ ! -f "$out/.built-pulumi-kubernetes" ] && { [ "$budget" -eq 0 ] || [ $((SECONDS - start)) -lt "$budget" ]; }; then
+  src="$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
+  (cd "$here/pulumi-kubernetes" && GOFLAGS=-mod=mod go run ./gen "${k8s_provider#v}" "$src/cmd/pulumi-resource-kubernetes" .)
+fi
+ldflags="$ldflags -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${k8s_provider#v}" \
+  build pulumi-kubernetes .
+[ -f "$out/pulumi-kubernetes" ] && mv -f "$out/pulumi-kubernetes" "$out/pulumi-resource-kubernetes"  # the plugin's name
 echo "$out"

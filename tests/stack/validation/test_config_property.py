@@ -57,6 +57,10 @@ GOOD = {
     "azureStack": "platform-team/aks-infiniband/private-azure",
     "certifier.pushgatewayUrl": "http://pushgateway.monitoring:9091",
     "entraId.deployerPrincipalType": "User",
+    # a cluster that already exists, local charts (stack_config/existing.py): files and folders that are there
+    "existingCluster.kubeconfig": "Pulumi.yaml",
+    "existingCluster.context": "team-a",
+    "charts.directory": "tests/data/chart-archives/other-version",
 }
 # Good lists for the array fields: their near misses are built from these.
 GOOD_LISTS = {

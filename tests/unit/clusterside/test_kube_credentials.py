@@ -138,3 +138,22 @@ def test_the_ca_is_loaded_from_memory_and_a_bad_one_is_refused(tmp_path):
     with pytest.raises(ssl.SSLError):
         kube_api.Api(kube_api.Credentials(server="https://x", ca_data=b"-----BEGIN CERTIFICATE-----\nAAAA\n"
                                                                       b"-----END CERTIFICATE-----\n"))
+
+
+def test_a_context_is_picked_as_kubectls_context_flag_picks_it(tmp_path, monkeypatch):
+    """existingCluster.context (stack/existing_cluster.py): the named context's cluster and user, not the
+    current one; a context the kubeconfig lacks is one line naming the ones it has."""
+    doc = {"current-context": "a",
+           "clusters": [{"name": "ca", "cluster": {"server": "https://a.example:443"}},
+                        {"name": "cb", "cluster": {"server": "https://b.example:443"}}],
+           "users": [{"name": "u", "user": {"token": "t"}}],
+           "contexts": [{"name": "a", "context": {"cluster": "ca", "user": "u"}},
+                        {"name": "b", "context": {"cluster": "cb", "user": "u"}}]}
+    path = tmp_path / "config"
+    path.write_text(json.dumps(doc))
+    assert kube_api.from_kubeconfig(str(path)).server == "https://a.example:443"
+    assert kube_api.from_kubeconfig(str(path), context="b").server == "https://b.example:443"
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    assert kube_api.default_kubeconfig(context="b").server == "https://b.example:443"
+    with pytest.raises(kube_api.ApiError, match="no context 'c' \\(it has a, b\\)"):
+        kube_api.from_kubeconfig(str(path), context="c")

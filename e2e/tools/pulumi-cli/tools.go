@@ -1,0 +1,6 @@
+//go:build tools
+
+// The main package this module builds (e2e/tools/build.sh): imported here so `go mod tidy` keeps it.
+package tools
+
+import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"

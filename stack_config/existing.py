@@ -1,0 +1,170 @@
+"""The keys of a Kubernetes stack on a cluster that already exists, and of charts from local archives
+(docs/existing-cluster.md): their schema entries, their checks across keys, their typed records.
+
+A platform team often gets its AKS cluster from another team and owns only the layer on it: with
+`stackPart: kubernetes`, `existingCluster` names that cluster instead of `azureStack` (the Azure half of
+this project). `charts.directory` installs every Helm release from a local archive of its pinned version;
+the archives themselves are checked by stack/charts.py, which knows which charts the stack installs."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from core import catalog, dra, modes, pins
+from stack_config.engine import Key, optional
+
+EXISTING_CLUSTER = "existingCluster"
+CHARTS = "charts"
+
+
+def _is(kind: str, v: str) -> bool:
+    """Whether `v` names an existing file (kind "file") or folder; a name the system refuses (too long,
+    a NUL byte) names neither."""
+    try:
+        return Path(v).is_file() if kind == "file" else Path(v).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def kubeconfig(v: Any) -> str | None:
+    """A path to a kubeconfig file, or the kubeconfig's own text (a secret: `pulumi config set --secret`)."""
+    if isinstance(v, str) and v.strip():
+        if is_inline(v) or _is("file", v):
+            return None
+        return ("a kubeconfig: the path of a file (relative paths are the project folder's; it is not a file) "
+                "or the kubeconfig itself, set as a secret")
+    return "a kubeconfig: the path of a file or the kubeconfig itself, set as a secret"
+
+
+def is_inline(v: str) -> bool:
+    """Whether a kubeconfig value is the kubeconfig's text rather than a path: YAML of several lines, or JSON."""
+    return "\n" in v.strip() or v.lstrip().startswith("{")
+
+
+def context_name(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"[^\s/]([^\s]{0,251}[^\s])?", v):
+        return None
+    return "the name of a context of the kubeconfig (no spaces)"
+
+
+def charts_directory(v: Any) -> str | None:
+    if isinstance(v, str) and v.strip() and _is("dir", v):
+        return None
+    return ("a folder of chart archives as `helm pull` names them (<chart>-<version>.tgz); relative paths are "
+            "the project folder's; it is not a folder")
+
+
+KEYS: tuple[Key, ...] = (
+    Key(EXISTING_CLUSTER, "object", "With stackPart kubernetes, instead of azureStack: a cluster that already "
+        "exists, whose IB pool is ibPool (docs/existing-cluster.md).",
+        fields=(
+            Key("enabled", "boolean", "Install on this existing cluster; without kubeconfig and context, the one "
+                "the Kubernetes provider finds (KUBECONFIG).", default=False),
+            Key("kubeconfig", "string", "The kubeconfig: a file's path, or its text set as a secret.",
+                default_doc="KUBECONFIG, else ~/.kube/config", check=optional(kubeconfig)),
+            Key("context", "string", "The kubeconfig's context to use.", default_doc="its current context",
+                check=optional(context_name)),
+        )),
+    Key(CHARTS, "object", "Where the Helm charts come from.",
+        fields=(
+            Key("directory", "string", "A folder holding every chart the stack installs as <chart>-<version>.tgz "
+                "of the pinned version (air-gapped and private clusters): no chart repository is reached.",
+                default_doc="unset: each chart's repository", check=optional(charts_directory)),
+        )),
+)
+
+
+@dataclass(frozen=True)
+class ExistingCluster:
+    kubeconfig: str | None = None  # a path, or the text (secret); None: what the provider finds (KUBECONFIG)
+    context: str | None = None  # None: the kubeconfig's current context
+
+    @property
+    def inline(self) -> bool:
+        return self.kubeconfig is not None and is_inline(self.kubeconfig)
+
+
+def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
+    """existingCluster only in a Kubernetes stack, and instead of azureStack, never beside it; its kubeconfig
+    and context only with enabled. An inline kubeconfig is never shown (it is a secret)."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    key = f"{prefix}{EXISTING_CLUSTER}"
+    if not existing.get("enabled"):
+        out = []
+        for field in ("kubeconfig", "context"):
+            value = existing.get(field)
+            if value is not None:
+                shown = "(the kubeconfig's text)" if field == "kubeconfig" and is_inline(value) else repr(value)
+                out.append(f"{key}.{field}: got {shown}; only with existingCluster.enabled: true (set it to install "
+                           f"on that cluster, or remove {field})")
+        return out
+    if values.get("azureStack"):
+        return [f"{key}.enabled: got true; expected either azureStack (the Azure part of this project) or "
+                f"existingCluster (a cluster that already exists), not both"]
+    if values.get("stackPart") != "kubernetes":
+        return [f"{key}.enabled: got true; only with stackPart: kubernetes (this stack then installs the "
+                f"Kubernetes layer on that cluster and creates no Azure resource)"]
+    return []
+
+
+def needed_charts(sku: catalog.Sku, mode: modes.RdmaMode, versions: Mapping[str, str]) -> dict[str, str]:
+    """Each Helm chart the Kubernetes half installs (stack/operators.py), by name -> its pinned version."""
+    keys = ["nodeFeatureDiscovery", "networkOperator"]
+    keys += ["gpuOperator"] if sku.has_gpus else []
+    keys += ["draDriver"] if dra.needs(sku, mode) is not None else []
+    keys += ["dranet"] if mode.dra else []
+    return {pins.chart_name(k): versions[k] for k in keys}
+
+
+def archive_version(path: Path) -> str | None:
+    """The `version` of the chart packaged in `path` (its top folder's Chart.yaml), or None: not a chart archive."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            top = [m for m in tar.getmembers() if m.isfile() and m.name.count("/") == 1
+                   and m.name.endswith("/Chart.yaml")]
+            if len(top) != 1:
+                return None
+            meta = yaml.safe_load(tar.extractfile(top[0]).read())  # type: ignore[union-attr]
+    except (OSError, tarfile.TarError, yaml.YAMLError, EOFError):
+        return None
+    version = meta.get("version") if isinstance(meta, dict) else None
+    return str(version) if version is not None else None
+
+
+def chart_problems(values: Mapping[str, Any], prefix: str, sku: catalog.Sku | None,
+                   mode: modes.RdmaMode | None) -> list[str]:
+    """With charts.directory: the first chart the stack installs whose archive (<chart>-<version>.tgz, as `helm
+    pull` names it) is missing there or packages another version; one line, before any resource."""
+    folder = (values.get(CHARTS) or {}).get("directory")
+    versions = values.get("versions") or {}
+    if folder is None or sku is None or mode is None or any(v is None for v in versions.values()):
+        return []
+    for name, version in needed_charts(sku, mode, versions).items():
+        archive = f"{name}-{version}.tgz"
+        path = Path(folder) / archive
+        if not _is("file", str(path)):
+            return [f"{prefix}{CHARTS}.directory: got {folder!r}; expected {archive} there (the pinned {name} "
+                    f"{version}, e.g. from `helm pull`): it is missing"]
+        found = archive_version(path)
+        if found != version:
+            what = "not a chart archive" if found is None else f"a chart of version {found}"
+            return [f"{prefix}{CHARTS}.directory: got {folder!r}; expected {archive} to be {name} {version}: "
+                    f"it is {what}"]
+    return []
+
+
+def records(values: Mapping[str, Any]) -> dict[str, Any]:
+    """StackConfig's fields of these keys."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    return {
+        "existing_cluster": ExistingCluster(kubeconfig=existing.get("kubeconfig"), context=existing.get("context"))
+        if existing.get("enabled") else None,
+        "charts_directory": (values.get(CHARTS) or {}).get("directory"),
+    }
