@@ -74,9 +74,11 @@ def gpu_slice_nodes(api: Api) -> set[str]:
             and kube.get(s, "spec", "nodeName") and kube.get(s, "spec", "devices")}
 
 
-def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str) -> list[dict]:
-    """One pass: hold every new boot, lift our hold from a boot that passed while held. The IB nodes as read."""
-    nodes = certify_kube.ib_nodes(api)
+def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str,
+               pool: str | None = None) -> list[dict]:
+    """One pass: hold every new boot, lift our hold from a boot that passed while held. The IB nodes (of
+    `pool`, with several) as read."""
+    nodes = certify_kube.ib_nodes(api, pool)
     facts = [certify.facts(n) for n in nodes]
     for node, f in zip(nodes, facts, strict=True):
         if f.new_boot:
@@ -124,7 +126,7 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
         writer = certify_kube.Writer(api, home, dry_run=args.dry_run)
         unread = False
         try:
-            nodes = admit_pass(api, writer, policy, at=iso(clock()))
+            nodes = admit_pass(api, writer, policy, at=iso(clock()), pool=getattr(args, "pool", None))
         except ApiError as exc:  # the API is away: say it, try again next pass
             _say(f"could not read the IB nodes: {exc}")
             nodes, unread = [], True

@@ -53,6 +53,10 @@ SYSTEM_POOL_NAME = "system"
 # Labels the pool carries (AKS applies them to every node of the pool).
 IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
 IB_POOL_ROLE = "infiniband"
+# The agent pool a node belongs to: one of AKS's reserved system labels, set on every node
+# (learn.microsoft.com/azure/aks/use-labels, "Reserved system labels"). In a stack of several IB pools each
+# is its own fabric (VMs of different scale sets get different partition keys): jobs and peers stay inside one.
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
 
 # Set by Node Feature Discovery on nodes with a Mellanox (PCI vendor 15b3) device; the
 # NicClusterPolicy's node affinity keys on it.
@@ -101,8 +105,10 @@ def hold_toleration() -> dict[str, str]:
     return {"key": HOLD_TAINT_KEY, "operator": "Exists", "effect": FABRIC_TAINT_EFFECT}
 
 
-def pool_node_selector() -> dict[str, str]:
-    return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
+def pool_node_selector(agent_pool: str | None = None) -> dict[str, str]:
+    """Every IB node; with `agent_pool`, the nodes of that pool only (a stack of several pools: each its own
+    fabric, so a multi-node job stays inside one)."""
+    return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE, **({AGENT_POOL_LABEL: agent_pool} if agent_pool else {})}
 
 
 # The Azure tag by which a cluster says it is production (config `production`): the policy pack's

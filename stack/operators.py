@@ -50,7 +50,8 @@ class Operators:
 def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOptions) -> Operators:
     """`volcano_manifest`: Volcano's release manifest as checked against its pin (stack/kubernetes.py);
     `opts`: the Kubernetes provider's."""
-    sku, v = cfg.sku, cfg.versions
+    # Every pool's size: they share the architecture and how GPUs reach pods (stack_config/pools.py).
+    skus, v = cfg.skus, cfg.versions
     NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(version=v.node_feature_discovery), opts=opts)
     network_operator = NetworkOperator(
         "network-operator",
@@ -60,20 +61,21 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
             rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
             sriov_device_plugin_version=v.sriov_device_plugin,
             rdma_mode=cfg.rdma_mode,
-            rdma_driver=cfg.ib_pool.rdma_driver,
+            rdma_driver=cfg.rdma_driver,
         ),
         opts=opts,
     )
     # GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)
-    uses_dra = dra.needs(sku, cfg.rdma_mode) is not None
+    uses_dra = any(dra.needs(sku, cfg.rdma_mode) is not None for sku in skus)
     gpu_operator = (
         GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra,
-                                                        rdma_driver=cfg.ib_pool.rdma_driver), opts=opts)
-        if sku.has_gpus else None
+                                                        rdma_driver=cfg.rdma_driver), opts=opts)
+        if any(sku.has_gpus for sku in skus) else None
     )
     # The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode
     # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
-    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl),
+    domains = any(s.has_mnnvl for s in skus)
+    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=domains),
                            opts=opts) if uses_dra else None
     dranet = Dranet("dranet", DranetArgs(version=v.dranet), opts=opts) if cfg.rdma_mode.dra else None
     volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra), opts=opts)
@@ -82,7 +84,7 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     # With the DRA driver, also the label its kubelet plugin selects, through the API (the driver manager
     # rewrites it, which AKS refuses for a pool label; Azure's deploy script labels the nodes by hand too).
     TopologyLabeler("topology", TopologyLabelerArgs(
-        cpu_arch=sku.cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
+        cpu_arch=skus[0].cpu_arch, extra_labels={fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
         opts=opts)
     return Operators(
         network_operator=network_operator,

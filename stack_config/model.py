@@ -164,6 +164,12 @@ class StackConfig:
         return self.ib_pools[0].fabric_test.enabled
 
     @property
+    def rdma_driver(self) -> rdma_drivers.RdmaDriver:
+        """The pools' RDMA driver: one for the cluster (the NicClusterPolicy and the GPU Operator's ClusterPolicy
+        are cluster-wide; stack_config/pools.py refuses pools that differ)."""
+        return self.ib_pools[0].rdma_driver
+
+    @property
     def skus(self) -> tuple[catalog.Sku, ...]:
         """The pools' sizes, each once, in the pools' order."""
         return tuple(dict.fromkeys(p.sku for p in self.ib_pools))

@@ -90,9 +90,10 @@ def _entry(name: str, values: Mapping[str, Any], at: str, alone: bool, own_fabri
 
 def cluster_problems(entries: list[Entry], prefix: str, mode: modes.RdmaMode | None) -> list[str]:
     """What several pools of one cluster must share, each refused with the reason: one feature registration
-    for the subscription, one CPU architecture, and one way the GPUs reach pods (the GPU Operator's one
-    ClusterPolicy). One node OS for every GPU pool holds by construction: every pool is osSKU Ubuntu at the
-    cluster's Kubernetes version (components/platform/ib_node_pool.py), so one Ubuntu release."""
+    for the subscription, one CPU architecture, one way the GPUs reach pods (the GPU Operator's one
+    ClusterPolicy) and one RDMA driver stack (the NicClusterPolicy and that ClusterPolicy). One node OS for
+    every GPU pool holds by construction: every pool is osSKU Ubuntu at the cluster's Kubernetes version
+    (components/platform/ib_node_pool.py), so one Ubuntu release."""
     sized = [e for e in entries if e.sku is not None]
     if len(sized) < 2:
         return []
@@ -110,10 +111,16 @@ def cluster_problems(entries: list[Entry], prefix: str, mode: modes.RdmaMode | N
         problems.append(f"{where}: got {listed(sized, lambda e: e.sku.cpu_arch)}; one CPU architecture per cluster: "
                         f"the driver containers and the topology labeler run one image set for every IB node")
     gpus = [e for e in sized if e.sku.has_gpus]
+
     def way(e: Entry) -> str:
         return "DRA claims" if dra.needs(e.sku, mode) else "device plugin"
 
     if mode is not None and len({way(e) for e in gpus}) > 1:
         problems.append(f"{where}: got {listed(gpus, way)}; the GPU Operator's one ClusterPolicy gives every GPU node "
                         f"its GPUs one way: pools of these sizes need clusters of their own")
+    drivers = {e.values.get("rdmaDriver") for e in sized}
+    if len(drivers) > 1:
+        problems.append(f"{where}: got {listed(sized, lambda e: 'rdmaDriver ' + str(e.values.get('rdmaDriver')))}; "
+                        f"the NicClusterPolicy and the GPU Operator's ClusterPolicy are one for the cluster "
+                        f"(docs/rdma-drivers.md#several-pools): set the same rdmaDriver on every pool")
     return problems

@@ -157,3 +157,16 @@ def test_the_loop_with_dra_gpus_re_tests_a_held_node_whose_gpus_are_published(tm
             assert bool(read) == bool(extra), "the slices are read with --dra-gpus only"
         capsys.readouterr()
     assert api.taints(name(3)) == [POOL], "held, re-tested on its published GPUs, admitted"
+
+
+def test_with_several_pools_each_loop_holds_and_sees_only_its_own_pools_nodes(tmp_path, capsys):
+    """A stack of several IB pools runs one admission loop per pool (`--pool`): a new boot of pool b is not
+    the loop of pool a's to hold, and pool a's nodes are all it reads (its peers, its breaker)."""
+    nodes = [node(0, None), node(1, None), node(2, certified_boot="boot-1-2")]
+    for n, pool in zip(nodes, ("a", "b", "a"), strict=True):
+        n["metadata"]["labels"][fabric.AGENT_POOL_LABEL] = pool
+    with FakeApi(nodes=nodes) as api:
+        code, err = admit(api, tmp_path, capsys, "--pool", "a")
+    assert code == 0, err
+    assert api.taints(name(0)) == [POOL, UNCERT], "pool a's new boot: held"
+    assert api.taints(name(1)) == [POOL] and not [p for _, p, _ in api.writes if name(1) in p], "pool b's: not a's"
