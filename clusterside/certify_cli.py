@@ -75,6 +75,9 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--dra-gpus", action="store_true",
                    help="with --admit: the GPUs are DRA devices (no nvidia.com/gpu): a node can run a test once its "
                         "gpu.nvidia.com ResourceSlices are published")
+    p.add_argument("--peer-wait-minutes", type=float, default=certify_admit.DEFAULT_PEER_WAIT_MINUTES,
+                   help="with --admit: report a held node that has had no peer to be tested with for this long "
+                   "(it stays held; default %(default)s)")
     p.add_argument("--retest-after-minutes", type=float, default=certify_admit.DEFAULT_RETEST_AFTER_MINUTES,
                    help="with --admit: re-test a node that stays held at most this often (default %(default)s)")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")

@@ -119,7 +119,7 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, ops: Operators, opts: pulu
             # recurring runs re-run the job's retest (the all-reduce with its doctor); a kind without one, none
             schedule=ce.schedule if any(j.retest is not None for j in jobs.values()) else "off",
             max_quarantine_share=ce.max_quarantine_percent / 100, history_size=ce.history_size,
-            pushgateway_url=ce.pushgateway_url,
+            pushgateway_url=ce.pushgateway_url, peer_wait_minutes=ce.peer_wait_minutes,
             wait_for=[j.namespace for j in jobs.values()],  # its Roles live there
             retest=first.retest, rack=rack, pools=several,
             # the GPUs are DRA devices: the same for every pool (stack_config/pools.py)

@@ -107,6 +107,7 @@ class Certifier:
     history_size: int
     image: str
     pushgateway_url: str | None = None
+    peer_wait_minutes: int = choices.DEFAULT_PEER_WAIT_MINUTES  # certifier.peerWaitMinutes
 
 
 @dataclass(frozen=True)
@@ -191,18 +192,17 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, entries: list[pools
     if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")
-    certifier_mode = (values.get("certifier") or {}).get("mode") or choices.DEFAULT_CERTIFIER_MODE
     for entry in entries:
-        problems += _pool_problems(entry, entry.fabric(ft), prefix, mode, certifier_mode)
+        problems += _pool_problems(entry, entry.fabric(ft), prefix, mode)
     problems += _stack_wide_test_problems(entries, ft, prefix)
     problems += pools.cluster_problems(entries, prefix, mode)
     return problems
 
 
-def _pool_problems(e: pools.Entry, ft: dict[str, Any], prefix: str, mode: modes.RdmaMode | None,
-                   certifier_mode: str) -> list[str]:
-    """One pool's rules: its node count against the test, its thresholds, arguments and image against its size,
-    scale to zero with the hold, the DRA claims. Each message names the pool's key (ibPool.*, ibPools.<name>.*)
+def _pool_problems(e: pools.Entry, ft: dict[str, Any], prefix: str, mode: modes.RdmaMode | None) -> list[str]:
+    """One pool's rules: its node count against the test and the autoscaler's range, its thresholds, arguments and
+    image against its size, the DRA claims (scale to zero with the hold is allowed: a node back alone waits
+    for a peer, clusterside/certify_admit.py). Each message names the pool's key (ibPool.*, ibPools.<name>.*)
     or, for a stack-wide fabricTest key, the pool it was judged for."""
     problems: list[str] = []
     ib, sku, kind = e.values, e.sku, e.kind
@@ -246,11 +246,6 @@ def _pool_problems(e: pools.Entry, ft: dict[str, Any], prefix: str, mode: modes.
         problems.append(f"{prefix}fabricTest.sharp: got true{e.of}; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
                         f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
                         f"the key or set it to false")
-    if ib.get("minNodeCount") == 0 and certifier_mode == "taint" and ft.get("enabled") and kind.retests:
-        problems.append(f"{prefix}{e.key('minNodeCount')}: got 0 with certifier.mode: taint; a new node is admitted "
-                        f"only after a test against a peer, and a pool scaled to zero brings its first node up alone, "
-                        f"held with no peer: set minNodeCount to 1 or more (that node is the peer), or "
-                        f"certifier.mode: label")
     problems += _rdma_driver_problems(ib, prefix, sku, e.key("rdmaDriver"))
     if mode and mode.dra and not sku.has_gpus:
         problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; {sku.vm_size} has no GPUs, and the DRA claims "
@@ -452,7 +447,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         certifier=Certifier(mode=ce["mode"], schedule=ce["schedule"], max_quarantine_percent=ce["maxQuarantinePercent"],
-                            history_size=ce["historySize"], image=ce["image"], pushgateway_url=ce["pushgatewayUrl"]),
+                            history_size=ce["historySize"], image=ce["image"], pushgateway_url=ce["pushgatewayUrl"],
+                            peer_wait_minutes=ce["peerWaitMinutes"]),
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
         **enterprise.records(values),

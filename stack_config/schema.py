@@ -56,7 +56,8 @@ IB_OS_DISK = Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containe
 IB_MIN_NODE_COUNT = Key(
     "minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; nodes that "
     "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
-    "nothing, with certifier.mode label or off only: a first node back alone has no peer to pass with.",
+    "nothing: nodes that come back together are certified against each other, and one back alone is held "
+    "until a peer is (certifier.peerWaitMinutes).",
     default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES)))
 IB_RDMA_DRIVER = Key("rdmaDriver", "string", rdma_drivers.config_description(), default=rdma_drivers.DEFAULT,
                      check=one_of(*rdma_drivers.names()))
@@ -165,6 +166,10 @@ SCHEMA: tuple[Key, ...] = (
                 "quarantined (and never the last two certified nodes).", default=25, check=int_range(0, 100)),
             Key("historySize", "integer", "Certification records kept per node (a ConfigMap ring).", default=10,
                 check=int_range(1, 50)),
+            Key("peerWaitMinutes", "integer", "With mode taint: how long a held node with no peer in its pool to be "
+                "tested with (scale to zero: a node back alone) waits before it is reported by a Warning Event; it "
+                "stays held, never admitted untested.", default=choices.DEFAULT_PEER_WAIT_MINUTES,
+                check=int_range(1, 720)),
             Key("image", "string", "Image with Python 3.11+ that runs the certifier (the code is mounted).",
                 default=DEFAULT_CERTIFIER_IMAGE, check=pins.IMAGE_REF.problem),
             Key("pushgatewayUrl", "string", "Prometheus Pushgateway to push each run's metrics to.",

@@ -108,6 +108,8 @@ class CertifierArgs:
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10
     pushgateway_url: str | None = None
+    # scale to zero: how long a held node with no peer waits before the admission loop reports it
+    peer_wait_minutes: float = certify_admit.DEFAULT_PEER_WAIT_MINUTES
     # what a recurring run re-runs (components/fabric/nccl_job.py retest_template); None: no recurring runs
     retest: Mapping[str, Any] | None = None
     # the fabric test job's namespace (it must exist before the Role in it)
@@ -370,6 +372,8 @@ class Certifier(pulumi.ComponentResource):
         args, ns, sfx = self.args, self.namespace.name, c.suffix
         argv = ["certify", "--admit", "--namespace", c.fabric_namespace, *policy_args(args, c.pool),
                 "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
+        if args.peer_wait_minutes != certify_admit.DEFAULT_PEER_WAIT_MINUTES:  # the default: the pod's own
+            argv += ["--peer-wait-minutes", f"{args.peer_wait_minutes:g}"]
         # every pool's loop carries ADMISSION_SELECTOR (the PodMonitor's), and its pool's label to tell them apart
         selector = {**ADMISSION_SELECTOR, **({POOL_LABEL: c.pool} if c.pool else {})}
         admission = k8s.apps.v1.Deployment(

@@ -94,3 +94,13 @@ def test_the_stacks_verdict_is_its_worst_pools(verdicts, worst):
     from stack.fabric_outputs import worst as stack_worst
 
     assert stack_worst(verdicts) == worst
+
+
+def test_a_peer_wait_other_than_the_default_reaches_the_admission_loop():
+    from conftest import dev_config
+
+    r = rendered("dev", dev_config(ibPool={"minNodeCount": 0}, certifier={"peerWaitMinutes": 40}))
+    (loop,) = [d for d in r.of_type("kubernetes:apps/v1:Deployment") if d.name == "certifier-admission"]
+    argv = loop.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert _flag(argv, "--peer-wait-minutes") == "40"
+    assert r.one(POOL_TYPE).inputs["minCount"] == 0

@@ -108,3 +108,9 @@ def test_stack_wide_keys_of_one_kind_apply_where_a_pool_takes_them():
     (line,) = problems(ibPool=None, fabricTest={"doctor": "always"},
                        ibPools={"hb": {"vmSize": HB, "nodeCount": 2}, "hb2": {"vmSize": HB, "nodeCount": 2}})
     assert line.startswith("aks-infiniband:fabricTest.doctor: got 'always'; no pool's fabric test has a doctor")
+
+
+def test_scale_to_zero_is_accepted_with_the_hold_and_the_peer_wait_is_read():
+    cfg = parse(ibPool={"minNodeCount": 0}, certifier={"mode": "taint", "peerWaitMinutes": 30})
+    assert cfg.ib_pool.min_node_count == 0 and cfg.certifier.peer_wait_minutes == 30
+    assert parse().certifier.peer_wait_minutes == 15  # the autoscaler's --max-node-startup-time default
