@@ -104,3 +104,17 @@ def test_a_peer_wait_other_than_the_default_reaches_the_admission_loop():
     argv = loop.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
     assert _flag(argv, "--peer-wait-minutes") == "40"
     assert r.one(POOL_TYPE).inputs["minCount"] == 0
+
+
+def test_the_offline_plan_shows_each_pools_test_and_its_first_result(multipool):
+    from offline import schedule, synth
+
+    by_pool = synth.fabric_test_plans_by_pool(multipool)
+    assert {p: t.name for p, t in by_pool.items()} == {"h100": "NCCL all-reduce", "h200": "NCCL all-reduce",
+                                                         "hb": "osu_bw point-to-point"}
+    assert "4 × Standard_ND96isr_H200_v5 (32 GPUs)" in dict(by_pool["h200"].rows)["test"]
+    plan = synth.plan_md(multipool, schedule.build_timeline(multipool), {}, synth.fabric_test_plan(multipool), by_pool)
+    for pool, step in (("h100", "fabric-test-h100-job/runs"), ("h200", "fabric-test-h200-job/runs"),
+                       ("hb", "fabric-test-p2p-hb-job/runs")):
+        assert f"## Pool `{pool}`: its fabric test" in plan and f"| `{pool}` | `{step}` |" in plan
+    assert synth.fabric_test_plans_by_pool(rendered("dev")) == {}  # one pool: the plan as it was
