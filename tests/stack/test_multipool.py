@@ -118,3 +118,18 @@ def test_the_offline_plan_shows_each_pools_test_and_its_first_result(multipool):
                        ("hb", "fabric-test-p2p-hb-job/runs")):
         assert f"## Pool `{pool}`: its fabric test" in plan and f"| `{pool}` | `{step}` |" in plan
     assert synth.fabric_test_plans_by_pool(rendered("dev")) == {}  # one pool: the plan as it was
+
+
+def test_a_split_stack_checks_each_pool_against_the_azure_stacks():
+    from stack import handoff
+    from tests.unit.stack_config.test_pools import H100, HB, pools
+
+    cfg = pools(h100={"vmSize": H100, "nodeCount": 2}, hb={"vmSize": HB, "nodeCount": 2})
+    cfg = type(cfg)(**{**cfg.__dict__, "azure_stack": "org/aks-infiniband/azure"})
+    same = {"h100": {"vmSize": H100, "nodeCount": 2.0}, "hb": {"vmSize": HB.lower(), "nodeCount": 2}}
+    assert handoff.pools_problem(cfg, same) is None
+    assert handoff.pools_problem(cfg, {**same, "hb": {"vmSize": HB, "nodeCount": 3}}) == (
+        "aks-infiniband:ibPools.hb.nodeCount: got 2; the Azure stack org/aks-infiniband/azure deployed 3: set the "
+        "same pool in both stack files: the fabric test would wait for nodes that do not exist")
+    assert handoff.pools_problem(cfg, {"h100": same["h100"]}).startswith(
+        "aks-infiniband:ibPools.hb: the Azure stack org/aks-infiniband/azure deployed no pool 'hb' (it has h100)")

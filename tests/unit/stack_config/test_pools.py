@@ -114,3 +114,14 @@ def test_scale_to_zero_is_accepted_with_the_hold_and_the_peer_wait_is_read():
     cfg = parse(ibPool={"minNodeCount": 0}, certifier={"mode": "taint", "peerWaitMinutes": 30})
     assert cfg.ib_pool.min_node_count == 0 and cfg.certifier.peer_wait_minutes == 30
     assert parse().certifier.peer_wait_minutes == 15  # the autoscaler's --max-node-startup-time default
+
+
+def test_pools_share_one_rdma_driver():
+    (line,) = problems(ibPool=None, ibPools={"h100": {"vmSize": H100, "nodeCount": 2, "rdmaDriver": "doca"},
+                                             "h200": {"vmSize": H200, "nodeCount": 2, "rdmaDriver": "inbox"}})
+    assert line.startswith("aks-infiniband:ibPools: got h100 (Standard_ND96isr_H100_v5: rdmaDriver doca), "
+                           "h200 (Standard_ND96isr_H200_v5: rdmaDriver inbox); the NicClusterPolicy")
+    cfg = pools(h100={"vmSize": H100, "nodeCount": 2, "rdmaDriver": "inbox"},
+                h200={"vmSize": H200, "nodeCount": 2, "rdmaDriver": "inbox"})
+    assert cfg.rdma_driver.name == "inbox" and {p.rdma_driver.name for p in cfg.ib_pools} == {"inbox"}
+
