@@ -13,6 +13,7 @@ import stack_config
 from stack import azure as azure_half
 from stack import existing_cluster, handoff
 from stack import kubernetes as kubernetes_half
+from stack.fabric_outputs import stack_outputs_by_pool
 
 cfg = stack_config.load()  # stops here, with every bad key named, before any resource exists
 if cfg.untested:
@@ -33,22 +34,31 @@ cluster = azure.handle if azure else (
 kubernetes = kubernetes_half.declare(cfg, cluster, volcano_manifest) if cfg.stack_part != "azure" else None
 
 if azure:
-    c, pool = azure.cluster, azure.ib_pool
+    c = azure.cluster
     pulumi.export("resourceGroupName", c.resource_group.name)
     pulumi.export("clusterName", c.managed_cluster.name)
     pulumi.export("clusterResourceId", c.resource_id)
     pulumi.export("oidcIssuerUrl", c.oidc_issuer_url)
     pulumi.export("currentKubernetesVersion", c.current_kubernetes_version)
-    pulumi.export("nodePoolName", pool.agent_pool.name)
-    pulumi.export("nodePoolResourceId", pool.resource_id)
-    pulumi.export("vmSize", cfg.sku.vm_size)
-    pulumi.export("nodeCount", cfg.ib_pool.node_count)
+    if len(cfg.ib_pools) == 1:  # the one pool's outputs, as they always were
+        pulumi.export("nodePoolName", azure.ib_pool.agent_pool.name)
+        pulumi.export("nodePoolResourceId", azure.ib_pool.resource_id)
+        pulumi.export("vmSize", cfg.sku.vm_size)
+        pulumi.export("nodeCount", cfg.ib_pool.node_count)
+    else:  # several: one map, keyed by pool name
+        pulumi.export("ibPools", {p.name: {"nodePoolName": azure.ib_pools[p.name].agent_pool.name,
+                                           "nodePoolResourceId": azure.ib_pools[p.name].resource_id,
+                                           "vmSize": p.sku.vm_size, "nodeCount": p.node_count}
+                                  for p in cfg.ib_pools})
     pulumi.export("kubeconfig", c.kubeconfig)  # secret
     pulumi.export("kubernetesAuth", c.auth)
     pulumi.export("featureState", azure.feature.state)
     pulumi.export("estimatedCostPerHour", azure.cost_per_hour(cfg))
 if kubernetes and kubernetes.fabric_check:
     for output_name, value in kubernetes.fabric_check.stack_outputs().items():
+        pulumi.export(output_name, value)
+elif kubernetes and kubernetes.fabric_checks:  # several pools: each output a map keyed by pool name
+    for output_name, value in stack_outputs_by_pool(kubernetes.fabric_checks).items():
         pulumi.export(output_name, value)
 elif kubernetes:
     pulumi.export("fabricVerdict", "not run: fabricTest.enabled is false")

@@ -36,19 +36,21 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from clusterside import certify, certify_kube, certify_serve, kube
+from clusterside import certify, certify_kube, certify_recurring, certify_serve, kube
 from clusterside.kube import iso
 from clusterside.kube_api import Api, ApiError
-from core import dra, fabric
+from core import choices, dra, fabric
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_RETEST_AFTER_MINUTES = 30.0
+DEFAULT_PEER_WAIT_MINUTES = choices.DEFAULT_PEER_WAIT_MINUTES  # certifier.peerWaitMinutes (core/choices.py)
 
 
 def _say(message: str) -> None:
@@ -74,9 +76,11 @@ def gpu_slice_nodes(api: Api) -> set[str]:
             and kube.get(s, "spec", "nodeName") and kube.get(s, "spec", "devices")}
 
 
-def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str) -> list[dict]:
-    """One pass: hold every new boot, lift our hold from a boot that passed while held. The IB nodes as read."""
-    nodes = certify_kube.ib_nodes(api)
+def admit_pass(api: Api, writer: certify_kube.Writer, policy: certify.Policy, *, at: str,
+               pool: str | None = None) -> list[dict]:
+    """One pass: hold every new boot, lift our hold from a boot that passed while held. The IB nodes (of
+    `pool`, with several) as read."""
+    nodes = certify_kube.ib_nodes(api, pool)
     facts = [certify.facts(n) for n in nodes]
     for node, f in zip(nodes, facts, strict=True):
         if f.new_boot:
@@ -108,6 +112,64 @@ def due(nodes: Sequence[Mapping[str, Any]], last_tested: Mapping[str, float], no
     return out
 
 
+def peer_waits(nodes: Sequence[Mapping[str, Any]], busy: Mapping[str, str],
+               gpu_nodes: Set[str] = frozenset()) -> list[Mapping[str, Any]]:
+    """Held (or not yet passed) nodes that could run a test now but have no peer: no other node of their pool
+    (the nodes listed) is idle and able to take part, neither a certified one nor another joining. A run needs
+    two nodes, so these wait; a node is never admitted untested (scale to zero: a node that comes back alone)."""
+    usable = []
+    for node in nodes:
+        f = certify.facts(node)
+        able = testable(node, gpu_nodes) and f.name not in busy and not f.cordoned and not f.problems
+        if able and f.state != fabric.QUARANTINED:
+            usable.append((node, f))
+    if len(usable) >= 2:
+        return []
+    return [node for node, f in usable if f.state == fabric.UNCERTIFIED or f.awaiting]
+
+
+def held_since(node: Mapping[str, Any], default: float) -> float:
+    """When the admission loop held the boot the node runs (certify.HELD_ANNOTATION's `at`), else `default`."""
+    annotations = kube.get(node, "metadata", "annotations") or {}
+    try:
+        held = json.loads(annotations.get(certify.HELD_ANNOTATION) or "{}")
+        return kube.epoch(held["at"]) if held.get("boot_id") == certify.facts(node).boot_id else default
+    except (ValueError, KeyError, TypeError):
+        return default
+
+
+class PeerWatch:
+    """Says, once per boot, that a held node waits for a peer (a Normal Event), and once the bound
+    (`--peer-wait-minutes`) has passed, that it is still waiting (a Warning Event): held all the while, never
+    admitted untested, never left without a word."""
+
+    def __init__(self, bound_minutes: float):
+        self.bound_seconds = bound_minutes * 60
+        self.said: set[tuple[str, str | None, str]] = set()
+
+    def check(self, api: Api, writer: certify_kube.Writer, nodes: Sequence[Mapping[str, Any]], now: float,
+              gpu_nodes: Set[str] = frozenset()) -> None:
+        """`gpu_nodes`: with DRA GPUs, the nodes whose GPUs are published (gpu_slice_nodes)."""
+        if not [n for n in nodes if testable(n, gpu_nodes) and certify.facts(n).awaiting]:
+            return  # nothing held can run a test: no need to read the pods
+        busy = certify_recurring.busy_nodes(kube.items(api.get("/api/v1/pods")))
+        bound = f"{self.bound_seconds / 60:g}"
+        for node in peer_waits(nodes, busy, gpu_nodes):
+            key, waited = (kube.name(node), certify.facts(node).boot_id), now - held_since(node, now)
+            if (*key, "waiting") not in self.said:
+                self.said.add((*key, "waiting"))
+                writer.event(node, "Normal", "FabricWaitingForPeer", "Hold",
+                             f"held: no other node of its pool is idle to be tested with (certified or joining); it "
+                             f"is tested as soon as one is, and reported if none is within {bound} min "
+                             f"(certifier.peerWaitMinutes)", iso(now))
+            if waited >= self.bound_seconds and (*key, "bound") not in self.said:
+                self.said.add((*key, "bound"))
+                writer.event(node, "Warning", "FabricNoPeer", "Hold",
+                             f"no peer to be tested with for {waited / 60:.0f} min (certifier.peerWaitMinutes: "
+                             f"{bound}): still held, never admitted untested; scale its pool to 2 or more nodes "
+                             f"(a gang job's nodes come up together), or remove the node", iso(now))
+
+
 def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurring: Callable[[argparse.Namespace], int],
          *, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
          passes: int | None = None, health: certify_serve.Health | None = None) -> int:
@@ -115,6 +177,7 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
     pass is handed to `health`, which the `--metrics-port` server answers from (clusterside/certify_serve.py)."""
     once = args.once or args.dry_run
     last_tested: dict[str, float] = {}
+    peers = PeerWatch(getattr(args, "peer_wait_minutes", DEFAULT_PEER_WAIT_MINUTES))
     retest: threading.Thread | None = None
     history: dict | None = None
     history_read = -1e18
@@ -124,7 +187,7 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
         writer = certify_kube.Writer(api, home, dry_run=args.dry_run)
         unread = False
         try:
-            nodes = admit_pass(api, writer, policy, at=iso(clock()))
+            nodes = admit_pass(api, writer, policy, at=iso(clock()), pool=getattr(args, "pool", None))
         except ApiError as exc:  # the API is away: say it, try again next pass
             _say(f"could not read the IB nodes: {exc}")
             nodes, unread = [], True
@@ -145,6 +208,10 @@ def loop(api: Api, args: argparse.Namespace, policy: certify.Policy, run_recurri
                 gpu_nodes = gpu_slice_nodes(api)
             except ApiError as exc:  # said; no DRA node is testable this pass
                 _say(f"could not read the GPUs' ResourceSlices: {exc}")
+        try:
+            peers.check(api, writer, nodes, clock(), gpu_nodes)
+        except ApiError as exc:  # the pods could not be read: say it, look again next pass
+            _say(f"could not read the pods to find peers: {exc}")
         waiting = due(nodes, last_tested, clock(), args.retest_after_minutes * 60, gpu_nodes)
         if waiting and (retest is None or not retest.is_alive()):
             _say(f"held and ready for a test: {', '.join(waiting)}: starting a re-test")

@@ -40,6 +40,8 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--namespace", required=True, help="the fabric test job's namespace (also where the "
                                                       "certifier's ConfigMaps are written; Node Events go to default)")
     p.add_argument("--job", help="the Volcano Job to judge; without it only membership and NPD are checked")
+    p.add_argument("--pool", help="a stack of several IB pools: certify the nodes of this agent pool only "
+                   "(kubernetes.azure.com/agentpool), each pool its own fabric")
     p.add_argument("--task", default=LAUNCHER_TASK, help="the launcher task (default %(default)s)")
     p.add_argument("--wait-minutes", type=float, default=0.0,
                    help="wait this long for the job to finish (default 0: it must have finished)")
@@ -73,6 +75,9 @@ def add_parser(sub, judging_args, epilog: str) -> None:
     p.add_argument("--dra-gpus", action="store_true",
                    help="with --admit: the GPUs are DRA devices (no nvidia.com/gpu): a node can run a test once its "
                         "gpu.nvidia.com ResourceSlices are published")
+    p.add_argument("--peer-wait-minutes", type=float, default=certify_admit.DEFAULT_PEER_WAIT_MINUTES,
+                   help="with --admit: report a held node that has had no peer to be tested with for this long "
+                   "(it stays held; default %(default)s)")
     p.add_argument("--retest-after-minutes", type=float, default=certify_admit.DEFAULT_RETEST_AFTER_MINUTES,
                    help="with --admit: re-test a node that stays held at most this often (default %(default)s)")
     cli_args.add_gate_args(p, "the nodes are certified or quarantined first, whatever the gate")
@@ -159,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         return certify_admit.loop(api, args, policy, run, health=health)
     try:
         api = connect(args.kubeconfig)
-        nodes = certify_kube.ib_nodes(api)
+        nodes = certify_kube.ib_nodes(api, args.pool)
         node_facts = [certify.facts(n) for n in nodes]
         member = certify.membership(node_facts)
         if member.reason:  # before any NCCL result is read: the run cannot be judged across the split
@@ -181,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 result, hosts = _judge_job(api, args, member)
                 # read again after the wait: every write tests the resourceVersion it read
-                nodes = certify_kube.ib_nodes(api)
+                nodes = certify_kube.ib_nodes(api, args.pool)
                 node_facts = [certify.facts(n) for n in nodes]
             except ApiError as exc:
                 kept = _kept(api, args, home) if exc.status == 404 else None

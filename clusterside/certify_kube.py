@@ -49,8 +49,10 @@ def _say(message: str) -> None:
     print(f"[verify certify] {message}", file=sys.stderr, flush=True)
 
 
-def ib_nodes(api: Api) -> list[dict]:
-    selector = f"{fabric.IB_POOL_ROLE_LABEL}={fabric.IB_POOL_ROLE}"
+def ib_nodes(api: Api, pool: str | None = None) -> list[dict]:
+    """The IB nodes; with `pool`, those of that agent pool only (a stack of several pools certifies each
+    within itself: its peers, its breaker and its history are its own)."""
+    selector = ",".join(f"{k}={v}" for k, v in fabric.pool_node_selector(pool).items())
     return kube.items(api.get("/api/v1/nodes", labelSelector=selector))
 
 

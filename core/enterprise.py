@@ -166,7 +166,7 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
     found so far), and a key gets one problem at most: one line per thing to fix."""
     out: list[str] = []
     api, entra = values.get("apiServer") or {}, values.get("entraId") or {}
-    ident, net, ib = values.get("identity") or {}, values.get("network") or {}, values.get("ibPool") or {}
+    ident, net = values.get("identity") or {}, values.get("network") or {}
     named = {line[len(prefix):].split(":", 1)[0].split(" ", 1)[0] for line in reported if line.startswith(prefix)}
 
     def say(key: str, value: Any, why: str, reads: tuple[str, ...] = ()) -> None:
@@ -232,10 +232,6 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
         say("network.outboundType", net["outboundType"], "needs your own subnets (network.systemSubnetId, "
             "network.ibSubnetId) whose route table or NAT gateway carries the egress")
     _cidr_problems(net, say, named)
-    # scale to zero
-    low, count = ib.get("minNodeCount"), ib.get("nodeCount")
-    if low is not None and count is not None and low > count:
-        say("ibPool.minNodeCount", low, f"at most ibPool.nodeCount ({count}), the autoscaler's maximum")
     # the split
     part, ref = values.get("stackPart"), values.get("azureStack")
     if part == "kubernetes" and not ref and not (values.get("existingCluster") or {}).get("enabled"):

@@ -53,8 +53,10 @@ SYSTEM_POOL_NAME = "system"
 # Labels the pool carries (AKS applies them to every node of the pool).
 IB_POOL_ROLE_LABEL = "aks-infiniband.io/pool-role"
 IB_POOL_ROLE = "infiniband"
-# AKS's own label of every node: its agent pool's name (what selects the IB pool on an existing cluster).
-AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+# The agent pool a node belongs to: one of AKS's reserved system labels, set on every node
+# (learn.microsoft.com/azure/aks/use-labels, "Reserved system labels"). In a stack of several IB pools each
+# is its own fabric (VMs of different scale sets get different partition keys): jobs and peers stay inside one.
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
 
 # Set by Node Feature Discovery on nodes with a Mellanox (PCI vendor 15b3) device; the
 # NicClusterPolicy's node affinity keys on it.
@@ -104,9 +106,15 @@ def hold_toleration() -> dict[str, str]:
 
 
 def pool_node_selector(agent_pool: str | None = None) -> dict[str, str]:
-    """The IB pool's nodes: by the label this stack's pool sets, or, on a cluster that already exists
-    (existingCluster: none of this stack's labels there), by AKS's own label of the named agent pool."""
-    return {AGENTPOOL_LABEL: agent_pool} if agent_pool else {IB_POOL_ROLE_LABEL: IB_POOL_ROLE}
+    """Every IB node; with `agent_pool`, the nodes of that pool only (a stack of several pools: each its own
+    fabric, so a multi-node job stays inside one)."""
+    return {IB_POOL_ROLE_LABEL: IB_POOL_ROLE, **({AGENT_POOL_LABEL: agent_pool} if agent_pool else {})}
+
+
+def agent_pool_selector(agent_pool: str) -> dict[str, str]:
+    """The nodes of one agent pool by AKS's own label alone: on a cluster that already exists (existingCluster)
+    they carry none of this stack's labels until the topology labeler gives them the pool label."""
+    return {AGENT_POOL_LABEL: agent_pool}
 
 
 # The Azure tag by which a cluster says it is production (config `production`): the policy pack's

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from e2e.pools import AGENTPOOL_LABEL, ClusterFacts, Pool, Taint
+from e2e.pools import AGENT_POOL_LABEL, ClusterFacts, Pool, Taint
 
 SOURCE = "learn.microsoft.com/azure/aks/use-node-taints (note under 'Node taint options'); Azure/AKS#2934"
 POLICY_PREFIX = "aks-pool-set-"
@@ -75,7 +75,8 @@ def policy(pool: Pool) -> list[dict[str, Any]]:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                     "operations": ["UPDATE"], "resources": ["nodes"]}]},
-            "matchConditions": [{"name": "in-pool", "expression": _has_label("oldObject", AGENTPOOL_LABEL, pool.name)}],
+            "matchConditions": [{"name": "in-pool",
+                                 "expression": _has_label("oldObject", AGENT_POOL_LABEL, pool.name)}],
             "validations": rules}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": {"name": name},

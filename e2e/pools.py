@@ -20,7 +20,7 @@ from typing import Any
 from core import catalog, fabric, modes
 from offline import engine
 
-AGENTPOOL_LABEL = fabric.AGENTPOOL_LABEL
+AGENT_POOL_LABEL = fabric.AGENT_POOL_LABEL
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}  # the nodes kwok plays the kubelet of (e2e/cluster.py)
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 MAX_PODS = 250  # AKS's default for Azure CNI Overlay
@@ -156,7 +156,7 @@ def node(cluster: ClusterFacts, pool: Pool, index: int) -> dict[str, Any]:
     name = node_name(cluster, pool, index)
     cpu_arch = arch(pool)
     labels = {
-        "agentpool": pool.name, AGENTPOOL_LABEL: pool.name, "kubernetes.azure.com/mode": pool.mode.lower(),
+        "agentpool": pool.name, AGENT_POOL_LABEL: pool.name, "kubernetes.azure.com/mode": pool.mode.lower(),
         "kubernetes.azure.com/role": "agent", "kubernetes.azure.com/cluster": cluster.node_resource_group,
         "kubernetes.azure.com/os-sku": pool.os_sku, "node.kubernetes.io/instance-type": pool.vm_size,
         "beta.kubernetes.io/instance-type": pool.vm_size, "kubernetes.io/arch": cpu_arch,

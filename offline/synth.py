@@ -77,15 +77,34 @@ def _collect_argv(rendering: Rendering) -> list[str] | None:
     return None
 
 
+def fabric_test_plans_by_pool(rendering: Rendering) -> dict[str, FabricTestPlan]:
+    """A stack of several IB pools: each pool's fabric test, by pool name (its certify Job's `--pool`); empty
+    for a stack of one pool."""
+    from verify.__main__ import build_parser
+
+    out = {}
+    for r in rendering.of_type("kubernetes:batch/v1:Job"):
+        pod = ((r.inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            command = container.get("command") or []
+            if command[2:5] == ["-m", "verify", "certify"] and "--pool" in command:
+                argv = command[4:]
+                out[build_parser().parse_args(argv).pool] = _plan_of(argv)
+    return dict(sorted(out.items()))
+
+
 def fabric_test_plan(rendering: Rendering) -> FabricTestPlan | None:
     """None when the stack runs no fabric test (`fabricTest.enabled: false`)."""
+    argv = _collect_argv(rendering)
+    return None if argv is None else _plan_of(argv)
+
+
+def _plan_of(argv: list[str]) -> FabricTestPlan:
+    """The plan of one certify step's command line."""
     from core import expectations, kinds
     from verify import cli_args, verdict
     from verify.__main__ import build_parser
 
-    argv = _collect_argv(rendering)
-    if argv is None:
-        return None
     args = build_parser().parse_args(argv)
     sku = catalog.lookup(args.sku)
     level = cli_args.gate_level(args)
@@ -212,8 +231,30 @@ def _object_count(entry: str) -> int:
     return int(m.group(1)) if m else 1
 
 
+def _pool_sections(by_pool: Mapping[str, FabricTestPlan], tl: Timeline) -> list[str]:
+    """A stack of several pools: each pool's test and what it is judged against, and each pool's first result
+    in the timeline (its job's `/runs` step: `fabric-test-<pool>-job/runs`, `fabric-test-p2p-<pool>-job/runs`)."""
+    lines: list[str] = []
+    for pool, test in by_pool.items():
+        lines += [f"## Pool `{pool}`: its fabric test, and what it is judged against ({test.name})", "",
+                  f"Read from its certify step's command line; the verdict rules are in `{test.rules}`.", "",
+                  "| | |", "|---|---|"]
+        lines += [f"| {what} | {_cell(value)} |" for what, value in test.rows]
+        lines += ["", f"Source of the catalog's figures: {test.source}", ""] if test.source else [""]
+    lines += ["## Each pool's first result (estimate)", "",
+              "Each pool is its own fabric, tested on its own nodes; the runs overlap (`timeline.json`).", "",
+              "| pool | step | first result at, minutes |", "|---|---|---|"]
+    for pool in by_pool:
+        runs = [sid for sid in tl.steps if sid.endswith(f"-{pool}-job/runs")]
+        for sid in runs:
+            at = {k: tl.finish[k][sid] for k in ("typical", "low", "high")}
+            lines.append(f"| `{pool}` | `{sid}` | {minutes_text(at['typical'])} ({minutes_text(at['low'])}–"
+                         f"{minutes_text(at['high'])}) |")
+    return [*lines, ""]
+
+
 def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
-            test: FabricTestPlan | None = None) -> str:
+            test: FabricTestPlan | None = None, by_pool: Mapping[str, FabricTestPlan] | None = None) -> str:
     ids = display_ids(rendering)
     lines = [
         f"# Offline render of stack `{rendering.stack}`",
@@ -232,7 +273,9 @@ def plan_md(rendering: Rendering, tl: Timeline, files: Mapping[str, str],
               f"{sum(_object_count(f) for f in files.values())} Kubernetes objects under `manifests/`, "
               f"{len([r for r in rendering.resources if r.type in HELM_TYPES])} Helm releases under `helm/`.", ""]
 
-    if test:
+    if by_pool:
+        lines += _pool_sections(by_pool, tl)
+    elif test:
         lines += [f"## The fabric test, and what it is judged against ({test.name})", "",
                   f"Read from the collect step's command line; the verdict rules are in `{test.rules}`.", "",
                   "| | |", "|---|---|"]
@@ -367,7 +410,7 @@ def synthesize(rendering: Rendering, images: bool = True) -> dict[str, bytes]:
     test = fabric_test_plan(rendering)
     out["timeline.json"] = json.dumps(timeline_json(rendering, tl, test.name if test else None), indent=2,
                                       sort_keys=False) + "\n"
-    out["plan.md"] = plan_md(rendering, tl, manifest_files, test)
+    out["plan.md"] = plan_md(rendering, tl, manifest_files, test, fabric_test_plans_by_pool(rendering))
     if images:
         from offline import mermaid
 

@@ -22,7 +22,7 @@ CHARTS = {"nodeFeatureDiscovery": node_feature_discovery.CHART, "networkOperator
 
 def uses_dra(cfg: StackConfig) -> bool:
     """GPUs (and in rdmaMode dra the HCAs) as DRA claims: GB200/GB300 and rdmaMode dra (core/dra.py)."""
-    return dra.needs(cfg.sku, cfg.rdma_mode) is not None
+    return any(dra.needs(sku, cfg.rdma_mode) is not None for sku in cfg.skus)
 
 
 def archives(cfg: StackConfig) -> dict[str, str]:
@@ -31,6 +31,8 @@ def archives(cfg: StackConfig) -> dict[str, str]:
     if cfg.charts_directory is None:
         return {}
     camel = {k: getattr(cfg.versions, snake(k)) for k in CHARTS}
-    needed = existing.needed_charts(cfg.sku, cfg.rdma_mode, camel)
+    needed = {}  # every pool's charts (pools share how GPUs reach pods, so the same releases)
+    for sku in cfg.skus:
+        needed.update(existing.needed_charts(sku, cfg.rdma_mode, camel))
     return {name: str(Path(cfg.charts_directory) / f"{name}-{version}.tgz") for name, version in needed.items()}
 

@@ -56,7 +56,7 @@ def pool_problems(cfg: StackConfig, nodes: Sequence[Mapping[str, Any]]) -> list[
     """What of ibPool the pool's nodes (those with AKS's agentpool label) contradict: one line per key."""
     pool, prefix = cfg.ib_pool, f"{PROJECT}:ibPool"
     if not nodes:
-        return [f"{prefix}.name: got {pool.name!r}; the cluster has no node with {fabric.AGENTPOOL_LABEL}="
+        return [f"{prefix}.name: got {pool.name!r}; the cluster has no node with {fabric.AGENT_POOL_LABEL}="
                 f"{pool.name} (the name of an existing agent pool of InfiniBand VMs is expected)"]
     out = []
     sizes = {}
@@ -81,7 +81,7 @@ def check_pool(cfg: StackConfig) -> None:
         return
     try:
         api = kube_api.Api(credentials(cfg))
-        listed = api.get("/api/v1/nodes", labelSelector=f"{fabric.AGENTPOOL_LABEL}={cfg.ib_pool.name}")
+        listed = api.get("/api/v1/nodes", labelSelector=f"{fabric.AGENT_POOL_LABEL}={cfg.ib_pool.name}")
     except kube_api.ApiError as exc:
         raise pulumi.RunError(f"existingCluster: cannot read the nodes of pool {cfg.ib_pool.name}: {exc} "
                               "(nothing was changed)") from None

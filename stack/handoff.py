@@ -7,8 +7,8 @@ The split checks the Azure stack's pool against this stack's before the provider
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -18,8 +18,10 @@ from components.platform.cluster import kubernetes_provider, with_kubelogin
 from stack_config import StackConfig
 
 # The Azure half's stack outputs that the Kubernetes half reads: the contract between the two stacks.
-# vmSize and nodeCount size the fabric test: a job for nodes the pool lacks stays Pending.
+# vmSize and nodeCount size the fabric test: a job for nodes the pool lacks stays Pending. A stack of several
+# pools exports them per pool instead, in POOLS_OUTPUT (`ibPools`: name -> vmSize, nodeCount, ...).
 OUTPUTS = ("resourceGroupName", "clusterName", "kubeconfig", "vmSize", "nodeCount")
+POOLS_OUTPUT = "ibPools"
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,13 @@ class ClusterHandle:
     provider: k8s.Provider  # the stack's one Kubernetes provider
     resource_group_name: pulumi.Input[str]  # where the collector fetches credentials (not secret)
     cluster_name: pulumi.Input[str]
-    # What the fabric test waits for besides the operators: the IB pool in one stack; nothing in the
-    # split, where the Azure stack has finished before the Kubernetes stack starts.
-    pool: Sequence[pulumi.Resource] = ()
+    # What each pool's fabric test waits for besides the operators, by pool name: its AgentPool in one stack;
+    # nothing in the split, where the Azure stack has finished before the Kubernetes stack starts.
+    pools: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
+
+    def pool(self, name: str) -> Sequence[pulumi.Resource]:
+        """What the fabric test of pool `name` waits for (nothing in the split)."""
+        return self.pools.get(name, ())
 
 
 def pool_problem(vm_size: str, node_count: int, deployed_vm_size: Any, deployed_node_count: Any,
@@ -49,10 +55,31 @@ def pool_problem(vm_size: str, node_count: int, deployed_vm_size: Any, deployed_
     return None
 
 
+def pools_problem(cfg: StackConfig, deployed: Any) -> str | None:
+    """Several pools against those the Azure stack deployed (its `ibPools` output), as one line naming the first
+    pool that differs or is missing, or None when every pool agrees."""
+    deployed = deployed if isinstance(deployed, dict) else {}
+    for pool in cfg.ib_pools:
+        key = f"ibPools.{pool.name}"
+        theirs = deployed.get(pool.name)
+        if not isinstance(theirs, dict):
+            return (f"aks-infiniband:{key}: the Azure stack {cfg.azure_stack} deployed no pool {pool.name!r} "
+                    f"(it has {', '.join(sorted(deployed)) or 'none'}): set the same pools in both stack files")
+        problem = pool_problem(pool.vm_size, pool.node_count, theirs.get("vmSize"), theirs.get("nodeCount"),
+                               cfg.azure_stack or "", key=key)
+        if problem:
+            return problem
+    return None
+
+
 def _checked(cfg: StackConfig, deployed: list[Any]) -> None:
     """Raised in an apply, a RunError is what `pulumi up` prints as one line (the language host,
     pulumi/sdk python/cmd/pulumi-language-python-exec, reports RunError without a traceback)."""
-    problem = pool_problem(cfg.sku.vm_size, cfg.ib_pool.node_count, deployed[0], deployed[1], cfg.azure_stack or "")
+    if len(cfg.ib_pools) == 1:
+        problem = pool_problem(cfg.sku.vm_size, cfg.ib_pool.node_count, deployed[0], deployed[1],
+                               cfg.azure_stack or "")
+    else:
+        problem = pools_problem(cfg, deployed[0])
     if problem:
         raise pulumi.RunError(problem)
 
@@ -62,8 +89,9 @@ def from_stack_reference(cfg: StackConfig) -> ClusterHandle:
     stack's own kubelogin mode (the runner inside the network is not the laptop that ran the Azure half)."""
     ref = pulumi.StackReference("azure-stack", stack_name=cfg.azure_stack)
     # The provider waits for the pool check, so a mismatch stops the half before anything is applied.
-    check = pulumi.Output.all(ref.require_output("vmSize"), ref.require_output("nodeCount")).apply(
-        lambda deployed: _checked(cfg, deployed))
+    read = ([ref.require_output("vmSize"), ref.require_output("nodeCount")] if len(cfg.ib_pools) == 1
+            else [ref.require_output(POOLS_OUTPUT)])
+    check = pulumi.Output.all(*read).apply(lambda deployed: _checked(cfg, deployed))
     kubeconfig = pulumi.Output.all(ref.require_output("kubeconfig"), check).apply(lambda both: both[0])
     if cfg.entra_id.enabled:
         kubeconfig = kubeconfig.apply(lambda text: with_kubelogin(text, cfg.entra_id.kubelogin_mode))

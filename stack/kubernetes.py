@@ -20,9 +20,15 @@ from stack_config import StackConfig
 
 @dataclass(frozen=True)
 class KubernetesHalf:
-    fabric_check: FabricCheck | None  # None: fabricTest.enabled is false
+    # each pool's day-0 verdict, by pool name; empty: fabricTest.enabled is false
+    fabric_checks: dict[str, FabricCheck]
     # GB200/GB300 in one NVL72 rack: the rack's NVLink run, reported beside the verdict (`rack...` outputs)
     rack_check: FabricCheck | None = None
+
+    @property
+    def fabric_check(self) -> FabricCheck | None:
+        """The one pool's verdict (None with several pools, or none run)."""
+        return next(iter(self.fabric_checks.values())) if len(self.fabric_checks) == 1 else None
 
 
 def checked_volcano_manifest(cfg: StackConfig) -> str:
@@ -39,9 +45,9 @@ def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> 
     """`volcano_manifest`: what `checked_volcano_manifest` returned."""
     opts = pulumi.ResourceOptions(provider=cluster.provider)  # the stack's one Kubernetes provider
     ops = operators.declare(cfg, volcano_manifest, opts)
-    if not cfg.fabric_test.enabled:
-        return KubernetesHalf(fabric_check=None)
+    if not cfg.fabric_test_enabled:
+        return KubernetesHalf(fabric_checks={})
     rack_run = rack.RackRun() if rack.applies(cfg) else None
     test = fabric_test.declare(cfg, cluster, ops, opts, rack=rack_run.access if rack_run else None)
     rack_check = rack_run.declare(cfg, cluster, ops, test, opts) if rack_run else None
-    return KubernetesHalf(fabric_check=test.check, rack_check=rack_check)
+    return KubernetesHalf(fabric_checks=test.checks, rack_check=rack_check)

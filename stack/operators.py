@@ -51,7 +51,8 @@ class Operators:
 def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOptions) -> Operators:
     """`volcano_manifest`: Volcano's release manifest as checked against its pin (stack/kubernetes.py);
     `opts`: the Kubernetes provider's."""
-    sku, v = cfg.sku, cfg.versions
+    # Every pool's size: they share the architecture and how GPUs reach pods (stack_config/pools.py).
+    skus, v = cfg.skus, cfg.versions
     local = charts.archives(cfg)  # chart name -> its checked local archive (charts.directory), else {}
     NodeFeatureDiscovery("nfd", NodeFeatureDiscoveryArgs(
         version=v.node_feature_discovery, chart_archive=local.get(charts.node_feature_discovery.CHART.name)),
@@ -64,7 +65,7 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
             rdma_shared_device_plugin_version=v.rdma_shared_device_plugin,
             sriov_device_plugin_version=v.sriov_device_plugin,
             rdma_mode=cfg.rdma_mode,
-            rdma_driver=cfg.ib_pool.rdma_driver,
+            rdma_driver=cfg.rdma_driver,
             chart_archive=local.get(charts.network_operator.CHART.name),
         ),
         opts=opts,
@@ -73,14 +74,15 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     uses_dra = charts.uses_dra(cfg)
     gpu_operator = (
         GpuOperator("gpu-operator", GpuOperatorArgs(version=v.gpu_operator, dra_gpus=uses_dra,
-                                                        rdma_driver=cfg.ib_pool.rdma_driver,
+                                                        rdma_driver=cfg.rdma_driver,
                                                         chart_archive=local.get(charts.gpu_operator.CHART.name)),
                      opts=opts)
-        if sku.has_gpus else None
+        if any(sku.has_gpus for sku in skus) else None
     )
     # The NVIDIA DRA driver (GPUs as claims; ComputeDomains on multi-node-NVLink sizes) and, in rdmaMode
     # dra, DRANET (HCAs as claims): like the operators, they wait only for the cluster.
-    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=sku.has_mnnvl,
+    domains = any(s.has_mnnvl for s in skus)
+    dra_driver = DraDriver("dra-driver", DraDriverArgs(version=v.dra_driver, compute_domains=domains,
                                                          chart_archive=local.get(charts.dra_driver.CHART.name)),
                            opts=opts) if uses_dra else None
     dranet = Dranet("dranet", DranetArgs(
@@ -94,10 +96,10 @@ def declare(cfg: StackConfig, volcano_manifest: str, opts: pulumi.ResourceOption
     # labeler runs on the nodes of AKS's agentpool label and gives them the pool label everything else selects.
     existing = cfg.existing_cluster is not None
     TopologyLabeler("topology", TopologyLabelerArgs(
-        cpu_arch=sku.cpu_arch,
+        cpu_arch=skus[0].cpu_arch,
         extra_labels={**({fabric.DRA_KUBELET_PLUGIN_LABEL: "true"} if uses_dra else {}),
                       **(fabric.pool_node_selector() if existing else {})},
-        node_selector=fabric.pool_node_selector(cfg.ib_pool.name if existing else None)),
+        node_selector=fabric.agent_pool_selector(cfg.ib_pool.name) if existing else fabric.pool_node_selector()),
         opts=opts)
     return Operators(
         network_operator=network_operator,

@@ -22,7 +22,10 @@ NAMESPACE = "fabric-test-rack"
 
 
 def applies(cfg: StackConfig) -> bool:
-    """Whether the stack runs it: the all-reduce on a multi-node-NVLink size whose pool fits in one rack."""
+    """Whether the stack runs it: the all-reduce on a multi-node-NVLink size whose pool fits in one rack (a stack
+    of one pool: with several, no rack run yet)."""
+    if len(cfg.ib_pools) != 1:
+        return False
     sku = cfg.sku
     return (cfg.fabric_test.enabled and cfg.fabric_test.kind.rack_run and sku.has_mnnvl
             and cfg.ib_pool.node_count <= sku.mnnvl_rack_nodes)
@@ -48,7 +51,8 @@ class RackRun:
                 all_reduce_args=ft.all_reduce_args, timeout_minutes=ft.timeout_minutes, sharp=False,
                 topology_file=ft.topology_file, rack_run=True, namespace_name=NAMESPACE,
                 # after the verdict's certify Job: both runs take every GPU of the pool
-                job_name="nccl-allreduce-rack", wait_for=[*cluster.pool, *ops.ready, test.check.certify],
+                job_name="nccl-allreduce-rack",
+                wait_for=[*cluster.pool(cfg.ib_pool.name), *ops.ready, test.check.certify],
                 driver_versions=ops.driver_versions,
             ),
             opts=opts,

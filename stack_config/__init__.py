@@ -11,6 +11,8 @@ The package, one job per module:
   component Args and the policy pack);
 - `schema`: every key and the pinned versions (`SCHEMA`, `DEFAULT_VERSIONS`);
 - `enterprise`: the platform-team keys' checks (CIDRs, Azure ids), cross-key rules and typed records;
+- `pools`: the InfiniBand pools, `ibPool` or `ibPools`, each entry read and checked on its own, and the
+  rules of several pools in one cluster;
 - `model`: the typed result, `parse()`, `load()` and the rules that span several keys;
 - `docs`: Pulumi.yaml's `config:` block and docs/configuration.md's key table, generated from `SCHEMA`
   (`make golden` writes them: offline/docblocks.py; a test keeps them in sync).

@@ -13,7 +13,7 @@ from stack_config.schema import LOCATION_KEY, SCHEMA
 def _default_text(key: Key) -> str:
     if key.default_doc:
         return key.default_doc
-    if key.fields:
+    if key.fields or key.entries:
         return "see fields"
     if key.required:
         return "required"
@@ -61,6 +61,8 @@ def pulumi_yaml_config() -> dict[str, Any]:
         desc = key.description
         if key.fields:
             desc += " Fields: " + "; ".join(f"{f.name} ({f.type}, {_default_text(f)})" for f in key.fields) + "."
+        if key.entries:
+            desc += " Each entry: " + "; ".join(f"{f.name} ({f.type}, {_default_text(f)})" for f in key.entries) + "."
         block[key.name] = {"type": key.type, "description": desc}
         if not key.required:
             block[key.name]["default"] = _pulumi_default(key)
@@ -75,6 +77,10 @@ def markdown_table() -> str:
         rows.append(f"| `{key.name}` | {key.type} | {_default_text(key)} | {key.description} |")
         for f in key.fields:
             rows.append(f"| `{key.name}.{f.name}` | {f.type} | `{_default_text(f)}` | {f.description} |")
+        for f in key.entries:  # a map keyed by name: each entry's fields, and theirs
+            rows.append(f"| `{key.name}.<name>.{f.name}` | {f.type} | `{_default_text(f)}` | {f.description} |")
+            rows += [f"| `{key.name}.<name>.{f.name}.{g.name}` | {g.type} | `{_default_text(g)}` | {g.description} |"
+                     for g in f.fields]
     return "\n".join(rows) + "\n"
 
 

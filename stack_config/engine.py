@@ -34,6 +34,9 @@ class Key:
     required: bool = False
     fields: tuple[Key, ...] = ()  # for objects with a fixed set of fields
     default_doc: str | None = None  # how the default is described when it is derived
+    # for a map keyed by name (ibPools): the fields of each entry, and the check of an entry's name
+    entries: tuple[Key, ...] = ()
+    entry_name: Check | None = None
 
 
 # --- check combinators ------------------------------------------------------------------------
@@ -148,6 +151,8 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
     value = coerce(key, raw, path, problems) if raw is not None else {}
     if value is None:
         return None
+    if key.entries:
+        return read_entries(key, value, path, problems)
     if key.fields:
         if value:  # (an empty object has no unknown fields)
             known = sorted(f.name for f in key.fields)
@@ -160,6 +165,26 @@ def read(key: Key, raw: Any, path: str, problems: list[str]) -> Any:
             problems.append(f"{path}: got {shown(value)}; expected {allowed}{number_hint(key, value)}")
             return None
     return value
+
+
+def read_entries(key: Key, value: dict[str, Any], path: str, problems: list[str]) -> dict[str, Any]:
+    """A map keyed by name: each name checked, each entry read as an object of `key.entries`, every problem
+    under `path.<name>` so that it names the entry. A bad entry reads as None."""
+    out: dict[str, Any] = {}
+    entry = Key(key.name, "object", key.description, fields=key.entries)
+    for name, raw in value.items():
+        where = f"{path}.{name}"
+        allowed = key.entry_name(name) if key.entry_name else None
+        if allowed is not None:
+            problems.append(f"{where}: got the name {shown(name)}; expected {allowed}")
+            out[name] = None
+        elif not isinstance(raw, dict):
+            problems.append(f"{where}: got {shown(raw)}; expected an object (a YAML mapping) with "
+                            f"{' and '.join(f.name for f in key.entries if f.required)}")
+            out[name] = None
+        else:
+            out[name] = read(entry, raw, where, problems)
+    return out
 
 
 def number_hint(key: Key, value: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,14 @@ def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
     return []
 
 
+def pools_problems(values: Mapping[str, Any], prefix: str, pools: Sequence[str]) -> list[str]:
+    """existingCluster takes one IB pool: its check at `up` (stack/existing_cluster.py) reads one agent pool."""
+    if not (values.get(EXISTING_CLUSTER) or {}).get("enabled") or len(pools) < 2:
+        return []
+    return [f"{prefix}{EXISTING_CLUSTER}.enabled: got true with {len(pools)} pools in ibPools ({', '.join(pools)}); "
+            "expected one IB pool on a cluster that already exists (its pool check reads one agent pool)"]
+
+
 def needed_charts(sku: catalog.Sku, mode: modes.RdmaMode, versions: Mapping[str, str]) -> dict[str, str]:
     """Each Helm chart the Kubernetes half installs (stack/operators.py), by name -> its pinned version."""
     keys = ["nodeFeatureDiscovery", "networkOperator"]
@@ -138,15 +146,19 @@ def archive_version(path: Path) -> str | None:
     return str(version) if version is not None else None
 
 
-def chart_problems(values: Mapping[str, Any], prefix: str, sku: catalog.Sku | None,
+def chart_problems(values: Mapping[str, Any], prefix: str, skus: Sequence[catalog.Sku],
                    mode: modes.RdmaMode | None) -> list[str]:
-    """With charts.directory: the first chart the stack installs whose archive (<chart>-<version>.tgz, as `helm
-    pull` names it) is missing there or packages another version; one line, before any resource."""
+    """With charts.directory: the first chart the stack installs (for any of its pools' sizes) whose archive
+    (<chart>-<version>.tgz, as `helm pull` names it) is missing there or packages another version; one line,
+    before any resource."""
     folder = (values.get(CHARTS) or {}).get("directory")
     versions = values.get("versions") or {}
-    if folder is None or sku is None or mode is None or any(v is None for v in versions.values()):
+    if folder is None or not skus or mode is None or any(v is None for v in versions.values()):
         return []
-    for name, version in needed_charts(sku, mode, versions).items():
+    needed: dict[str, str] = {}
+    for sku in skus:
+        needed.update(needed_charts(sku, mode, versions))
+    for name, version in needed.items():
         archive = f"{name}-{version}.tgz"
         path = Path(folder) / archive
         if not _is("file", str(path)):

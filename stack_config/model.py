@@ -13,7 +13,7 @@ from typing import Any
 
 from core import catalog, choices, defaults, dra, enterprise, kinds, modes, nccl_sizing, pins, rdma_drivers
 from core.enterprise import ApiServer, EntraId, Identity, Network
-from stack_config import checks, engine, existing, regions
+from stack_config import checks, engine, existing, pools, regions
 from stack_config.engine import ConfigError, shown
 from stack_config.schema import (
     DEFAULT_NCCL_TESTS_IMAGE,
@@ -28,21 +28,6 @@ from stack_config.schema import (
 class SystemPool:
     vm_size: str
     node_count: int
-
-
-@dataclass(frozen=True)
-class IbPool:
-    sku: catalog.Sku  # vmSize's catalog entry, looked up once, at parse
-    node_count: int
-    name: str
-    os_disk_size_gb: int
-    min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
-    # rdmaDriver's record (core/rdma_drivers.py), looked up once, at parse: the pool's own, read per pool
-    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
-
-    @property
-    def vm_size(self) -> str:
-        return self.sku.vm_size
 
 
 @dataclass(frozen=True)
@@ -89,6 +74,32 @@ class FabricTest:
 
 
 @dataclass(frozen=True)
+class IbPool:
+    """One InfiniBand pool and its own fabric: its size, its counts, and its fabric test (the kind its size
+    takes, with the thresholds and arguments of this pool). Every per-pool read goes through it."""
+
+    sku: catalog.Sku  # vmSize's catalog entry, looked up once, at parse
+    node_count: int
+    name: str  # the AgentPool's name (ibPool.name, or the key in ibPools)
+    os_disk_size_gb: int
+    fabric_test: FabricTest
+    min_node_count: int | None = None  # set: the autoscaler runs the pool between this and node_count
+    # rdmaDriver's record (core/rdma_drivers.py), looked up once, at parse: the pool's own, read per pool
+    rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
+    # Whether it is the stack's only pool: its resources keep the one-pool names (and URNs) then.
+    alone: bool = True
+
+    @property
+    def vm_size(self) -> str:
+        return self.sku.vm_size
+
+    def named(self, base: str) -> str:
+        """A name of this pool's own (a resource's, a namespace's): `base` when the pool is the stack's only
+        one, as it always was, else `base-<pool name>`."""
+        return base if self.alone else f"{base}-{self.name}"
+
+
+@dataclass(frozen=True)
 class Certifier:
     mode: str  # core.choices.CERTIFIER_MODES
     schedule: str  # cron, or "off"
@@ -96,6 +107,7 @@ class Certifier:
     history_size: int
     image: str
     pushgateway_url: str | None = None
+    peer_wait_minutes: int = choices.DEFAULT_PEER_WAIT_MINUTES  # certifier.peerWaitMinutes
 
 
 @dataclass(frozen=True)
@@ -111,10 +123,10 @@ class StackConfig:
     cluster_name: str
     kubernetes_version: str
     system_pool: SystemPool
-    ib_pool: IbPool
+    # The InfiniBand pools, by name (ibPools), or the one of ibPool: each its own fabric.
+    ib_pools: tuple[IbPool, ...]
     rdma_mode: modes.RdmaMode  # rdmaMode's record, looked up once, at parse
     versions: Versions
-    fabric_test: FabricTest
     feature_wait_timeout_minutes: int
     certifier: Certifier
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -135,22 +147,45 @@ class StackConfig:
     alerts: Alerts = Alerts()
 
     @property
+    def ib_pool(self) -> IbPool:
+        """The stack's one pool; with several, each is read through `ib_pools`."""
+        if len(self.ib_pools) != 1:
+            raise ValueError(f"{len(self.ib_pools)} InfiniBand pools: read each through ib_pools")
+        return self.ib_pools[0]
+
+    @property
     def sku(self) -> catalog.Sku:
         return self.ib_pool.sku
 
+    @property
+    def fabric_test(self) -> FabricTest:
+        """The one pool's fabric test; with several, each pool's is `IbPool.fabric_test`."""
+        return self.ib_pool.fabric_test
 
-def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None, kind: kinds.Kind | None,
+    @property
+    def fabric_test_enabled(self) -> bool:
+        """fabricTest.enabled: the same for every pool."""
+        return self.ib_pools[0].fabric_test.enabled
+
+    @property
+    def rdma_driver(self) -> rdma_drivers.RdmaDriver:
+        """The pools' RDMA driver: one for the cluster (the NicClusterPolicy and the GPU Operator's ClusterPolicy
+        are cluster-wide; stack_config/pools.py refuses pools that differ)."""
+        return self.ib_pools[0].rdma_driver
+
+    @property
+    def skus(self) -> tuple[catalog.Sku, ...]:
+        """The pools' sizes, each once, in the pools' order."""
+        return tuple(dict.fromkeys(p.sku for p in self.ib_pools))
+
+
+def _cross_key_problems(values: dict[str, Any], prefix: str, entries: list[pools.Entry],
                         mode: modes.RdmaMode | None) -> list[str]:
-    """The rules that span several keys (each key's own check has passed or been reported); `sku` is
-    ibPool.vmSize's catalog entry and `kind` its fabric test, `mode` rdmaMode's record (each None when
-    unset or its check failed)."""
+    """The rules that span several keys (each key's own check has passed or been reported): the stack's, then
+    each pool's (`_pool_problems`), then those of several pools in one cluster; `mode` is rdmaMode's record
+    (None when its check failed)."""
     problems: list[str] = []
-    ib, ft = values["ibPool"], values["fabricTest"] or {}
-    if ib and ib["nodeCount"] == 1 and ft.get("enabled"):
-        problems.append(
-            f"{prefix}ibPool.nodeCount: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
-            f"(or set fabricTest.enabled: false)"
-        )
+    ft = values["fabricTest"] or {}
     problems += _system_pool_problems(values["systemPool"], prefix)
     entra = values.get("entraId") or {}
     principal = enterprise.principal_problem(entra.get("kubeloginMode") or "azurecli",
@@ -160,57 +195,88 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | 
     if ft.get("failOn") == "warn" and ft.get("failOnLowBandwidth") is False:
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")
+    for entry in entries:
+        problems += _pool_problems(entry, entry.fabric(ft), prefix, mode)
+    problems += _stack_wide_test_problems(entries, ft, prefix)
+    problems += pools.cluster_problems(entries, prefix, mode)
+    return problems
+
+
+def _pool_problems(e: pools.Entry, ft: dict[str, Any], prefix: str, mode: modes.RdmaMode | None) -> list[str]:
+    """One pool's rules: its node count against the test and the autoscaler's range, its thresholds, arguments and
+    image against its size, the DRA claims (scale to zero with the hold is allowed: a node back alone waits
+    for a peer, clusterside/certify_admit.py). Each message names the pool's key (ibPool.*, ibPools.<name>.*)
+    or, for a stack-wide fabricTest key, the pool it was judged for."""
+    problems: list[str] = []
+    ib, sku, kind = e.values, e.sku, e.kind
+    if ib.get("nodeCount") == 1 and ft.get("enabled"):
+        problems.append(
+            f"{prefix}{e.key('nodeCount')}: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
+            f"(or set fabricTest.enabled: false)"
+        )
+    low, count = ib.get("minNodeCount"), ib.get("nodeCount")
+    if low is not None and count is not None and low > count:
+        problems.append(f"{prefix}{e.key('minNodeCount')}: got {low}; expected at most {e.key('nodeCount')} "
+                        f"({count}), the autoscaler's maximum")
     if sku is None or kind is None:
         return problems
-    if ib["nodeCount"]:
-        problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix)
+    if ib.get("nodeCount"):
+        problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix, e)
     if ft.get("allReduceArgs"):
         why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
         if why:
-            problems.append(f"{prefix}fabricTest.allReduceArgs: got {shown(ft['allReduceArgs'])}; {why}")
+            problems.append(f"{prefix}{e.fabric_key('allReduceArgs')}: got {shown(ft['allReduceArgs'])}{e.of}; {why}")
     default_platforms = pins.component("ncclTestsImage").platforms
     if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
         problems.append(
-            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}, which is "
+            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}{e.of}, which is "
             f"{'/'.join(default_platforms)} only; "
             f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
         )
     # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
     thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in kinds.BY_NAME.values()}
     for key, why in kinds.threshold_problems(kind, thresholds).items():
-        problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; {sku.vm_size}: {why}")
-    if not kind.has_doctor and ft.get("doctor") == "always":
+        if e.alone or e.own_fabric.get(key) is not None:  # a stack-wide one applies to the pools of its unit
+            problems.append(f"{prefix}{e.fabric_key(key)}: got {ft[key]}; {sku.vm_size}: {why}")
+    if e.alone and not kind.has_doctor and ft.get("doctor") == "always":
         problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
                         f"{kind.test}, which has no doctor: leave it unset (auto) or set never")
-    if ft.get("sharp") and not kind.runs_nccl:
+    if ft.get("sharp") and e.alone and not kind.runs_nccl:
         problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
                         f"{kind.test}, which has no NCCL and no SHARP setting: remove the key "
                         f"or set it to false")
     if ft.get("sharp") and sku.has_mnnvl:
-        problems.append(f"{prefix}fabricTest.sharp: got true; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
+        problems.append(f"{prefix}fabricTest.sharp: got true{e.of}; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
                         f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
                         f"the key or set it to false")
-    certifier_mode = (values.get("certifier") or {}).get("mode") or choices.DEFAULT_CERTIFIER_MODE
-    if ib.get("minNodeCount") == 0 and certifier_mode == "taint" and ft.get("enabled") and kind.retests:
-        problems.append(f"{prefix}ibPool.minNodeCount: got 0 with certifier.mode: taint; a new node is admitted only "
-                        f"after a test against a peer, and a pool scaled to zero brings its first node up alone, "
-                        f"held with no peer: set minNodeCount to 1 or more (that node is the peer), or "
-                        f"certifier.mode: label")
-    problems += _rdma_driver_problems(ib, prefix, sku)
+    problems += pools.rdma_driver_problems(ib, prefix, sku, e.key("rdmaDriver"))
     if mode and mode.dra and not sku.has_gpus:
-        problems.append(f"{prefix}rdmaMode: got {mode.name!r}; {sku.vm_size} has no GPUs, and the DRA claims pair each "
-                        f"GPU with its HCA: use shared or sriov")
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; {sku.vm_size} has no GPUs, and the DRA claims "
+                        f"pair each GPU with its HCA: use shared or sriov")
     elif mode and mode.dra and not dra.can_pair(sku):
-        problems.append(f"{prefix}rdmaMode: got {mode.name!r}; no published source says which HCA sits beside which "
-                        f"GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; no published source says which HCA sits beside "
+                        f"which GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
     return problems
 
 
-def _rdma_driver_problems(ib: dict[str, Any], prefix: str, sku: catalog.Sku) -> list[str]:
-    """ibPool.rdmaDriver against the size's catalog evidence (core/rdma_drivers.py `problem`)."""
-    name = ib.get("rdmaDriver")
-    why = name and rdma_drivers.problem(sku, rdma_drivers.rdma_driver(name))
-    return [f"{prefix}ibPool.rdmaDriver: got {name!r}; {why}"] if why else []
+def _stack_wide_test_problems(entries: list[pools.Entry], ft: dict[str, Any], prefix: str) -> list[str]:
+    """With several pools, a fabricTest key that only some kinds take applies to the pools whose kind takes it,
+    and is refused only when none does (one pool: _pool_problems says it of that pool)."""
+    sized = [e for e in entries if e.kind is not None and not e.alone]
+    if not sized:
+        return []
+    problems: list[str] = []
+    if ft.get("doctor") == "always" and not any(e.kind.has_doctor for e in sized):
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; no pool's fabric test has a doctor: leave it "
+                        f"unset (auto) or set never")
+    if ft.get("sharp") and not any(e.kind.runs_nccl for e in sized):
+        problems.append(f"{prefix}fabricTest.sharp: got true; no pool's fabric test runs NCCL: remove the key or set "
+                        f"it to false")
+    for key in (k.threshold_key for k in kinds.BY_NAME.values()):
+        if ft.get(key) is not None and not any(e.kind.threshold_key == key for e in sized):
+            problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; no pool's fabric test is judged by it: remove "
+                            f"the key")
+    return problems
 
 
 def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
@@ -225,7 +291,7 @@ def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
             f"CPU size such as Standard_D4s_v5, or set systemPool.allowGpuOrIbSize: true"]
 
 
-def _threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix: str) -> list[str]:
+def _threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix: str, e: pools.Entry) -> list[str]:
     """A threshold the size cannot reach (every run would FAIL) or below the floor (it would not act)."""
     problems: list[str] = []
     gbps, gbits = ft.get("thresholdGbps"), ft.get("p2pThresholdGbits")
@@ -233,16 +299,18 @@ def _threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix
     if gbps is not None and span is not None:
         low, high = span
         if gbps > high:
-            problems.append(f"{prefix}fabricTest.thresholdGbps: got {gbps}; {nodes} x {sku.vm_size} cannot reach it: "
+            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; {nodes} x {sku.vm_size} "
+                            f"cannot reach it: "
                             f"busbw stays below twice the node's InfiniBand rate ({sku.ib_hcas_per_vm} x "
                             f"{sku.ib_link_gbits} Gb/s: {high:g} GB/s); set {math.ceil(low) or 1} to {high:g}")
         elif gbps < low:
-            problems.append(f"{prefix}fabricTest.thresholdGbps: got {gbps}; on {sku.vm_size} a run below {low:g} GB/s "
+            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; on {sku.vm_size} a run below "
+                            f"{low:g} GB/s "
                             f"(35 % of the baseline) is FAIL whatever the threshold, so this one would not act; set "
                             f"{math.ceil(low)} to {high:g}")
     if gbits is not None and not sku.has_gpus and gbits > sku.ib_link_gbits:
-        problems.append(f"{prefix}fabricTest.p2pThresholdGbits: got {gbits}; one {sku.ib_generation} link of "
-                        f"{sku.vm_size} carries at most {sku.ib_link_gbits} Gb/s: set 1 to {sku.ib_link_gbits}")
+        problems.append(f"{prefix}{e.fabric_key('p2pThresholdGbits')}: got {gbits}{e.of}; one {sku.ib_generation} "
+                        f"link of {sku.vm_size} carries at most {sku.ib_link_gbits} Gb/s: set 1 to {sku.ib_link_gbits}")
     return problems
 
 
@@ -262,7 +330,7 @@ def _location_problems(raw: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _matrix_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | None,
+def _matrix_problems(values: dict[str, Any], prefix: str, skus: list[catalog.Sku],
                      mode: modes.RdmaMode | None) -> tuple[list[str], tuple[tuple[str, str], ...]]:
     """kubernetesVersion and versions.* against the compatibility matrix (pins.MATRIX): the problems,
     or, with allowUntestedVersions, none and the untested (key, value) pairs the plan names. Only
@@ -279,7 +347,8 @@ def _matrix_problems(values: dict[str, Any], prefix: str, sku: catalog.Sku | Non
         return problems, ()
     # DRA's floor is the API itself (core/dra.py), not a tested combination: allowUntestedVersions keeps it
     # an rdmaMode of None was refused on its own line: the DRA rule cannot judge it (an unknown mode is not shared)
-    why = sku is not None and mode is not None and dra.kubernetes_problem(values["kubernetesVersion"], sku, mode)
+    why = mode is not None and next(
+        (w for sku in skus if (w := dra.kubernetes_problem(values["kubernetesVersion"], sku, mode))), None)
     if why:
         problems.append(f"{prefix}kubernetesVersion: got {shown(values['kubernetesVersion'])}; {why}")
         return problems, ()  # one line for the key
@@ -329,7 +398,11 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         elif name and (provider := _near_provider(namespace)):
             problems.append(f"{key}: unknown namespace {shown(namespace)}; did you mean {provider}:{name}? "
                             f"(a provider's keys are read only under its own name)")
-    values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA}
+    values = {k.name: engine.read(k, ours.get(k.name), f"{prefix}{k.name}", problems) for k in SCHEMA
+              if k.name not in (pools.SINGLE, pools.MANY)}
+    # The pools, in either form, each entry read and checked on its own; its size's catalog entry and its
+    # fabric-test kind looked up once (None where the size's check failed).
+    entries = pools.read(ours, prefix, problems)
     # Names derived from the stack name are checked like set ones (a stack "prod.eu" gives no valid DNS prefix).
     for name, derived in (("resourceGroupName", f"{PROJECT}-{stack}"), ("clusterName", f"aks-ib-{stack}")):
         if values[name] is None and ours.get(name) in (None, ""):  # unset, or Pulumi.yaml's ""
@@ -345,18 +418,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     sp = values["systemPool"]
     if sp and isinstance(sp.get("vmSize"), str):
         sp["vmSize"] = checks.canonical_size(sp["vmSize"])  # as the IB size's case is corrected from the catalog
-    ib = values["ibPool"]
-    # The axes, each looked up once: the size's catalog entry and the mode's record (their own checks found
-    # them; None where a check failed or the key is unset), and the size's fabric-test kind.
-    sku = catalog.lookup(ib["vmSize"]) if ib and ib["vmSize"] else None
-    kind = kinds.kind_for(sku) if sku else None
+    # The mode's record, looked up once (None where its check failed).
     mode = modes.rdma_mode(values["rdmaMode"]) if values["rdmaMode"] is not None else None
     problems += _location_problems(raw)
-    problems += _cross_key_problems(values, prefix, sku, kind, mode)
+    problems += _cross_key_problems(values, prefix, entries, mode)
     problems += enterprise.problems(values, prefix, problems)
-    problems += existing.problems(values, prefix)
-    problems += existing.chart_problems(values, prefix, sku, mode)
-    matrix_problems, untested = _matrix_problems(values, prefix, sku, mode)
+    pool_skus = [e.sku for e in entries if e.sku]
+    problems += existing.problems(values, prefix) + existing.chart_problems(values, prefix, pool_skus, mode)
+    problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries))
+    matrix_problems, untested = _matrix_problems(values, prefix, pool_skus, mode)
     problems += matrix_problems
     if problems:
         raise ConfigError(problems)
@@ -370,28 +440,38 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         cluster_name=values["clusterName"],
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
-        ib_pool=IbPool(sku=sku, node_count=ib["nodeCount"], name=ib["name"],
-                       os_disk_size_gb=ib["osDiskSizeGb"], min_node_count=ib["minNodeCount"],
-                       rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"])),
+        ib_pools=tuple(_pool(e, e.fabric(ft)) for e in sorted(entries, key=lambda e: e.name)),
         rdma_mode=mode,
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
-        fabric_test=FabricTest(
-            kind=kind, enabled=ft["enabled"], image=ft["image"],
-            all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),
-            timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
-            threshold_gbps=ft["thresholdGbps"], p2p_threshold_gbits=ft["p2pThresholdGbits"],
-            doctor=ft["doctor"], doctor_minutes=ft["doctorMinutes"],
-            sharp=ft["sharp"], topology_file=ft["topologyFile"], fail_on=ft["failOn"],
-        ),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
         certifier=Certifier(mode=ce["mode"], schedule=ce["schedule"], max_quarantine_percent=ce["maxQuarantinePercent"],
-                            history_size=ce["historySize"], image=ce["image"], pushgateway_url=ce["pushgatewayUrl"]),
+                            history_size=ce["historySize"], image=ce["image"], pushgateway_url=ce["pushgatewayUrl"],
+                            peer_wait_minutes=ce["peerWaitMinutes"]),
         tags=dict(sorted((values["tags"] or {"project": PROJECT, "stack": stack}).items())),
         protect=values["protect"],
         **enterprise.records(values),
         **existing.records(values),
         untested=untested,
         alerts=Alerts(enabled=values["alerts"]["enabled"]),
+    )
+
+
+def _pool(e: pools.Entry, ft: dict[str, Any]) -> IbPool:
+    """A pool's record, with its own fabric test: its size's kind, and the stack's fabricTest keys with the
+    pool's own size-bound ones over them. A key of the other kind's unit is not this pool's (None)."""
+    ib, sku, kind = e.values, e.sku, e.kind
+    own = {k.threshold_key: ft[k.threshold_key] if k is kind else None for k in kinds.BY_NAME.values()}
+    return IbPool(
+        sku=sku, node_count=ib["nodeCount"], name=e.name, os_disk_size_gb=ib["osDiskSizeGb"],
+        min_node_count=ib["minNodeCount"], alone=e.alone, rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"]),
+        fabric_test=FabricTest(
+            kind=kind, enabled=ft["enabled"], image=ft["image"],
+            all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),
+            timeout_minutes=ft["timeoutMinutes"], fail_on_low_bandwidth=ft["failOnLowBandwidth"],
+            threshold_gbps=own["thresholdGbps"], p2p_threshold_gbits=own["p2pThresholdGbits"],
+            doctor=ft["doctor"] if kind.has_doctor or e.alone else "never", doctor_minutes=ft["doctorMinutes"],
+            sharp=ft["sharp"] and kind.runs_nccl, topology_file=ft["topologyFile"], fail_on=ft["failOn"],
+        ),
     )
 
 

@@ -45,6 +45,24 @@ MAX_NODES = 1000
 OS_DISK_GB = (30, 2048)
 
 
+# What a pool holds in both forms (ibPool, each entry of ibPools).
+IB_SIZE = Key("vmSize", "string", "InfiniBand-capable VM size (see the SKU catalog).", required=True,
+              check=checks.ib_size)
+IB_NODE_COUNT = Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
+                    check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 "
+                                                  "or more nodes)"))
+IB_OS_DISK = Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here; "
+                 "AKS takes 30 to 2048).", default=256, check=int_range(*OS_DISK_GB))
+IB_MIN_NODE_COUNT = Key(
+    "minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; nodes that "
+    "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
+    "nothing: nodes that come back together are certified against each other, and one back alone is held "
+    "until a peer is (certifier.peerWaitMinutes).",
+    default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES)))
+IB_RDMA_DRIVER = Key("rdmaDriver", "string", rdma_drivers.config_description(), default=rdma_drivers.DEFAULT,
+                     check=one_of(*rdma_drivers.names()))
+
+
 SCHEMA: tuple[Key, ...] = (
     Key("resourceGroupName", "string", "Resource group that holds the cluster (created by the stack).",
         default_doc="aks-infiniband-<stack>",
@@ -71,24 +89,28 @@ SCHEMA: tuple[Key, ...] = (
             Key("allowGpuOrIbSize", "boolean", "Allow a GPU or InfiniBand size in the system pool (it then runs "
                 "system pods on the most expensive VMs).", default=False),
         )),
-    Key("ibPool", "object", "The InfiniBand node pool: size from the SKU catalog, node count, disk.", required=True,
-        fields=(
-            Key("vmSize", "string", "InfiniBand-capable VM size (see the SKU catalog).", required=True,
-                check=checks.ib_size),
-            Key("nodeCount", "integer", "Nodes in the pool; 2 or more to test the fabric.", required=True,
-                check=int_range(1, MAX_NODES, " (1 only with fabricTest.enabled: false: the fabric test needs 2 or "
-                                              "more nodes)")),
-            Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
-                check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
-            Key("osDiskSizeGb", "integer", "OS disk size in GB (driver containers and the test image land here; "
-                "AKS takes 30 to 2048).", default=256, check=int_range(*OS_DISK_GB)),
-            Key("minNodeCount", "integer", "Turns on the AKS cluster autoscaler between this and nodeCount; nodes that "
-                "come back are held until certified (docs/enterprise-deployment.md). 0 lets an idle pool cost "
-                "nothing, with certifier.mode label or off only: a first node back alone has no peer to pass with.",
-                default_doc="unset: a fixed size", check=optional(int_range(0, MAX_NODES))),
-            Key("rdmaDriver", "string", rdma_drivers.config_description(), default=rdma_drivers.DEFAULT,
-                check=one_of(*rdma_drivers.names())),
-        )),
+    Key("ibPool", "object", "The InfiniBand node pool: size from the SKU catalog, node count, disk. The one-pool form "
+        "of ibPools (a map of one); set one of the two.", default_doc="required unless ibPools is set",
+        fields=(IB_SIZE, IB_NODE_COUNT,
+                Key("name", "string", "Agent pool name (Linux: 1-12 lowercase letters and digits).", default="ibpool",
+                    check=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
+                IB_OS_DISK, IB_MIN_NODE_COUNT, IB_RDMA_DRIVER)),
+    Key("ibPools", "object", "Several InfiniBand pools, each its own fabric (tested, certified and scheduled within "
+        "itself): a map of agent pool name (Linux: 1-12 lowercase letters and digits, starting with a letter) to "
+        "what ibPool holds, without name; fabricTest in an entry overrides the size-bound fabricTest keys for that "
+        "pool. Not together with ibPool.", default_doc="unset: the one pool of ibPool",
+        entries=(IB_SIZE, IB_NODE_COUNT, IB_OS_DISK, IB_MIN_NODE_COUNT, IB_RDMA_DRIVER,
+                 Key("fabricTest", "object", "This pool's own values of the fabricTest keys that depend on its size.",
+                     fields=(
+                         Key("thresholdGbps", "integer", "GPU sizes: this pool's all-reduce fail threshold (GB/s).",
+                             default_doc="fabricTest.thresholdGbps", check=optional(int_range(1, 3200))),
+                         Key("p2pThresholdGbits", "integer", "CPU-only sizes: this pool's point-to-point fail "
+                             "threshold (Gb/s).", default_doc="fabricTest.p2pThresholdGbits",
+                             check=optional(int_range(1, 1600))),
+                         Key("allReduceArgs", "string", "GPU sizes: this pool's all_reduce_perf arguments.",
+                             default_doc="fabricTest.allReduceArgs", check=optional(checks.all_reduce_args)),
+                     ))),
+        entry_name=checks.pool_name(fabric.SYSTEM_POOL_NAME)),
     Key("rdmaMode", "string", modes.config_description(), default=modes.DEFAULT, check=one_of(*modes.names())),
     Key("versions", "object", "Pinned chart and image versions; override one key at a time.",
         fields=tuple(Key(k, "string", VERSION_DESCRIPTIONS[k], default=v, check=VERSION_PINS[k].problem)
@@ -144,6 +166,10 @@ SCHEMA: tuple[Key, ...] = (
                 "quarantined (and never the last two certified nodes).", default=25, check=int_range(0, 100)),
             Key("historySize", "integer", "Certification records kept per node (a ConfigMap ring).", default=10,
                 check=int_range(1, 50)),
+            Key("peerWaitMinutes", "integer", "With mode taint: how long a held node with no peer in its pool to be "
+                "tested with (scale to zero: a node back alone) waits before it is reported by a Warning Event; it "
+                "stays held, never admitted untested.", default=choices.DEFAULT_PEER_WAIT_MINUTES,
+                check=int_range(1, 720)),
             Key("image", "string", "Image with Python 3.11+ that runs the certifier (the code is mounted).",
                 default=DEFAULT_CERTIFIER_IMAGE, check=pins.IMAGE_REF.problem),
             Key("pushgatewayUrl", "string", "Prometheus Pushgateway to push each run's metrics to.",

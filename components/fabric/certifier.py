@@ -53,6 +53,7 @@ PRIORITY_VALUE = -1000
 NOBODY = 65534
 LABELS = {"app.kubernetes.io/name": "fabric-certifier", "app.kubernetes.io/part-of": "aks-infiniband"}
 ADMISSION_SELECTOR = {**LABELS, "app.kubernetes.io/component": "admission"}
+POOL_LABEL = "aks-infiniband.io/certified-pool"  # which pool's admission loop a pod is, in a stack of several
 CRONJOB = "fabric-certifier"  # the recurring run's CronJob (its Jobs: fabric-certifier-<minute>)
 
 
@@ -74,6 +75,31 @@ class RackAccess:
 
 
 @dataclass(frozen=True)
+class PoolCertification:
+    """One pool's certification in a stack of several IB pools, each its own fabric: where its fabric test
+    runs and what its re-test is. Its nodes are certified against each other only (`--pool`), with their own
+    result, history, template, admission loop and recurring run, each named `<name>-<pool>`."""
+
+    pool: str  # the agent pool's name (kubernetes.azure.com/agentpool)
+    fabric_namespace: str
+    retest: Mapping[str, Any] | None = None
+
+    @property
+    def suffix(self) -> str:
+        return f"-{self.pool}"
+
+
+@dataclass(frozen=True)
+class _Single:
+    """The stack's only pool: every IB node, and the names a one-pool stack always had."""
+
+    fabric_namespace: str
+    retest: Mapping[str, Any] | None
+    pool: None = None
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
 class CertifierArgs:
     fabric_namespace: str  # where the fabric test jobs run (the certifier reads their pods and logs)
     image: str = DEFAULT_IMAGE
@@ -82,6 +108,8 @@ class CertifierArgs:
     max_quarantine_share: float = certify.DEFAULT_MAX_QUARANTINE_SHARE
     history_size: int = 10
     pushgateway_url: str | None = None
+    # scale to zero: how long a held node with no peer waits before the admission loop reports it
+    peer_wait_minutes: float = certify_admit.DEFAULT_PEER_WAIT_MINUTES
     # what a recurring run re-runs (components/fabric/nccl_job.py retest_template); None: no recurring runs
     retest: Mapping[str, Any] | None = None
     # the fabric test job's namespace (it must exist before the Role in it)
@@ -94,18 +122,31 @@ class CertifierArgs:
     # alerts.enabled: the schedule's longest gap between runs (stack_config.cron.longest_gap_seconds; 0 with
     # schedule off), for the PrometheusRule and PodMonitor (components/fabric/certifier_alerts.py); None: none
     alerts_period_seconds: int | None = None
+    # Several IB pools: each pool's certification (fabric_namespace and retest above are then unused); empty:
+    # the stack's one pool, as fabric_namespace and retest say.
+    pools: Sequence[PoolCertification] = ()
 
     def __post_init__(self) -> None:
         certify.Policy(mode=self.mode, max_quarantine_share=self.max_quarantine_share)  # one rule: verify's
 
+    @property
+    def certified(self) -> Sequence[PoolCertification | _Single]:
+        """What is certified on its own: each pool of several, or the one pool."""
+        return tuple(self.pools) or (_Single(self.fabric_namespace, self.retest),)
 
-def policy_args(args: CertifierArgs) -> list[str]:
+    def of(self, pool: str | None) -> PoolCertification | _Single:
+        """The certification of `pool` (None: the stack's one pool)."""
+        return next(c for c in self.certified if c.pool == pool)
+
+
+def policy_args(args: CertifierArgs, pool: str | None = None) -> list[str]:
     """The certifier's policy flags, the same for the day-0 Job and the CronJob (only the day-0 Job
-    writes the result ConfigMap: it holds what the stack outputs report)."""
+    writes the result ConfigMap: it holds what the stack outputs report); with `pool`, that pool's."""
+    sfx = args.of(pool).suffix
     argv = ["--mode", args.mode, "--max-quarantine-share", f"{args.max_quarantine_share:g}",
-            "--certifier-namespace", NAMESPACE, "--history-configmap", HISTORY_CONFIGMAP,
-            "--template-configmap", TEMPLATE_CONFIGMAP,
-            "--history-size", str(args.history_size)]
+            "--certifier-namespace", NAMESPACE, "--history-configmap", HISTORY_CONFIGMAP + sfx,
+            "--template-configmap", TEMPLATE_CONFIGMAP + sfx,
+            "--history-size", str(args.history_size), *(["--pool", pool] if pool else [])]
     return argv + (["--pushgateway", args.pushgateway_url] if args.pushgateway_url else [])
 
 
@@ -181,10 +222,11 @@ def rack_rules() -> list[rbac.PolicyRuleArgs]:
             rbac.PolicyRuleArgs(api_groups=[VOLCANO_GROUP], resources=["jobs"], verbs=["get", "list"])]
 
 
-def own_rules(rack: bool = False) -> list[rbac.PolicyRuleArgs]:
-    """In its own namespace: exactly its ConfigMaps (create cannot be limited by name, so the stack creates
-    them and the certifier only reads and patches them)."""
-    names = [RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP, *([RACK_RESULT_CONFIGMAP] if rack else [])]
+def own_rules(rack: bool = False, suffixes: Sequence[str] = ("",)) -> list[rbac.PolicyRuleArgs]:
+    """In its own namespace: exactly its ConfigMaps, each pool's (`suffixes`; create cannot be limited by name,
+    so the stack creates them and the certifier only reads and patches them)."""
+    names = [f"{base}{sfx}" for sfx in suffixes for base in (RESULT_CONFIGMAP, HISTORY_CONFIGMAP, TEMPLATE_CONFIGMAP)]
+    names += [RACK_RESULT_CONFIGMAP] if rack else []
     return [rbac.PolicyRuleArgs(api_groups=[""], resources=["configmaps"], verbs=["get", "patch"],
                                 resource_names=names)]
 
@@ -235,14 +277,16 @@ class Certifier(pulumi.ComponentResource):
                                       name=self.cluster_role.metadata.name),
             subjects=[subject], opts=child)
         in_fabric = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
-        role(f"{name}-fabric", args.fabric_namespace, fabric_rules(), in_fabric)
-        role(f"{name}-own", ns, own_rules(args.rack is not None), child)
+        certified = args.certified
+        for c in certified:  # each pool's test namespace (one pool: `{name}-fabric`, as it always was)
+            role(f"{name}-fabric{c.suffix}", c.fabric_namespace, fabric_rules(), in_fabric)
+        role(f"{name}-own", ns, own_rules(args.rack is not None, [c.suffix for c in certified]), child)
         role(f"{name}-events", certify_kube.EVENTS_NAMESPACE, event_rules(), child)
         self.rack_role = role(f"{name}-rack", args.rack.namespace_name, rack_rules(), pulumi.ResourceOptions(
             parent=self, depends_on=[args.rack.namespace])) if args.rack else None
         # what RBAC cannot say: which Jobs and which node fields (components/fabric/certifier_bounds.py)
-        certifier_bounds.declare(name, f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
-                                 certifier_bounds.images(args.retest) if args.retest else [], LABELS, child)
+        images = list(dict.fromkeys(i for c in certified if c.retest for i in certifier_bounds.images(c.retest)))
+        certifier_bounds.declare(name, f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}", images, LABELS, child)
         files = certify.code_files(ROOT)
         self.code_sha256 = certify.code_sha256(files)
         self.files = tuple(files)
@@ -253,67 +297,88 @@ class Certifier(pulumi.ComponentResource):
             data={config_key(p): text for p, text in files.items()}, opts=child)
         # The certifier writes their data; the stack only creates them (and must not undo those writes).
         written = pulumi.ResourceOptions(parent=self, ignore_changes=["data"])
-        self.result = core_v1.ConfigMap(f"{name}-result", metadata=meta.ObjectMetaArgs(
-            name=RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written)
-        self.history = core_v1.ConfigMap(f"{name}-history", metadata=meta.ObjectMetaArgs(
-            name=HISTORY_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written)
+        results, histories = ({c.pool: core_v1.ConfigMap(f"{name}-{role_}{c.suffix}", metadata=meta.ObjectMetaArgs(
+            name=f"{base}{c.suffix}", namespace=ns, labels=LABELS), data={}, opts=written) for c in certified}
+            for role_, base in (("result", RESULT_CONFIGMAP), ("history", HISTORY_CONFIGMAP)))
+        self.results, self.histories = results, histories
+        self.result, self.history = results[certified[0].pool], histories[certified[0].pool]
         self.priority_class = k8s.scheduling.v1.PriorityClass(
             f"{name}-priority", metadata=meta.ObjectMetaArgs(name=PRIORITY_CLASS, labels=LABELS),
             value=PRIORITY_VALUE, preemption_policy="Never", global_default=False,
             description="aks-infiniband's recurring fabric certification: below every workload, preempts no one.",
             opts=child)
-        self.ready = [self.service_account, self.code, self.result, self.history]
+        self.ready = [self.service_account, self.code, *results.values(), *histories.values()]
         if args.rack:
             self.ready.append(core_v1.ConfigMap(f"{name}-rack-result", metadata=meta.ObjectMetaArgs(
                 name=RACK_RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written))
-        self.cron_job = self.admission = self.template = None
-        if args.retest is not None:
-            self.template = core_v1.ConfigMap(f"{name}-template", metadata=meta.ObjectMetaArgs(
-                name=TEMPLATE_CONFIGMAP, namespace=ns, labels=LABELS),
-                data={"job.json": json.dumps(args.retest, sort_keys=True)}, opts=child)
-        # the admission loop's Deployment: admit_after, once the day-0 verdict is in
+        self.cron_job = self.admission = self.template = self.cron_job_name = None
+        self.templates: dict[str | None, core_v1.ConfigMap] = {}
+        for c in certified:
+            self._declare_recurring(name, args, c, ns, child)
+        # the admission loop's Deployments: admit_after, once each pool's day-0 verdict is in
         self.admits = args.mode != "off" and self.template is not None
-        if args.schedule != "off" and self.template is not None:
-            argv = ["certify", "--recurring", "--namespace", args.fabric_namespace, *policy_args(args)]
-            self.cron_job = k8s.batch.v1.CronJob(
-                f"{name}-recurring",
-                metadata=meta.ObjectMetaArgs(name=CRONJOB, namespace=ns, labels=LABELS),
-                spec=k8s.batch.v1.CronJobSpecArgs(
-                    schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
-                    successful_jobs_history_limit=3, failed_jobs_history_limit=3,
-                    job_template=k8s.batch.v1.JobTemplateSpecArgs(spec=k8s.batch.v1.JobSpecArgs(
-                        # the run waits for its re-test and judges it: its deadline is that, not a guess
-                        backoff_limit=0, active_deadline_seconds=certify_recurring.run_minutes(args.retest) * 60,
-                        ttl_seconds_after_finished=24 * 3600,
-                        template=core_v1.PodTemplateSpecArgs(
-                            metadata=meta.ObjectMetaArgs(labels=LABELS),
-                            spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class]))
         self.alerts = []
         if args.alerts_period_seconds is not None:
             run_seconds = certify_recurring.run_minutes(args.retest) * 60 if args.retest else 0
             self.alerts = certifier_alerts.declare(name, certifier_alerts.AlertsArgs(
-                namespace=NAMESPACE, cronjob=CRONJOB if self.cron_job else None, admission=self.admits,
+                namespace=NAMESPACE, cronjob=self.cron_job_name, admission=self.admits,
                 period_seconds=args.alerts_period_seconds, run_seconds=run_seconds,
                 held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds,
             ), LABELS, ADMISSION_SELECTOR, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
 
-    def admit_after(self, day0: Sequence[pulumi.Resource]) -> k8s.apps.v1.Deployment | None:
-        """`{name}-admission` unless the mode is off: one loop at a time (Recreate) that holds every new boot
-        and re-tests held nodes (clusterside/certify_admit.py), created once `day0` (the day-0 certify Job,
-        which the provider awaits to completion) is done. Started before it, the loop held every node while
-        day 0 waited and started a re-test over them beside the day-0 run; after it, each boot day 0 ran on
-        has passed or is quarantined, and only the others are held."""
-        if not self.admits:
+    def _declare_recurring(self, name: str, args: CertifierArgs, c: PoolCertification | _Single,
+                           ns: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
+        """A pool's re-test template and its recurring run (unless the schedule is off); the first pool's are
+        `self.template` and `self.cron_job`."""
+        if c.retest is None:
+            return
+        sfx, first = c.suffix, self.template is None
+        template = core_v1.ConfigMap(f"{name}-template{sfx}", metadata=meta.ObjectMetaArgs(
+            name=TEMPLATE_CONFIGMAP + sfx, namespace=ns, labels=LABELS),
+            data={"job.json": json.dumps(c.retest, sort_keys=True)}, opts=child)
+        self.templates[c.pool] = template
+        cron_job = None
+        if args.schedule != "off":
+            argv = ["certify", "--recurring", "--namespace", c.fabric_namespace, *policy_args(args, c.pool)]
+            cron_job = k8s.batch.v1.CronJob(
+                f"{name}-recurring{sfx}",
+                metadata=meta.ObjectMetaArgs(name=CRONJOB + sfx, namespace=ns, labels=LABELS),
+                spec=k8s.batch.v1.CronJobSpecArgs(
+                    schedule=args.schedule, concurrency_policy="Forbid", starting_deadline_seconds=600,
+                    successful_jobs_history_limit=3, failed_jobs_history_limit=3,
+                    job_template=k8s.batch.v1.JobTemplateSpecArgs(spec=k8s.batch.v1.JobSpecArgs(
+                        # the run waits for its re-test and judges it: its deadline is that, not a guess
+                        backoff_limit=0, active_deadline_seconds=certify_recurring.run_minutes(c.retest) * 60,
+                        ttl_seconds_after_finished=24 * 3600,
+                        template=core_v1.PodTemplateSpecArgs(
+                            metadata=meta.ObjectMetaArgs(labels=LABELS),
+                            spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, template, self.priority_class]))
+        if first:
+            self.template, self.cron_job = template, cron_job
+            self.cron_job_name = CRONJOB + sfx if cron_job else None
+
+    def admit_after(self, day0: Sequence[pulumi.Resource], pool: str | None = None) -> k8s.apps.v1.Deployment | None:
+        """`{name}-admission` (of `pool`, in a stack of several: `{name}-admission-<pool>`) unless the mode is off
+        or the pool's test has no re-test: one loop at a time (Recreate) that holds every new boot and re-tests
+        held nodes (clusterside/certify_admit.py), created once `day0` (the day-0 certify Job, which the provider
+        awaits to completion) is done. Started before it, the loop held every node while day 0 waited and started
+        a re-test over them beside the day-0 run; after it, each boot day 0 ran on has passed or is quarantined,
+        and only the others are held."""
+        c = self.args.of(pool)
+        if not self.admits or c.pool not in self.templates:
             return None
-        args, ns = self.args, self.namespace.name
-        argv = ["certify", "--admit", "--namespace", args.fabric_namespace, *policy_args(args),
+        args, ns, sfx = self.args, self.namespace.name, c.suffix
+        argv = ["certify", "--admit", "--namespace", c.fabric_namespace, *policy_args(args, c.pool),
                 "--metrics-port", str(certify_serve.DEFAULT_PORT), *(["--dra-gpus"] if args.dra_gpus else [])]
-        selector = ADMISSION_SELECTOR
-        self.admission = k8s.apps.v1.Deployment(
-            f"{self._name}-admission",
-            metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT, namespace=ns, labels=selector),
+        if args.peer_wait_minutes != certify_admit.DEFAULT_PEER_WAIT_MINUTES:  # the default: the pod's own
+            argv += ["--peer-wait-minutes", f"{args.peer_wait_minutes:g}"]
+        # every pool's loop carries ADMISSION_SELECTOR (the PodMonitor's), and its pool's label to tell them apart
+        selector = {**ADMISSION_SELECTOR, **({POOL_LABEL: c.pool} if c.pool else {})}
+        admission = k8s.apps.v1.Deployment(
+            f"{self._name}-admission{sfx}",
+            metadata=meta.ObjectMetaArgs(name=ADMISSION_DEPLOYMENT + sfx, namespace=ns, labels=selector),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1, strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
                 selector=meta.LabelSelectorArgs(match_labels=selector),
@@ -321,6 +386,8 @@ class Certifier(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=selector),
                     spec=pod_spec(args.image, argv, self.code_sha256, self.files, restart_policy="Always",
                                   serve_port=certify_serve.DEFAULT_PORT))),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.template, self.priority_class,
-                                                                 *day0]))
-        return self.admission
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, self.templates[c.pool],
+                                                                 self.priority_class, *day0]))
+        if self.admission is None:
+            self.admission = admission
+        return admission

@@ -71,15 +71,21 @@ class FabricCheckArgs:
     wait_for: Sequence[pulumi.Resource] = ()
     # The pool's RDMA driver stack (core/rdma_drivers.py): with DMA-BUF, PASS needs NCCL to show it on every HCA.
     rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
+    # a stack of several IB pools: the pool the job ran in, certified within itself (its result ConfigMap,
+    # history, breaker: certifier.PoolCertification); None: the stack's one pool
+    pool: str | None = None
 
     @property
     def collect_timeout_minutes(self) -> int:
         return NODE_SETUP_BUDGET_MINUTES + self.job.deadline_minutes + COLLECT_MARGIN_MINUTES
 
 
-def result_configmap(job: FabricTestJob) -> str:
-    """The ConfigMap the certify run writes: the rack's NVLink run has its own, apart from the verdict's."""
-    return certifier_mod.RACK_RESULT_CONFIGMAP if job.rack_run else certifier_mod.RESULT_CONFIGMAP
+def result_configmap(job: FabricTestJob, pool: str | None = None) -> str:
+    """The ConfigMap the certify run writes: the rack's NVLink run has its own, apart from the verdict's; each
+    pool of several its own."""
+    if job.rack_run:
+        return certifier_mod.RACK_RESULT_CONFIGMAP
+    return certifier_mod.RESULT_CONFIGMAP + (f"-{pool}" if pool else "")
 
 
 def certify_argv(args: FabricCheckArgs) -> list[str]:
@@ -96,10 +102,10 @@ def certify_argv(args: FabricCheckArgs) -> list[str]:
         *(["--nodes", str(job.node_count)] if job.kind.nodes is None else []),
         "--wait-minutes", str(args.collect_timeout_minutes),
         "--run-id", job.spec_sha256,
-        "--result-configmap", result_configmap(job),
+        "--result-configmap", result_configmap(job, args.pool),
         # the rack's NVLink run judges NVLink, not the fabric: it certifies, holds or quarantines no node
         *(["--mode", "off", "--certifier-namespace", certifier_mod.NAMESPACE] if job.rack_run
-          else certifier_mod.policy_args(args.certifier.args)),
+          else certifier_mod.policy_args(args.certifier.args, args.pool)),
     ]
     if args.threshold is not None:
         argv += [job.kind.threshold_flag, number_arg(args.threshold)]
@@ -251,7 +257,7 @@ class FabricCheck(pulumi.ComponentResource):
         # One read once the Job has completed: its id is known only then (unknown in a first preview).
         self.read = k8s.core.v1.ConfigMap.get(
             f"{name}-result",
-            self.certify.metadata.apply(lambda m: f"{m.namespace}/{result_configmap(job)}"),
+            self.certify.metadata.apply(lambda m: f"{m.namespace}/{result_configmap(job, args.pool)}"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.certify]),
         )
         self.result = self.read.data.apply(parse_result)

@@ -118,9 +118,10 @@ def container_security(ipc_lock: bool) -> core.SecurityContextArgs:
 def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes: list[core.VolumeArgs],
              affinity: core.AffinityArgs | None = None,
              init_containers: list[core.ContainerArgs] | None = None,
-             resource_claims: Sequence[core.PodResourceClaimArgs] = ()) -> core.PodSpecArgs:
-    """What every pod of a fabric test has: on the IB pool, bounded, no host network, no API token.
-    The deadline covers the pod's initContainers too."""
+             resource_claims: Sequence[core.PodResourceClaimArgs] = (),
+             agent_pool: str | None = None) -> core.PodSpecArgs:
+    """What every pod of a fabric test has: on the IB pool (with `agent_pool`, that one of several), bounded,
+    no host network, no API token. The deadline covers the pod's initContainers too."""
     return core.PodSpecArgs(
         restart_policy="Never",  # a failed pod fails the job (policies below); no silent retry
         active_deadline_seconds=timeout_minutes * 60,
@@ -132,7 +133,7 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         security_context=core.PodSecurityContextArgs(
             run_as_user=RANK_USER_ID, seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")
         ),
-        node_selector=fabric.pool_node_selector(),
+        node_selector=fabric.pool_node_selector(agent_pool),
         tolerations=[core.TolerationArgs(**t) for t in fabric.fabric_tolerations()],
         affinity=affinity,
         init_containers=init_containers or None,
@@ -153,6 +154,7 @@ def worker_template(
     init_containers: Sequence[core.ContainerArgs] = (),
     resource_claims: Sequence[core.PodResourceClaimArgs] = (),
     same_node_labels: Sequence[str] = (),
+    agent_pool: str | None = None,
 ) -> core.PodTemplateSpecArgs:
     """An sshd worker with `resources`, /dev/shm in memory, one per node; `init_containers` run
     to completion before sshd starts (within the pod's deadline). `resource_claims`: the pod's DRA
@@ -181,6 +183,7 @@ def worker_template(
             ),
             init_containers=list(init_containers),
             resource_claims=resource_claims,
+            agent_pool=agent_pool,
             containers=[
                 core.ContainerArgs(
                     name=WORKER_TASK,
@@ -209,6 +212,7 @@ def launcher_template(
     timeout_minutes: int,
     config_hash: str,
     launcher_configmap: str,
+    agent_pool: str | None = None,
 ) -> core.PodTemplateSpecArgs:
     """The mpimaster: runs the launcher script with `env`; its exit status is the test's result.
     On the IB pool too: the image is pulled there for the workers anyway; it uses no GPU or HCA."""
@@ -218,6 +222,7 @@ def launcher_template(
         ),
         spec=pod_spec(
             timeout_minutes,
+            agent_pool=agent_pool,
             containers=[
                 core.ContainerArgs(
                     name=MASTER_TASK,

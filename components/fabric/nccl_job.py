@@ -71,6 +71,8 @@ class NcclJobArgs:
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "nccl-allreduce"
+    # In a stack of several IB pools, the pool the job runs in (each its own fabric); None: every IB node.
+    agent_pool: str | None = None
     # The fabric doctor (verify/doctor.py, run by the launcher): core.choices.DOCTOR_MODES; its budget is
     # added to the pods' deadline unless it is never. threshold_gbps: the user's all-reduce threshold
     # (fabricTest.thresholdGbps), which moves the doctor's pass line as it moves the verdict's.
@@ -251,12 +253,12 @@ def job_spec(
         workers=args.node_count,
         launcher=mpi_job.launcher_template(
             args.job_name, args.image, env, core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
-            args.deadline_minutes, config_hash, launcher_configmap,
+            args.deadline_minutes, config_hash, launcher_configmap, agent_pool=args.agent_pool,
         ),
         worker=mpi_job.worker_template(
             args.job_name, args.image, worker_resources(args), args.deadline_minutes, config_hash, mounts, volumes,
             resource_claims=fabric_claims.worker_claims(args.rack_run).pod if gpus_by_claim(args) else (),
-            same_node_labels=same_node_labels(args),
+            same_node_labels=same_node_labels(args), agent_pool=args.agent_pool,
         ),
     )
 

@@ -74,6 +74,8 @@ class P2pJobArgs:
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
     job_name: str = "p2p"
+    # In a stack of several IB pools, the pool the job runs in (each its own fabric); None: every IB node.
+    agent_pool: str | None = None
 
     def __post_init__(self) -> None:
         if self.sku.has_gpus != POINT_TO_POINT.gpus:
@@ -136,10 +138,11 @@ def job_spec(args: P2pJobArgs, launcher_configmap: str, configmaps: dict[str, st
         workers=WORKERS,
         launcher=mpi_job.launcher_template(
             args.job_name, args.image, env, core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "1Gi"}),
-            args.timeout_minutes, config_hash, launcher_configmap,
+            args.timeout_minutes, config_hash, launcher_configmap, agent_pool=args.agent_pool,
         ),
         worker=mpi_job.worker_template(
             args.job_name, args.image, worker_resources(args), args.timeout_minutes, config_hash,
+            agent_pool=args.agent_pool,
             extra_mounts=[core.VolumeMountArgs(name=OSU_VOLUME, mount_path=OSU_MOUNT, read_only=True)],
             extra_volumes=[
                 # a few MB of binaries; the build tree stays in the initContainer's own filesystem

@@ -10,11 +10,12 @@ from e2e import apply
 from offline import engine
 
 # Each example stack, the dev stack in each rdmaMode (shared is dev's own), and dev and hb on the node image's
-# own RDMA drivers (ibPool.rdmaDriver inbox: no DOCA driver in the policy, the GPU Operator without peermem).
+# own RDMA drivers (ibPool.rdmaDriver inbox: no DOCA driver in the policy, the GPU Operator without peermem),
+# and the stack of several pools (each its own test namespace, certify Job and admission loop).
 INBOX = {"rdmaDriver": "inbox"}
 VARIANTS = [("dev", None), ("dev", {"rdmaMode": "sriov"}), ("dev", {"rdmaMode": "dra"}), ("hb", None),
             ("gb200", None), ("gb300", None), ("private", None), ("private-kubernetes", None),
-            ("dev", {"ibPool": INBOX}), ("hb", {"ibPool": INBOX})]
+            ("dev", {"ibPool": INBOX}), ("hb", {"ibPool": INBOX}), ("multipool", None)]
 
 
 def variant_id(stack: str, override: dict | None) -> str:

@@ -6,6 +6,7 @@ writes, under AKS's pool rule, is e2e/tests/test_certifier.py's."""
 from __future__ import annotations
 
 import json
+import re
 
 from clusterside import certify, certify_admit, certify_cli
 from clusterside.kube_api import connect
@@ -157,3 +158,98 @@ def test_the_loop_with_dra_gpus_re_tests_a_held_node_whose_gpus_are_published(tm
             assert bool(read) == bool(extra), "the slices are read with --dra-gpus only"
         capsys.readouterr()
     assert api.taints(name(3)) == [POOL], "held, re-tested on its published GPUs, admitted"
+
+
+def test_with_several_pools_each_loop_holds_and_sees_only_its_own_pools_nodes(tmp_path, capsys):
+    """A stack of several IB pools runs one admission loop per pool (`--pool`): a new boot of pool b is not
+    the loop of pool a's to hold, and pool a's nodes are all it reads (its peers, its breaker)."""
+    nodes = [node(0, None), node(1, None), node(2, certified_boot="boot-1-2")]
+    for n, pool in zip(nodes, ("a", "b", "a"), strict=True):
+        n["metadata"]["labels"][fabric.AGENT_POOL_LABEL] = pool
+    with FakeApi(nodes=nodes) as api:
+        code, err = admit(api, tmp_path, capsys, "--pool", "a")
+    assert code == 0, err
+    assert api.taints(name(0)) == [POOL, UNCERT], "pool a's new boot: held"
+    assert api.taints(name(1)) == [POOL] and not [p for _, p, _ in api.writes if name(1) in p], "pool b's: not a's"
+
+
+def _loop(api: FakeApi, tmp_path, *extra: str, passes: int, clock) -> tuple[int, list]:
+    """The admission loop for `passes` passes on `clock` (a list of epoch seconds, one per read), re-tests by
+    the real `--recurring` path."""
+    kubeconfig = tmp_path / "k.json"
+    kubeconfig.write_text(api.kubeconfig())
+    args = cli.build_parser().parse_args(["certify", "--admit", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                                          "--poll-seconds", "0.01", "--json", *extra])
+    times = iter(clock)
+    last = [0.0]
+
+    def now() -> float:
+        last[0] = next(times, last[0])
+        return last[0]
+
+    code = certify_admit.loop(connect(str(kubeconfig)), args, certify.Policy(mode="taint"), certify_cli.run,
+                              sleep=lambda s: None, passes=passes, clock=now)
+    return code, api.events()
+
+
+def _template() -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fabric-certifier-template", "namespace": NS},
+            "data": {"job.json": json.dumps(retest_template())}}
+
+
+def test_scale_to_zero_nodes_that_join_together_are_certified_against_each_other_in_one_run(tmp_path, capsys):
+    """A pool back from zero: two new boots, no certified node. One re-test runs on both, and both pass."""
+    created, run = run_retest()
+    nodes = [ready(node(0, None)), ready(node(1, None))]
+    with FakeApi(nodes=nodes, configmaps=[_template()], run_job=run) as api:
+        code, events = _loop(api, tmp_path, passes=2, clock=[1000.0] * 20)
+        capsys.readouterr()
+    assert code == 0 and len(created) == 1
+    (job,) = created
+    (worker,) = [t for t in job["spec"]["tasks"] if t["name"] == "mpiworker"]
+    pinned = worker["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert pinned["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [name(0), name(1)]
+    assert api.taints(name(0)) == [POOL] and api.taints(name(1)) == [POOL], "tested together, both admitted"
+    assert not [e for e in events if e["reason"] in ("FabricWaitingForPeer", "FabricNoPeer")]
+
+
+def test_scale_to_zero_a_node_back_alone_waits_for_a_peer_is_reported_at_the_bound_and_never_admitted(
+        tmp_path, capsys):
+    """One new boot, no other node: held, an Event says it waits for a peer (once), no test is started; past
+    --peer-wait-minutes a Warning says so (once), not before; it is still held."""
+    # the hold is written at t=1000 (the first pass); the later passes run at up to +17 minutes
+    clock = [1000.0, 1000.0, 1060.0, 1600.0, 1960.0, 2020.0, 2020.0, 2020.0]
+    for bound, warned in (("15", True), ("60", False)):
+        created, run = run_retest()
+        with FakeApi(nodes=[ready(node(0, None))], configmaps=[_template()], run_job=run) as api:
+            code, events = _loop(api, tmp_path, "--peer-wait-minutes", bound, passes=5, clock=clock)
+            capsys.readouterr()
+        assert code == 0 and created == [], "no run with one node: never admitted untested"
+        assert api.taints(name(0)) == [POOL, UNCERT]
+        said = [(e["type"], e["reason"]) for e in events if e["regarding"]["name"] == name(0)]
+        assert said == [("Normal", "FabricHeld"), ("Normal", "FabricWaitingForPeer"),
+                        *([("Warning", "FabricNoPeer")] if warned else [])]
+        for warning in [e for e in events if e["reason"] == "FabricNoPeer"]:
+            waited = int(re.search(r"for (\d+) min \(certifier.peerWaitMinutes: 15\)", warning["note"])[1])
+            assert waited >= 15 and "still held, never admitted untested" in warning["note"]
+
+
+def test_a_node_waiting_for_a_peer_is_tested_as_soon_as_one_joins(tmp_path, capsys):
+    """The lone node's peer comes up later (the autoscaler's second node): the next pass tests both."""
+    created, run = run_retest()
+    with FakeApi(nodes=[ready(node(0, None))], configmaps=[_template()], run_job=run) as api:
+        code, events = _loop(api, tmp_path, passes=1, clock=[1000.0] * 5)
+        assert created == [] and [e["reason"] for e in events][-1] == "FabricWaitingForPeer"
+        api.put(f"/api/v1/nodes/{name(1)}", ready(node(1, None)))
+        code, _ = _loop(api, tmp_path, passes=2, clock=[1100.0] * 20)
+        capsys.readouterr()
+    assert code == 0 and len(created) == 1
+    assert api.taints(name(0)) == [POOL] and api.taints(name(1)) == [POOL]
+
+
+def test_peer_waits_counts_idle_certified_and_joining_nodes_as_peers_and_busy_or_cordoned_ones_not():
+    alone, certified = ready(node(0, None)), ready(node(1, None, certified_boot="boot-1-1"))
+    assert certify_admit.peer_waits([alone, certified], busy={}) == []
+    assert certify_admit.peer_waits([alone, certified], busy={name(1): "team/train-0"}) == [alone]
+    assert certify_admit.peer_waits([alone, ready(node(2, None, unschedulable=True))], busy={}) == [alone]
+    assert certify_admit.peer_waits([alone, ready(node(3, None))], busy={}) == []

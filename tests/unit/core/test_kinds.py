@@ -41,7 +41,7 @@ def test_a_kind_of_a_fixed_node_count_is_what_its_job_spans_and_only_the_others_
     from components.fabric import certifier, fabric_check, p2p_job
 
     assert kinds.ALL_REDUCE.nodes is None and kinds.POINT_TO_POINT.nodes == p2p_job.WORKERS == 2
-    monkeypatch.setattr(certifier, "policy_args", lambda args: [])
+    monkeypatch.setattr(certifier, "policy_args", lambda args, pool=None: [])
 
     def argv(kind: kinds.Kind) -> list[str]:
         job = SimpleNamespace(kind=kind, sku=catalog.lookup(A100), namespace_name="ns", job_name="j", node_count=4,

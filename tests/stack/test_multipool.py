@@ -1,0 +1,135 @@
+"""The stack of several InfiniBand pools (Pulumi.multipool.yaml: ND H100 v5, ND H200 v5 and HBv4), each its own
+fabric: its own AgentPool, its own fabric test of its size's kind, run on its own nodes only, judged by its own
+certify Job into its own result, certified within itself, and reported in maps keyed by pool name."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import rendered
+
+from components.fabric import certifier as certifier_mod
+from core import fabric
+from offline import engine
+
+POOL_TYPE = "azure-native:containerservice:AgentPool"
+JOB_TYPE = "kubernetes:batch.volcano.sh/v1alpha1:Job"
+CERTIFY_TYPE = "kubernetes:batch/v1:Job"
+POOLS = {"h100": "Standard_ND96isr_H100_v5", "h200": "Standard_ND96isr_H200_v5", "hb": "Standard_HB176rs_v4"}
+
+
+@pytest.fixture(scope="module")
+def multipool() -> engine.Rendering:
+    return rendered("multipool")
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def _certify_argvs(r: engine.Rendering) -> list[list[str]]:
+    jobs = [j for j in r.of_type(CERTIFY_TYPE) if j.name.endswith("-certify")]
+    return [j.inputs["spec"]["template"]["spec"]["containers"][0]["command"] for j in jobs]
+
+
+def test_each_pool_is_its_own_agent_pool_of_its_size(multipool):
+    pools = {p.inputs["agentPoolName"]: p for p in multipool.of_type(POOL_TYPE)}
+    assert {name: p.inputs["vmSize"] for name, p in pools.items()} == POOLS
+    assert {name: p.name for name, p in pools.items()} == {n: f"ib-{n}-pool" for n in POOLS}
+    assert multipool.outputs["ibPools"]["h200"]["nodeCount"] == 4 and "vmSize" not in multipool.outputs
+
+
+def test_each_pools_test_is_its_kind_and_stays_on_its_own_nodes(multipool):
+    jobs = {j.inputs["metadata"]["namespace"]: j for j in multipool.of_type(JOB_TYPE)}
+    assert {ns: j.inputs["metadata"]["name"] for ns, j in jobs.items()} == {
+        "fabric-test-h100": "nccl-allreduce", "fabric-test-h200": "nccl-allreduce", "fabric-test-hb": "p2p"}
+    for pool in POOLS:
+        for task in jobs[f"fabric-test-{pool}"].inputs["spec"]["tasks"]:
+            selector = task["template"]["spec"]["nodeSelector"]
+            assert selector == {fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE, fabric.AGENT_POOL_LABEL: pool}
+    workers = {ns: next(t["replicas"] for t in j.inputs["spec"]["tasks"] if t["name"] == "mpiworker")
+               for ns, j in jobs.items()}
+    assert workers == {"fabric-test-h100": 2, "fabric-test-h200": 4, "fabric-test-hb": 2}
+
+
+def test_each_pool_is_judged_and_certified_within_itself(multipool):
+    argvs = _certify_argvs(multipool)
+    by_pool = {_flag(a, "--pool"): a for a in argvs}
+    assert set(by_pool) == set(POOLS) and len(argvs) == 3
+    for pool, argv in by_pool.items():
+        assert _flag(argv, "--namespace") == f"fabric-test-{pool}"
+        assert _flag(argv, "--sku") == POOLS[pool]
+        assert _flag(argv, "--result-configmap") == f"{certifier_mod.RESULT_CONFIGMAP}-{pool}"
+        assert _flag(argv, "--history-configmap") == f"{certifier_mod.HISTORY_CONFIGMAP}-{pool}"
+    # the admission loop and the recurring run of each pool whose kind re-tests (the GPU pools), for that pool
+    loops = [d.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+             for d in multipool.of_type("kubernetes:apps/v1:Deployment") if d.name.startswith("certifier-admission")]
+    assert sorted(_flag(a, "--pool") for a in loops) == ["h100", "h200"]
+    assert all(_flag(a, "--template-configmap") == f"{certifier_mod.TEMPLATE_CONFIGMAP}-{_flag(a, '--pool')}"
+               for a in loops)
+    own = multipool.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "certifier-own")
+    names = set(own.inputs["rules"][0]["resourceNames"])
+    assert {f"{certifier_mod.RESULT_CONFIGMAP}-{p}" for p in POOLS} <= names
+
+
+def test_the_outputs_are_maps_keyed_by_pool_and_the_verdict_the_worst(multipool):
+    out = multipool.outputs
+    assert out["fabricVerdictByPool"] == dict.fromkeys(POOLS, "PENDING") and out["fabricVerdict"] == "PENDING"
+    assert set(out["allReduceBusBwAtMaxSizeGbpsByPool"]) == {"h100", "h200"}  # the GPU pools' figure
+    assert set(out["p2pBandwidthAtMaxSizeGbitsByPool"]) == {"hb"}
+
+
+def test_a_pool_of_one_stack_keeps_its_names(dev):
+    """Control: the one-pool stack has no pool in any name or selector (tests/golden/urns holds every URN)."""
+    (job,) = dev.of_type(JOB_TYPE)
+    assert job.inputs["metadata"]["namespace"] == "fabric-test"
+    tasks = job.inputs["spec"]["tasks"]
+    assert all(fabric.AGENT_POOL_LABEL not in t["template"]["spec"]["nodeSelector"] for t in tasks)
+    assert all("--pool" not in a for a in _certify_argvs(dev)) and "fabricVerdictByPool" not in dev.outputs
+
+
+@pytest.mark.parametrize(("verdicts", "worst"), [
+    (["PASS", "PASS"], "PASS"), (["PASS", "WARN"], "WARN"), (["PASS", "PENDING"], "PENDING"),
+    (["WARN", "UNKNOWN"], "UNKNOWN"), (["UNKNOWN", "FAIL", "PASS"], "FAIL")])
+def test_the_stacks_verdict_is_its_worst_pools(verdicts, worst):
+    from stack.fabric_outputs import worst as stack_worst
+
+    assert stack_worst(verdicts) == worst
+
+
+def test_a_peer_wait_other_than_the_default_reaches_the_admission_loop():
+    from conftest import dev_config
+
+    r = rendered("dev", dev_config(ibPool={"minNodeCount": 0}, certifier={"peerWaitMinutes": 40}))
+    (loop,) = [d for d in r.of_type("kubernetes:apps/v1:Deployment") if d.name == "certifier-admission"]
+    argv = loop.inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert _flag(argv, "--peer-wait-minutes") == "40"
+    assert r.one(POOL_TYPE).inputs["minCount"] == 0
+
+
+def test_the_offline_plan_shows_each_pools_test_and_its_first_result(multipool):
+    from offline import schedule, synth
+
+    by_pool = synth.fabric_test_plans_by_pool(multipool)
+    assert {p: t.name for p, t in by_pool.items()} == {"h100": "NCCL all-reduce", "h200": "NCCL all-reduce",
+                                                         "hb": "osu_bw point-to-point"}
+    assert "4 × Standard_ND96isr_H200_v5 (32 GPUs)" in dict(by_pool["h200"].rows)["test"]
+    plan = synth.plan_md(multipool, schedule.build_timeline(multipool), {}, synth.fabric_test_plan(multipool), by_pool)
+    for pool, step in (("h100", "fabric-test-h100-job/runs"), ("h200", "fabric-test-h200-job/runs"),
+                       ("hb", "fabric-test-p2p-hb-job/runs")):
+        assert f"## Pool `{pool}`: its fabric test" in plan and f"| `{pool}` | `{step}` |" in plan
+    assert synth.fabric_test_plans_by_pool(rendered("dev")) == {}  # one pool: the plan as it was
+
+
+def test_a_split_stack_checks_each_pool_against_the_azure_stacks():
+    from stack import handoff
+    from tests.unit.stack_config.test_pools import H100, HB, pools
+
+    cfg = pools(h100={"vmSize": H100, "nodeCount": 2}, hb={"vmSize": HB, "nodeCount": 2})
+    cfg = type(cfg)(**{**cfg.__dict__, "azure_stack": "org/aks-infiniband/azure"})
+    same = {"h100": {"vmSize": H100, "nodeCount": 2.0}, "hb": {"vmSize": HB.lower(), "nodeCount": 2}}
+    assert handoff.pools_problem(cfg, same) is None
+    assert handoff.pools_problem(cfg, {**same, "hb": {"vmSize": HB, "nodeCount": 3}}) == (
+        "aks-infiniband:ibPools.hb.nodeCount: got 2; the Azure stack org/aks-infiniband/azure deployed 3: set the "
+        "same pool in both stack files: the fabric test would wait for nodes that do not exist")
+    assert handoff.pools_problem(cfg, {"h100": same["h100"]}).startswith(
+        "aks-infiniband:ibPools.hb: the Azure stack org/aks-infiniband/azure deployed no pool 'hb' (it has h100)")
