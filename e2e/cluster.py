@@ -412,6 +412,9 @@ def up(stack: str, budget: int = 0) -> int:
         say("stopping what was started (make cluster-down)")
         down()
         return 1
+    except BaseException:  # a defect here: its traceback follows, and nothing it started stays running
+        down()
+        raise
     say(f"control plane up in {time.monotonic() - started:.0f}s: Kubernetes {facts.kubernetes_version} pools "
         f"{', '.join(p.name for p in facts.pools)}, nodes {', '.join(names)}")
     say(f"kubeconfig: {KUBECONFIG}; kubectl: {plane.bin / 'kubectl'}")
@@ -486,5 +489,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as e2e.cluster, the module e2e/volcano.py imports (one ClusterError class)
+    from e2e.cluster import main as module_main
+    sys.exit(module_main())

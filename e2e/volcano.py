@@ -93,10 +93,15 @@ def apply_manifest(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     """Every object of the manifest, server-side, as the stack applies them; then its CRDs Established."""
     plane.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-",
                   input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
-    crds = [o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"]
-    wait(f"Volcano's {len(crds)} CRDs Established", lambda: plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=1s", *(f"crd/{c}" for c in crds), check=False
-    ).returncode == 0, 60)
+    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+
+    def established() -> bool:
+        done = plane.kubectl("get", "crd", "-o", "json", check=False)
+        return done.returncode == 0 and crds <= {
+            c["metadata"]["name"] for c in json.loads(done.stdout)["items"]
+            if any(k["type"] == "Established" and k["status"] == "True"
+                   for k in (c.get("status") or {}).get("conditions") or [])}
+    wait(f"Volcano's {len(crds)} CRDs Established", established, 60)
 
 
 def webhook_pki(state: Path, service_ip: str) -> Path:
