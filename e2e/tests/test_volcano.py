@@ -82,16 +82,17 @@ def test_the_rendered_job_runs_as_one_gang_on_the_ib_nodes_and_its_plugin_object
     # the Job's nodeSelector sends the launcher to the IB pool as well; one worker per IB node
     assert launcher["spec"]["nodeName"] in world.ib
     assert sorted(p["spec"]["nodeName"] for p in workers) == world.ib
+    ns = world.job["metadata"]["namespace"]
+    (group,) = json.loads(world.kubectl("get", "podgroups.scheduling.volcano.sh", "-n", ns, "-o", "json").stdout
+                          )["items"]
+    assert group["spec"]["minMember"] == world.job["spec"]["minAvailable"]
     for p in pods:  # what Volcano's controller and its svc plugin set on each pod
         assert p["spec"]["schedulerName"] == "volcano" and p["spec"]["subdomain"] == name
         assert p["spec"]["hostname"] == p["metadata"]["name"]
-        assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == name
+        assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == group["metadata"]["name"]
         env = {e["name"] for c in p["spec"]["containers"] for e in c.get("env") or []}
         assert {"VC_MPIWORKER_HOSTS", "VC_MPIMASTER_HOSTS"} <= env, sorted(env)
         assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0  # kwok's stage
-    ns = world.job["metadata"]["namespace"]
-    group = json.loads(world.kubectl("get", "podgroups.scheduling.volcano.sh", "-n", ns, "-o", "json").stdout)["items"]
-    assert [g["spec"]["minMember"] for g in group] == [world.job["spec"]["minAvailable"]]
     # the Job is over: the controller's killJob has run the plugins' OnJobDelete
     assert plugin_objects(world, name) == dict.fromkeys(plugin_objects(world, name), False)
 
