@@ -1,9 +1,10 @@
 // Volcano's controller manager, scheduler and webhook manager at v1.10.0, the newest release whose
-// programs the module proxy lets us build: v1.14.1 and v1.15.x (the stack's pin) are served but keep
-// volcano.sh/apis in their staging/ (replaced by a path), and the proxy serves volcano.sh/apis from
-// v1.13 on for no version; v1.11.x-v1.13.x of volcano.sh/volcano are refused (403). What 1.10 cannot
-// show: docs/real-control-plane.md. A dependent module does not apply its dependency's `replace`
-// directives, so Volcano's own replace block (k8s.io at v0.30.2) is copied below, as in its go.mod.
+// programs build from what the module proxy serves: v1.14.1 and v1.15.x (the stack's pin) are served but
+// require volcano.sh/apis from their staging/ by a path replace, and the proxy refuses volcano.sh/apis
+// v1.14.1 and v1.15.x; v1.11.x-v1.13.x and v1.14.0 of volcano.sh/volcano are refused (403). The answers,
+// a lead (v1.14.1 with apis v1.14.0 compiles) and what 1.10 cannot show: docs/real-control-plane.md.
+// A dependent module does not apply its dependency's `replace` directives, so Volcano's own replace
+// block (k8s.io at v0.30.2) is copied below, as in its go.mod.
 module aks-infiniband.e2e/volcano
 
 go 1.22.0
