@@ -12,7 +12,7 @@ the kwok module). Nothing here creates or binds a pod, or writes a Job's status.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ def pod_names(job: Mapping[str, Any]) -> list[str]:
     return [f"{name}-{t['name']}-{i}" for t in job["spec"]["tasks"] for i in range(int(t.get("replicas", 1)))]
 
 
-def serve_log(plane: Plane, job: Mapping[str, Any], task: str, text: str, log_dir: Path) -> None:
-    """The launcher's log, served by kwok for pod `<job>-<task>-0` from a file (its `Logs` object)."""
+def serve_log(plane: Plane, job: Mapping[str, Any], task: str, text: str, log_dir: Path) -> Path:
+    """The launcher's log, served by kwok for pod `<job>-<task>-0` from a file (its `Logs` object); the file."""
     meta = job["metadata"]
     template = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]
     pod = f"{meta['name']}-{task}-0"
@@ -46,6 +46,7 @@ def serve_log(plane: Plane, job: Mapping[str, Any], task: str, text: str, log_di
             "spec": {"logs": [{"containers": [c["name"] for c in template["spec"]["containers"]],
                                "logsFile": str(log_file)}]}}
     plane.kubectl("apply", "-f", "-", input=json.dumps(logs))
+    return log_file
 
 
 def job_state(plane: Plane, job: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,12 +63,13 @@ def pods(plane: Plane, job: Mapping[str, Any]) -> list[dict[str, Any]]:
     return json.loads(done.stdout)["items"] if done.returncode == 0 else []
 
 
-def run(plane: Plane, job: Mapping[str, Any], launcher_log: str, log_dir: Path,
-        launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
+def run(plane: Plane, job: Mapping[str, Any], launcher_log: str | Callable[[list[dict[str, Any]]], str],
+        log_dir: Path, launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
     """The Job (created here unless the stack's apply created it) run by Volcano to its `Completed` phase,
-    the launcher's log served; returns its pods as the server keeps them."""
+    the launcher's log served; returns its pods as the server keeps them. A callable log is written from
+    the pods, once Volcano has placed them (a log names the hosts its ranks ran on)."""
     meta = job["metadata"]
-    serve_log(plane, job, launcher_task, launcher_log, log_dir)
+    log_file = serve_log(plane, job, launcher_task, launcher_log if isinstance(launcher_log, str) else "", log_dir)
     if not job_state(plane, job):
         plane.kubectl("create", "-f", "-", input=json.dumps(job))
     names = pod_names(job)
@@ -81,7 +83,10 @@ def run(plane: Plane, job: Mapping[str, Any], launcher_log: str, log_dir: Path,
     wait(f"Volcano's controller to set {meta['name']} Completed",
          lambda: job_state(plane, job).get("status", {}).get("state", {}).get("phase") == "Completed",
          PHASE_SECONDS, plane.logs / "vc-controller-manager.log")
-    return pods(plane, job)
+    placed = pods(plane, job)
+    if not isinstance(launcher_log, str):
+        log_file.write_text(cri_log(launcher_log(placed)))
+    return placed
 
 
 def remove(plane: Plane, job: Mapping[str, Any]) -> None:

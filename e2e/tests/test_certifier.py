@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from clusterside import certify_kube
+from clusterside.kube import TASK_SPEC_LABEL
 from components.fabric import certifier as certifier_mod
 from core import fabric
 from e2e import apply, fabric_run, pools
@@ -66,8 +68,15 @@ class World:
 
     def finished_run(self, log: str) -> list[dict]:
         """The rendered Job run by Volcano (its scheduler places the pods where the Job's selectors send
-        them); its pods as the server keeps them."""
-        return fabric_run.run(self.plane, self.job, log, self.tmp / "logs")
+        them); its pods as the server keeps them. The log's host `<job>-mpiworker-<i>` is the worker pod
+        Volcano put on `self.ib[i]`, so a scenario's slow index names a node, wherever the pod landed."""
+        return fabric_run.run(self.plane, self.job, lambda pods: self.as_placed(log, pods), self.tmp / "logs")
+
+    def as_placed(self, log: str, pods: list[dict]) -> str:
+        on = {p["spec"]["nodeName"]: p["spec"]["hostname"] for p in pods
+              if p["metadata"]["labels"][TASK_SPEC_LABEL] == "mpiworker"}
+        worker = re.compile(rf"\b{re.escape(self.job['metadata']['name'])}-mpiworker-(\d+)\b")
+        return worker.sub(lambda m: on[self.ib[int(m.group(1))]], log)
 
     def rerun(self, log: str) -> list[dict]:
         """Another run of the fabric test: the last one's Job (with its pods) and served log removed first."""
