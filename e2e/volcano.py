@@ -163,7 +163,9 @@ def start(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     served = sorted(p for p in paths if p in SERVED_PATHS)
     admit = sorted(p for p in paths if p not in SERVED_PATHS)
     host, local_port = LOCAL_WEBHOOK
-    common = ["--logtostderr", "-v=3"]
+    # -v=2 keeps every error and warning (a failed bind, create or admission) and the plugins' steps; -v=3
+    # adds a line per scheduling cycle and per admission (about 1-3 MB per program per start)
+    common = ["--logtostderr", "-v=2"]
     plane.start("vc-webhook-manager", [
         f"--kubeconfig={account_kubeconfig(plane, 'vc-webhook-manager')}", f"--listen-address={host}",
         f"--port={local_port}", f"--tls-cert-file={d / 'webhook.crt'}", f"--tls-private-key-file={d / 'webhook.key'}",
