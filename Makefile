@@ -103,7 +103,7 @@ test-unit: venv ## the unit tests only (tests/unit): the quick loop while editin
 # folder); a control plane on loopback in its own network namespace; the tests that run on it. Needs root
 # (ip netns) and Go. E2E_BUILD_BUDGET (seconds, 0: none) bounds a cold build: what it leaves out is named.
 E2E_BUILD_BUDGET ?= 0
-e2e-tools: ## build the pinned kube-apiserver, etcd, kwok ... into the tools cache (cold: ~12 min), print it
+e2e-tools: ## build the pinned kube-apiserver, etcd, kwok ... into the tools cache (cold: ~12 min, ~16 min more for Volcano), print it
 	bash e2e/tools/build.sh --budget $(E2E_BUILD_BUDGET)
 
 cluster-up: venv ## start a real control plane and the stack's nodes (make cluster-up [STACK=name])

@@ -5,9 +5,11 @@ with only loopback, and inside it starts etcd, kube-apiserver, kube-controller-m
 kwok. The service, pod and node ranges are routed to loopback there, so a connection the API server makes
 to a Service or pod address (a webhook, an aggregated API) reaches a local listener or is refused at once,
 and nothing can leave the machine. It then creates AKS's node rules (e2e/aks_rules.py) and checks that
-they deny, and the nodes of the stack's pools as AKS creates them (e2e/pools.py). It writes an admin
-kubeconfig to build/e2e/kubeconfig and prints, as its last line, the prefix that runs a command beside it.
-`down` ends every process it started, by the process ids it wrote, and removes the namespace.
+they deny, the nodes of the stack's pools as AKS creates them (e2e/pools.py), and Volcano (e2e/volcano.py).
+It writes an admin kubeconfig to $E2E_STATE/kubeconfig and prints, as its last line, the prefix that runs a
+command beside it. `down` ends every process it started, by the process ids it wrote, and removes the
+namespace its own `up` made (recorded in $E2E_STATE/netns), no other. $E2E_NETNS names the namespace
+(aksib-e2e), $E2E_STATE the folder of its state (build/e2e): docs/real-control-plane.md.
 """
 
 from __future__ import annotations
@@ -42,9 +44,8 @@ SERVER = f"https://127.0.0.1:{API_PORT}"
 # default) that AKS runs: the AKS FAQ, "Which Kubernetes admission controllers does AKS support?".
 AKS_ADMISSION = "NodeRestriction,ExtendedResourceToleration,PodNodeSelector,PodTolerationRestriction"
 PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-VOLCANO_NOT_BUILT = ("Volcano's scheduler, controller manager and webhook are not run: volcano.sh/volcano "
-                     "v1.14.1 and later keep volcano.sh/apis in staging/, and the module proxy serves no "
-                     "version of volcano.sh/apis from v1.14 on (docs/real-control-plane.md)")
+# Volcano's programs (e2e/volcano.py starts them after the nodes; the stand-in is Python, not built).
+VOLCANO = ("vc-webhook-manager", "vc-scheduler", "vc-controller-manager")
 
 
 class ClusterError(RuntimeError):
@@ -85,7 +86,7 @@ PULUMI_CONFIG = "pulumi-config"
 
 
 def missing_tools(bin_dir: Path) -> list[str]:
-    return [p for p in (*PROCESSES, "kubectl", PULUMI_CONFIG) if not (bin_dir / p).is_file()]
+    return [p for p in (*PROCESSES, *VOLCANO, "kubectl", PULUMI_CONFIG) if not (bin_dir / p).is_file()]
 
 
 # --- the network namespace ---------------------------------------------------------------------------
@@ -97,10 +98,21 @@ def netns_exists() -> bool:
     return NETNS in _ip("netns", "list", check=False).stdout.split()
 
 
+# The namespace this checkout's cluster-up (or e2e run) made, recorded in its state: down removes only that.
+NETNS_RECORD = STATE / "netns"
+
+
+def recorded_netns() -> bool:
+    return NETNS_RECORD.is_file() and NETNS_RECORD.read_text().strip() == NETNS
+
+
 def netns_up() -> None:
-    """A namespace with loopback only; the service, pod and node ranges are local addresses on it."""
+    """A namespace with loopback only; the service, pod and node ranges are local addresses on it. A
+    namespace made here is recorded (NETNS_RECORD), so that `down` removes it and no other."""
     if not netns_exists():
         _ip("netns", "add", NETNS)
+        NETNS_RECORD.parent.mkdir(parents=True, exist_ok=True)
+        NETNS_RECORD.write_text(NETNS + "\n")
     _ip("-n", NETNS, "link", "set", "lo", "up")
     for cidr in (SERVICE_CIDR, POD_CIDR, NODE_CIDR):
         _ip("-n", NETNS, "route", "replace", "local", cidr, "dev", "lo")
@@ -189,12 +201,13 @@ class Plane:
     def logs(self) -> Path:
         return self.state / "logs"
 
-    def start(self, name: str, argv: Sequence[str]) -> None:
+    def start(self, name: str, argv: Sequence[str], program: str | None = None) -> None:
+        """The built program `name` (or `program`) with `argv`, in its own session; its id in pids/."""
         self.pids.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([str(self.bin / name), *argv], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen([program or str(self.bin / name), *argv], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
         (self.pids / f"{name}.pid").write_text(str(proc.pid))
         say(f"started {name} (pid {proc.pid}; log {self.logs / f'{name}.log'})")
 
@@ -353,10 +366,13 @@ def _ready(plane: Plane, names: Sequence[str]) -> bool:
 
 
 # --- commands ------------------------------------------------------------------------------------------
-def start(stack: str, bin_dir: Path, state: Path = STATE, config=None) -> tuple[Plane, object, list[str]]:
-    """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules and the nodes of
-    `stack`'s pools. Returns the plane, the stack's pools (e2e/pools.py) and the node names."""
-    from e2e import pools
+def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering=None
+          ) -> tuple[Plane, object, list[str]]:
+    """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules, the nodes of
+    `stack`'s pools and Volcano (its manifest from `rendering`, `stack`'s render by default, and its
+    processes: e2e/volcano.py). Returns the plane, the stack's pools (e2e/pools.py) and the node names."""
+    from e2e import pools, volcano
+    from offline import engine
     stop_processes(state)
     shutil.rmtree(state / "etcd", ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
@@ -368,6 +384,7 @@ def start(stack: str, bin_dir: Path, state: Path = STATE, config=None) -> tuple[
     create_aks_rules(plane, facts)
     names = create_nodes(plane, facts)
     check_aks_rules(plane, facts)
+    volcano.start(plane, volcano.manifest(rendering or engine.render(stack, config=config)))
     (state / "stack").write_text(stack)
     return plane, facts, names
 
@@ -375,13 +392,14 @@ def start(stack: str, bin_dir: Path, state: Path = STATE, config=None) -> tuple[
 def up(stack: str, budget: int = 0) -> int:
     started = time.monotonic()
     if not in_netns():
+        from e2e.preflight import problem as preflight
+        problem = preflight()
+        if problem:
+            raise ClusterError(f"cannot start a control plane: {problem}")
         bin_dir = tools(budget)
         lacking = missing_tools(bin_dir)
         if lacking:
             raise ClusterError(f"not built: {', '.join(lacking)} (see e2e/tools/build.sh's output above)")
-        if any(read_pid(p) and pid_alive(read_pid(p)) for p in (STATE / "pids").glob("*.pid")):
-            raise ClusterError(f"a control plane is already running (pids in {STATE / 'pids'}): "
-                               "make cluster-down first")
         netns_up()
         # Everything else runs inside the namespace, children included.
         env = {**os.environ, "E2E_BIN": str(bin_dir)}
@@ -394,20 +412,25 @@ def up(stack: str, budget: int = 0) -> int:
         say("stopping what was started (make cluster-down)")
         down()
         return 1
+    except BaseException:  # a defect here: its traceback follows, and nothing it started stays running
+        down()
+        raise
     say(f"control plane up in {time.monotonic() - started:.0f}s: Kubernetes {facts.kubernetes_version} pools "
         f"{', '.join(p.name for p in facts.pools)}, nodes {', '.join(names)}")
-    say(VOLCANO_NOT_BUILT)
     say(f"kubeconfig: {KUBECONFIG}; kubectl: {plane.bin / 'kubectl'}")
     print(" ".join(prefix()))
     return 0
 
 
 def down() -> int:
-    """End every process whose id cluster-up wrote, remove the namespace."""
+    """End every process whose id cluster-up wrote, remove the namespace it recorded (no other)."""
     stop_processes(STATE)
-    if not in_netns() and netns_exists():
-        _ip("netns", "del", NETNS)
+    if not in_netns() and recorded_netns():
+        _ip("netns", "del", NETNS, check=False)
+        NETNS_RECORD.unlink()
         say(f"removed network namespace {NETNS}")
+    elif not in_netns() and netns_exists():
+        say(f"left the network namespace {NETNS} alone: this checkout's cluster-up did not make it")
     shutil.rmtree(STATE / "etcd", ignore_errors=True)
     return 0
 
@@ -416,7 +439,9 @@ def stop_processes(state: Path) -> None:
     """Each process whose id is in state/pids, one after the other in the reverse of the start order (the
     API server ends at once while etcd still answers): SIGTERM to its group, SIGKILL after 10 s."""
     ended = []
-    files = sorted((state / "pids").glob("*.pid"), key=lambda p: -PROCESSES.index(p.stem) if p.stem in PROCESSES else 1)
+    # Volcano's processes (and any other not in PROCESSES) first: they are clients of the API server.
+    order = (*PROCESSES[::-1],)
+    files = sorted((state / "pids").glob("*.pid"), key=lambda p: order.index(p.stem) + 1 if p.stem in order else 0)
     for pid_file in files:
         pid = read_pid(pid_file)
         if pid and pid_alive(pid):
@@ -438,7 +463,8 @@ def stop_processes(state: Path) -> None:
 
 def status() -> int:
     running = {p.stem: read_pid(p) for p in sorted((STATE / "pids").glob("*.pid"))}
-    for name in PROCESSES:
+    from e2e import volcano
+    for name in (*PROCESSES, *volcano.PROCESSES):
         pid = running.get(name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid and pid_alive(pid) else 'not running'}")
     print(f"network namespace {NETNS}: {'present' if netns_exists() else 'absent'}")
@@ -463,5 +489,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as e2e.cluster, the module e2e/volcano.py imports (one ClusterError class)
+    from e2e.cluster import main as module_main
+    sys.exit(module_main())

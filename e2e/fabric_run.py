@@ -1,27 +1,25 @@
-"""A fabric test run as Volcano leaves it, on the real API server: the Volcano Job the stack renders
-(accepted by its CRD), its pods bound to the kwok nodes, the launcher's log served by kwok from a file,
-and the Job's final phase.
+"""A fabric test run on the real API server, driven by Volcano's own processes (e2e/volcano.py): the Volcano
+Job the stack renders is created, Volcano's webhook admits it, its controller makes the PodGroup, the pods
+(`<job>-<task>-<index>`, its labels, hostname and subdomain, the `ssh` and `svc` plugins' Secret, Service
+and hostfile ConfigMap) and its scheduler gang-binds them to the kwok nodes; the Job's phase is Volcano's.
 
-What is played here, and why: Volcano's controller (which creates a Job's pods) and scheduler (which binds
-them) cannot be built from the module proxy (e2e/cluster.py VOLCANO_NOT_BUILT). This module writes what
-they would: pods named `<job>-<task>-<index>` with Volcano's labels (`volcano.sh/job-name`,
-`volcano.sh/task-spec`), `spec.hostname` and `spec.subdomain` as the `svc` plugin sets them, an owner
-reference to the Job, bound to a node (`spec.nodeName`); then `status.state.phase` on the Job (its status
-subresource). Every write goes through the real API server with its admission (Pod Security of the
-namespace included). kwok turns the pods Running, then, because their owner is a `Job`, Succeeded.
+What the harness still does, and only this: it serves the launcher's log through kwok (a `Logs` object
+naming a file of CRI log lines: kwok runs no containers, so no process writes one), and kwok's "fast" pod
+stages finish each pod of a Job with exit code 0 once it is Running (e2e/tools/build.sh copies them from
+the kwok module). Nothing here creates or binds a pod, or writes a Job's status.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from clusterside.kube import JOB_NAME_LABEL, TASK_SPEC_LABEL
+from clusterside.kube import JOB_NAME_LABEL
 from e2e.cluster import Plane, wait
+
+POD_SECONDS, PHASE_SECONDS = 120, 60
 
 
 def cri_log(text: str, at: str = "2026-12-01T00:00:00.000000000Z") -> str:
@@ -29,61 +27,74 @@ def cri_log(text: str, at: str = "2026-12-01T00:00:00.000000000Z") -> str:
     return "".join(f"{at} stdout F {line}\n" for line in text.splitlines())
 
 
-def pods_of(job: Mapping[str, Any], nodes_by_task: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
-    """The pods Volcano's controller creates for `job`, bound as its scheduler would to `nodes_by_task`."""
-    meta = job["metadata"]
-    name, namespace = meta["name"], meta["namespace"]
-    out = []
-    for task in job["spec"]["tasks"]:
-        template = copy.deepcopy(task["template"])
-        for i in range(int(task.get("replicas", 1))):
-            pod_name = f"{name}-{task['name']}-{i}"
-            spec = copy.deepcopy(template["spec"])
-            spec.update({"hostname": pod_name, "subdomain": name, "nodeName": nodes_by_task[task["name"]][i],
-                         "schedulerName": job["spec"].get("schedulerName", "volcano")})
-            labels = {**(template.get("metadata", {}).get("labels") or {}), JOB_NAME_LABEL: name,
-                      TASK_SPEC_LABEL: task["name"], "volcano.sh/job-namespace": namespace}
-            out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": pod_name, "namespace": namespace, "labels": labels,
-                "annotations": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task["name"]},
-                "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name,
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
-                "spec": spec})
-    return out
+def pod_names(job: Mapping[str, Any]) -> list[str]:
+    """The pods Volcano's controller makes for `job`: `<job>-<task>-<index>` (its job_controller_util.go)."""
+    name = job["metadata"]["name"]
+    return [f"{name}-{t['name']}-{i}" for t in job["spec"]["tasks"] for i in range(int(t.get("replicas", 1)))]
 
 
-def run(plane: Plane, job: Mapping[str, Any], nodes_by_task: Mapping[str, Sequence[str]], launcher_log: str,
-        log_dir: Path, phase: str = "Completed", launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
-    """The Job (created here unless the stack's apply created it), its pods, the launcher's log, and its end
-    in `phase`."""
+def serve_log(plane: Plane, job: Mapping[str, Any], task: str, text: str, log_dir: Path) -> Path:
+    """The launcher's log, served by kwok for pod `<job>-<task>-0` from a file (its `Logs` object); the file."""
     meta = job["metadata"]
-    if plane.kubectl("get", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"], check=False).returncode:
-        plane.kubectl("create", "-f", "-", input=json.dumps(job))
-    meta = job["metadata"]
-    created = json.loads(plane.kubectl("get", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"],
-                                       "-o", "json").stdout)
-    pods = pods_of(created, nodes_by_task)
+    template = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]
+    pod = f"{meta['name']}-{task}-0"
     log_dir.mkdir(parents=True, exist_ok=True)
-    launcher = next(p for p in pods if p["metadata"]["labels"][TASK_SPEC_LABEL] == launcher_task)
-    log_file = log_dir / f"{launcher['metadata']['name']}.log"
-    log_file.write_text(cri_log(launcher_log))
+    log_file = log_dir / f"{pod}.log"
+    log_file.write_text(cri_log(text))
     logs = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-            "metadata": {"name": launcher["metadata"]["name"], "namespace": meta["namespace"]},
-            "spec": {"logs": [{"containers": [c["name"] for c in launcher["spec"]["containers"]],
+            "metadata": {"name": pod, "namespace": meta["namespace"]},
+            "spec": {"logs": [{"containers": [c["name"] for c in template["spec"]["containers"]],
                                "logsFile": str(log_file)}]}}
-    plane.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [logs, *pods]}))
-    names = [p["metadata"]["name"] for p in pods]
-    wait(f"the {len(names)} pods of {meta['name']} Succeeded (kwok)", lambda: _all_phase(plane, meta, names), 60)
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    plane.kubectl("patch", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"], "--subresource=status",
-                  "--type=merge", "-p", json.dumps({"status": {"state": {"phase": phase, "lastTransitionTime": now}}}))
-    return pods
+    plane.kubectl("apply", "-f", "-", input=json.dumps(logs))
+    return log_file
 
 
-def _all_phase(plane: Plane, meta: Mapping[str, Any], names: Sequence[str], phase: str = "Succeeded") -> bool:
+def job_state(plane: Plane, job: Mapping[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"]
+    done = plane.kubectl("get", "jobs.batch.volcano.sh", meta["name"], "-n", meta["namespace"], "-o", "json",
+                         check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def pods(plane: Plane, job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    meta = job["metadata"]
     done = plane.kubectl("get", "pods", "-n", meta["namespace"], "-l", f"{JOB_NAME_LABEL}={meta['name']}",
                          "-o", "json", check=False)
-    if done.returncode:
-        return False
-    got = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in json.loads(done.stdout)["items"]}
-    return all(got.get(n) == phase for n in names)
+    return json.loads(done.stdout)["items"] if done.returncode == 0 else []
+
+
+def run(plane: Plane, job: Mapping[str, Any], launcher_log: str | Callable[[list[dict[str, Any]]], str],
+        log_dir: Path, launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
+    """The Job (created here unless the stack's apply created it) run by Volcano to its `Completed` phase,
+    the launcher's log served; returns its pods as the server keeps them. A callable log is written from
+    the pods, once Volcano has placed them (a log names the hosts its ranks ran on)."""
+    meta = job["metadata"]
+    log_file = serve_log(plane, job, launcher_task, launcher_log if isinstance(launcher_log, str) else "", log_dir)
+    if not job_state(plane, job):
+        plane.kubectl("create", "-f", "-", input=json.dumps(job))
+    names = pod_names(job)
+
+    def finished() -> bool:
+        got = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in pods(plane, job)}
+        return all(got.get(n) == "Succeeded" for n in names)
+
+    wait(f"Volcano to make and bind the {len(names)} pods of {meta['name']}, and kwok to finish them",
+         finished, POD_SECONDS, plane.logs / "vc-controller-manager.log")
+    wait(f"Volcano's controller to set {meta['name']} Completed",
+         lambda: job_state(plane, job).get("status", {}).get("state", {}).get("phase") == "Completed",
+         PHASE_SECONDS, plane.logs / "vc-controller-manager.log")
+    placed = pods(plane, job)
+    if not isinstance(launcher_log, str):
+        log_file.write_text(cri_log(launcher_log(placed)))
+    return placed
+
+
+def remove(plane: Plane, job: Mapping[str, Any]) -> None:
+    """The Job deleted with its dependents (its pods and PodGroup, by the garbage collector), and its served
+    log, waiting until they are gone."""
+    meta = job["metadata"]
+    ns = ["-n", meta["namespace"]]
+    plane.kubectl("delete", "jobs.batch.volcano.sh", meta["name"], *ns, "--cascade=foreground", "--wait=true",
+                  "--timeout=60s", "--ignore-not-found")
+    wait(f"the pods of {meta['name']} gone (garbage collector)", lambda: not pods(plane, job), 60)
+    plane.kubectl("delete", "logs.kwok.x-k8s.io", "--all", *ns, "--wait=true")

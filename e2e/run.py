@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 
-from e2e import cluster
+from e2e import cluster, preflight
 
 
 def skipped(why: str) -> int:
@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         return skipped("it needs root for its network namespace (ip netns)")
     if not shutil.which("go"):
         return skipped("Go is not installed: the control plane is built from Go modules")
+    problem = preflight.problem()
+    if problem:  # a namespace of another checkout (or run): not used, not removed
+        print(f"e2e: cannot run: {problem}", flush=True)
+        return 1
     try:
         bin_dir = cluster.tools(args.budget)
     except subprocess.CalledProcessError as exc:

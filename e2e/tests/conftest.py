@@ -13,14 +13,15 @@ from e2e import cluster
 
 class Planes:
     """One control plane at a time: `fresh(stack)` stops the one running and starts an empty one with the
-    nodes of `stack`'s pools (about 15 s)."""
+    nodes of `stack`'s pools and Volcano's processes."""
 
     def __init__(self, bin_dir: Path):
         self.bin = bin_dir
         self.current = None
 
-    def fresh(self, stack: str, config=None):
-        self.current = cluster.start(stack, self.bin, config=config)
+    def fresh(self, stack: str, config=None, rendering=None):
+        """`rendering`: the stack's render with `config`, when the caller has it (Volcano's manifest)."""
+        self.current = cluster.start(stack, self.bin, config=config, rendering=rendering)
         return self.current
 
     def stop(self) -> None:

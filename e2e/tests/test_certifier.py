@@ -1,7 +1,8 @@
 """The certifier (`python -m verify certify`) run as its own ServiceAccount (a TokenRequest token and the
 RBAC the stack renders, nothing more) against the real API server: kwok nodes created as AKS creates
-them (the pool's taints under AKS's rule, e2e/aks_rules.py), and a finished fabric test job whose pods
-and phase are written as Volcano would (e2e/fabric_run.py), its launcher log served by kwok.
+them (the pool's taints under AKS's rule, e2e/aks_rules.py), and a fabric test Job that Volcano's own
+processes admit, expand into pods, gang-schedule and complete (e2e/fabric_run.py, e2e/volcano.py), its
+launcher log served by kwok.
 
 The launcher logs are CONSTRUCTED from tests/nccl_logs.py (lines in the formats of real logs; nothing here
 was measured), as in tests/unit/clusterside/test_certify.py: no recorded run has four InfiniBand nodes
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from clusterside import certify_kube
+from clusterside.kube import TASK_SPEC_LABEL
 from components.fabric import certifier as certifier_mod
 from core import fabric
 from e2e import apply, fabric_run, pools
@@ -44,7 +47,7 @@ KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Ro
 class World:
     def __init__(self, planes, tmp_path: Path, config: dict = CONFIG):
         self.rendering = engine.render("dev", config=config)
-        self.plane, self.facts, names = planes.fresh("dev", config)
+        self.plane, self.facts, names = planes.fresh("dev", config, rendering=self.rendering)
         self.ib = sorted(n for n in names if "-ibpool-" in n)
         self.system = sorted(n for n in names if "-system-" in n)
         self.tmp = tmp_path
@@ -63,18 +66,22 @@ class World:
     def kubectl(self, *args: str, **kw):
         return self.plane.kubectl(*args, **kw)
 
-    def finished_run(self, log: str) -> None:
-        workers = {"mpimaster": self.system[:1], "mpiworker": self.ib}
-        fabric_run.run(self.plane, self.job, workers, log, self.tmp / "logs")
+    def finished_run(self, log: str) -> list[dict]:
+        """The rendered Job run by Volcano (its scheduler places the pods where the Job's selectors send
+        them); its pods as the server keeps them. The log's host `<job>-mpiworker-<i>` is the worker pod
+        Volcano put on `self.ib[i]`, so a scenario's slow index names a node, wherever the pod landed."""
+        return fabric_run.run(self.plane, self.job, lambda pods: self.as_placed(log, pods), self.tmp / "logs")
 
-    def rerun(self, log: str) -> None:
-        """Another run of the fabric test: the last one's Job, pods and served log removed first."""
-        meta = self.job["metadata"]
-        ns = ["-n", meta["namespace"]]
-        self.kubectl("delete", "jobs.batch.volcano.sh", meta["name"], *ns, "--wait=true")
-        self.kubectl("delete", "pods", *ns, "-l", f"{fabric_run.JOB_NAME_LABEL}={meta['name']}", "--wait=true")
-        self.kubectl("delete", "logs.kwok.x-k8s.io", "--all", *ns, "--wait=true")
-        self.finished_run(log)
+    def as_placed(self, log: str, pods: list[dict]) -> str:
+        on = {p["spec"]["nodeName"]: p["spec"]["hostname"] for p in pods
+              if p["metadata"]["labels"][TASK_SPEC_LABEL] == "mpiworker"}
+        worker = re.compile(rf"\b{re.escape(self.job['metadata']['name'])}-mpiworker-(\d+)\b")
+        return worker.sub(lambda m: on[self.ib[int(m.group(1))]], log)
+
+    def rerun(self, log: str) -> list[dict]:
+        """Another run of the fabric test: the last one's Job (with its pods) and served log removed first."""
+        fabric_run.remove(self.plane, self.job)
+        return self.finished_run(log)
 
     def token_kubeconfig(self) -> Path:
         token = self.kubectl("create", "token", "fabric-certifier", "-n", "fabric-certifier").stdout.strip()
@@ -131,14 +138,16 @@ def test_a_dry_run_reads_the_real_run_and_changes_nothing(world):
     done = world.admit_once()
     assert done.returncode == 0, done.stderr
     world.finished_run(doctor_log(slow=(3,)))
-    before = len(world.events())
+    def own() -> list[dict]:  # the certifier's: Volcano's controller and scheduler post Events of their own
+        return [e for e in world.events() if e.get("reportingComponent") == certify_kube.REPORTING_CONTROLLER]
+    before = len(own())
     code, out, err = world.certify("--dry-run")
     assert code == 0, err
     actions = {d["node"]: d["action"] for d in out["certification"]["decisions"]}
     assert actions == {world.ib[0]: "certify", world.ib[1]: "certify", world.ib[2]: "certify",
                        world.ib[3]: "quarantine"}
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
-    assert len(world.events()) == before
+    assert len(own()) == before
 
 
 def test_label_mode_writes_the_condition_label_and_events_the_real_server_accepts(world):
@@ -276,9 +285,11 @@ def test_a_persons_cordon_and_quarantine_stay_while_the_certifier_admits_and_qua
     """What a person did is never undone: a cordoned node is admitted and stays cordoned, a quarantine
     taint without the certifier's annotation stays on a node that passes; the slow node is quarantined."""
     assert world.admit_once().returncode == 0
-    world.kubectl("cordon", world.ib[0])
     world.kubectl("taint", "node", world.ib[1], f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:NoSchedule")
+    # the cordon comes after the run: Volcano's scheduler places no pod on a cordoned node, so a gang of
+    # four workers on four nodes would wait (the Job tolerates the fabric taints, not unschedulable)
     world.finished_run(doctor_log(slow=(3,)))
+    world.kubectl("cordon", world.ib[0])
     code, out, err = world.certify()
     assert code == 0, err
     assert world.node(world.ib[0])["spec"].get("unschedulable") is True and world.fabric_taints(world.ib[0]) == []

@@ -12,7 +12,7 @@ budget=0
 GOPROXY="$(go env GOPROXY | sed -E 's/[,|]direct//g; s/^direct[,|]?//; s/^off$//')"
 export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
 cache="${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aks-infiniband-e2e}"
-key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok pulumi pulumi-cli pulumi-python-host pulumi-kubernetes; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
+key="$( (go version; cat "$here/build.sh"; for m in kube etcd kwok pulumi volcano pulumi-cli pulumi-python-host pulumi-kubernetes; do cat "$here/$m/go.mod" "$here/$m/go.sum"; done) | sha256sum | cut -c1-16)"
 out="$cache/bin-$key"
 start=$SECONDS
 mkdir -p "$out"
@@ -53,6 +53,14 @@ if [ ! -d "$out/kwok-assets" ]; then
 fi
 build kube k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+# Volcano's controller manager, scheduler and webhook manager (volcano/go.mod says why at that version and
+# not at the stack's pin), named as Volcano's images name them; their own version, not Kubernetes'.
+vc_version="$(cd "$here/volcano" && go list -m -f '{{.Version}}' volcano.sh/volcano)"
+ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$vc_version" build volcano \
+  volcano.sh/volcano/cmd/controller-manager volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/webhook-manager
+for p in controller-manager scheduler webhook-manager; do
+  if [ -f "$out/$p" ]; then mv -f "$out/$p" "$out/vc-$p"; fi
+done
 # The Pulumi engine (docs/real-control-plane.md, "The Pulumi engine"): the CLI, whose version is set as
 # its release build sets it (sdk/v3's version.Version), so `pulumi version` tells the truth;
 cli_version="$(cd "$here/pulumi-cli" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3)"
