@@ -181,10 +181,10 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"writes": writer.writes}, indent=2) if args.json else "\n".join(writer.writes))
                 return EXIT_OK
         run_id = args.run_id or f"{args.namespace}/{args.job or 'membership'}@{at}"
-        result, hosts = None, {}
+        result, hosts, unplaced = None, {}, None
         if args.job:
             try:
-                result, hosts = _judge_job(api, args, member)
+                result, hosts, unplaced = _judge_job(api, args, member)
                 # read again after the wait: every write tests the resourceVersion it read
                 nodes = certify_kube.ib_nodes(api, args.pool)
                 node_facts = [certify.facts(n) for n in nodes]
@@ -197,8 +197,11 @@ def run(args: argparse.Namespace) -> int:
         plan = certify.plan(node_facts, result.to_json() if result else None, hosts, policy, run_id=run_id, at=at)
         keeps_history = args.history_configmap and not args.rack  # a node's history is of the fabric only
         history = certify_kube.history_records(api, home, args.history_configmap) if keeps_history else {}
-        out = _document(result, plan, member, certify.relative_warnings(history, plan.decisions), args, at)
-        out["certification"].update(run_id=run_id, failed_writes=writer.failed)
+        warnings = certify.relative_warnings(history, plan.decisions) + ([
+            f"the node of worker pod(s) {', '.join(unplaced['pods'])} is unknown ({unplaced['why']}): no node is "
+            "certified or quarantined for them"] if unplaced else [])
+        out = _document(result, plan, member, warnings, args, at)
+        out["certification"].update(run_id=run_id, failed_writes=writer.failed, unplaced=unplaced)
         if args.result_configmap:  # the verdict first: no node write can hide it
             _write_result(reporter, args.result_configmap, out)
         certify_kube.apply(writer, plan, nodes, policy, at=at)
@@ -237,22 +240,45 @@ def _write_result(reporter: certify_kube.Writer, name: str, out: dict) -> None:
         CERTIFICATION_KEY: json.dumps(out["certification"], sort_keys=True)})
 
 
-def _judge_job(api, args: argparse.Namespace, member: certify.Membership) -> tuple[FabricResult, dict[str, str]]:
-    """Wait for (or read) the finished job, judge its launcher log; the worker pods' host -> node map."""
+def _judge_job(api, args: argparse.Namespace, member: certify.Membership
+               ) -> tuple[FabricResult, dict[str, str], dict | None]:
+    """Wait for (or read) the finished job, judge its launcher log; the worker pods' host -> node map, from
+    where the wait saw them and what is left after the job ended; and the workers whose node is unknown
+    (None: none), with why."""
+    placed: dict[str, dict] = {}
     if args.wait_minutes > 0:
-        phase = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
-                                          poll_seconds=args.poll_seconds)
+        job = certify_kube.wait_for_job(api, args.namespace, args.job, timeout_seconds=args.wait_minutes * 60,
+                                        poll_seconds=args.poll_seconds, placed=placed)
     else:
-        phase = _phase(api, args)
-        if phase not in certify_kube.DONE | certify_kube.FAILED:
-            raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
-                           "pass --wait-minutes to wait for it")
-    pods = certify_kube.job_pods(api, args.namespace, args.job)
-    pod, log = certify_kube.launcher_log(api, args.namespace, pods, args.task, args.kind, LOG_TAIL_LINES)
-    result = _judge(args, log, phase, pod, certify_kube.worker_torsets(pods, args.task, certify_kube.ib_nodes(api)))
+        job = api.get(certify_kube.job_path(args.namespace, args.job))
+    phase = certify_kube.phase(job)
+    if phase not in certify_kube.DONE | certify_kube.FAILED:
+        raise ApiError(f"Volcano job {args.namespace}/{args.job} has not finished (phase {phase}); "
+                       "pass --wait-minutes to wait for it")
+    left = certify_kube.job_pods(api, args.namespace, args.job)  # the launcher's pod stays: it has finished
+    certify_kube.record_placement(placed, left)
+    pods = list(placed.values())
+    unplaced = _unplaced(args, job, placed)
+    torsets = {} if unplaced else certify_kube.worker_torsets(pods, args.task, certify_kube.ib_nodes(api))
+    pod, log = certify_kube.launcher_log(api, args.namespace, left, args.task, args.kind, LOG_TAIL_LINES)
+    result = _judge(args, log, phase, pod, torsets)
     if member.reason:  # the split explains the run: its finding comes first
         result = dataclasses.replace(result, verdict="FAIL", reasons=(member.reason, *result.reasons))
-    return result, certify_kube.worker_hosts(pods, args.task)
+    return result, certify_kube.worker_hosts(pods, args.task), unplaced
+
+
+def _unplaced(args: argparse.Namespace, job: dict, placed: dict[str, dict]) -> dict | None:
+    """The job's worker pods whose node no read saw, and why ({pods, why}; None: every one is known).
+    Never a silent gap: their hosts map to no node, so the run certifies and quarantines none for them."""
+    pods = [p for p in certify_kube.task_pod_names(job, args.task) if p not in placed]
+    if not pods:
+        return None
+    seen = ("the certifier did not watch the job run (--wait-minutes 0)" if args.wait_minutes <= 0 else
+            f"no read while the certifier waited (every {args.poll_seconds:g}s) found them on a node")
+    why = (f"{seen}, and they are gone: Volcano deletes a job's unfinished pods when it ends the job (the workers "
+           "run sshd until then)")
+    certify_kube._say(f"the node of {len(pods)} worker pod(s) is unknown ({', '.join(pods)}): {why}")
+    return {"pods": pods, "why": why}
 
 
 def _kept(api, args: argparse.Namespace, home: str) -> dict | None:
@@ -278,13 +304,6 @@ def _report(args: argparse.Namespace, out: dict, writes: list[str], run_id: str)
             print(f"  - {reason}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
-
-
-def _phase(api, args: argparse.Namespace) -> str:
-    from clusterside.kube import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, get
-
-    job = api.get(f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{args.namespace}/{VOLCANO_PLURAL}/{args.job}")
-    return get(job, "status", "state", "phase") or "Pending"
 
 
 def _document(result: FabricResult | None, plan: certify.Plan, member: certify.Membership, warnings: list[str],

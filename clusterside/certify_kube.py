@@ -97,24 +97,58 @@ def worker_torsets(pods: Sequence[Mapping[str, Any]], launcher_task: str, nodes:
     return out
 
 
+def job_path(namespace: str, job: str) -> str:
+    return f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}/{job}"
+
+
+def phase(job: Mapping[str, Any]) -> str:
+    return kube.get(job, "status", "state", "phase") or "Pending"
+
+
+def record_placement(placed: dict[str, dict], pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Keep each pod that has a node (spec.nodeName), by name, the newest read winning (a restarted job's
+    pod of the same name may land elsewhere); the names newly placed. Volcano deletes a job's pods that have
+    not finished when a policy ends the job (killJob with PodRetainPhaseSoft: the launcher's TaskCompleted
+    -> CompleteJob, a failed pod's TerminateJob), and the workers run sshd until then: what was seen while the
+    job ran is all that is left of where they ran."""
+    new = []
+    for pod in pods:
+        if kube.get(pod, "spec", "nodeName"):
+            if kube.name(pod) not in placed:
+                new.append(kube.name(pod))
+            placed[kube.name(pod)] = dict(pod)
+    return new
+
+
 def wait_for_job(api: Api, namespace: str, job: str, *, timeout_seconds: float, poll_seconds: float,
-                 sleep=time.sleep, now=time.monotonic) -> str:
-    """The Volcano Job's final phase; ApiError at the timeout. The pod-side wait is bounded by the
-    certifier Job's activeDeadlineSeconds too. (`python -m verify collect` explains a wait; run it from a
+                 placed: dict[str, dict] | None = None, sleep=time.sleep, now=time.monotonic) -> dict:
+    """The Volcano Job once its phase is final; ApiError at the timeout. With `placed`, each poll also
+    records where the job's pods are (record_placement). The pod-side wait is bounded by the certifier
+    Job's activeDeadlineSeconds too. (`python -m verify collect` explains a wait; run it from a
     workstation to see why a job does not start.)"""
-    path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/{VOLCANO_PLURAL}/{job}"
     start, said = now(), None
     while True:
-        phase = kube.get(api.get(path), "status", "state", "phase") or "Pending"
-        if phase != said:
-            _say(f"job {namespace}/{job}: {phase}")
-            said = phase
-        if phase in DONE or phase in FAILED:
-            return phase
+        obj = api.get(job_path(namespace, job))
+        if phase(obj) != said:
+            said = phase(obj)
+            _say(f"job {namespace}/{job}: {said}")
+        if placed is not None:
+            new = record_placement(placed, job_pods(api, namespace, job))
+            if new:
+                _say("placed: " + ", ".join(f"{n} on {placed[n]['spec']['nodeName']}" for n in sorted(new)))
+        if said in DONE or said in FAILED:
+            return obj
         if now() - start + poll_seconds > timeout_seconds:
             raise ApiError(f"timed out after {now() - start:.0f}s waiting for Volcano job {namespace}/{job} "
-                           f"(last phase {phase})")
+                           f"(last phase {said})")
         sleep(poll_seconds)
+
+
+def task_pod_names(job: Mapping[str, Any], skip_task: str) -> list[str]:
+    """The pods Volcano makes for the job's tasks but `skip_task`: `<job>-<task>-<index>` (its
+    jobhelpers.MakePodName), `replicas` of each."""
+    return [f"{kube.name(job)}-{t.get('name')}-{i}" for t in kube.get(job, "spec", "tasks") or []
+            if t.get("name") != skip_task for i in range(int(t.get("replicas", 1)))]
 
 
 def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], task: str, kind: str,
@@ -123,7 +157,8 @@ def launcher_log(api: Api, namespace: str, pods: Sequence[Mapping[str, Any]], ta
     run's log can reach), as `kind`, with its last `tail` lines."""
     launchers = [p for p in pods if (kube.get(p, "metadata", "labels") or {}).get(TASK_SPEC_LABEL) == task]
     if not launchers:
-        raise ApiError(f"no launcher pod (task {task}) among the job's pods in {namespace}")
+        raise ApiError(f"no launcher pod (task {task}) among the job's pods in {namespace}: Volcano deletes a job's "
+                       "unfinished pods when a policy ends the job (a launcher still running when a worker failed)")
     pod = max(launchers, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
     containers = kube.get(pod, "spec", "containers") or [{}]
     log = api.stream(f"/api/v1/namespaces/{namespace}/pods/{kube.name(pod)}/log",

@@ -436,7 +436,9 @@ def launcher_log(client, namespace: str, job: str, task: str = LAUNCHER_TASK) ->
         raise _api_error(f"listing pods {selector} in {namespace}", exc) from None
     pods = kube.items(found)
     if not pods:
-        raise CollectError(f"no launcher pod for job {namespace}/{job} (label selector {selector})")
+        raise CollectError(f"no launcher pod for job {namespace}/{job} (label selector {selector}); Volcano deletes a "
+                           "job's unfinished pods when a policy ends the job, so a launcher still running when a "
+                           "worker failed is gone with its log (the lines streamed above are what is left)")
     pod = max(pods, key=lambda p: (str(kube.get(p, "metadata", "creationTimestamp") or ""), kube.name(p)))
     containers = kube.get(pod, "spec", "containers") or []
     container = containers[0].get("name") if containers else None

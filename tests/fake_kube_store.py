@@ -14,7 +14,11 @@ writable object store instead. It answers as the API server does for what the ce
   a cluster-scoped object (a Node) outside `default` (or `kube-system` with eventTime) is 422, and an
   events.k8s.io/v1 Event needs eventTime, action, reportingController, reportingInstance and a note of
   at most 1024 bytes;
-- a bearer token on every request (401 without).
+- a bearer token on every request (401 without);
+- Volcano's controller where the certifier sees it: a job's phases go on by reads (`phases`), and when a
+  job's phase is final its pods that have not finished are deleted, as Volcano's killJob does
+  (PodRetainPhaseSoft) when a policy ends the job: the launcher's TaskCompleted -> CompleteJob leaves the
+  launcher (Succeeded) and deletes the workers, which run sshd until then.
 Nodes, pods and ConfigMaps are given as the API's JSON; `writes` lists (method, path, body) in order.
 """
 
@@ -118,12 +122,18 @@ def json_patch(doc: dict, ops: list[dict]) -> dict:
     return doc
 
 
+FINAL_PHASES = ("Completed", "Failed", "Aborted", "Terminated")
+
+
 class FakeApi(LoopbackServer):
     def __init__(self, *, nodes=(), pods=(), configmaps=(), jobs=(), logs: dict[str, str] | None = None,
-                 run_job=None, slices=()):
+                 run_job=None, slices=(), phases: dict[str, list[str]] | None = None):
         self.objects: dict[str, dict] = {}
+        # job name -> the phases its successive reads serve (the last one stays): the job runs, then ends
+        self.phases = {k: list(v) for k, v in (phases or {}).items()}
         self.logs = dict(logs or {})  # pod path -> log text
-        # run_job(job) -> (pods, launcher log): what a created Volcano job leaves behind, run to Completed at once
+        # run_job(job) -> (pods, launcher log): what a created Volcano job places; it is Running at its first
+        # read, then Completed
         self.run_job = run_job
         self.writes: list[tuple[str, str, Any]] = []
         self.requests: list[tuple[str, str]] = []
@@ -143,6 +153,7 @@ class FakeApi(LoopbackServer):
         for j in jobs:
             self.put(f"/apis/batch.volcano.sh/v1alpha1/namespaces/{j['metadata']['namespace']}/jobs/"
                      f"{j['metadata']['name']}", j)
+            self._volcano_step(j["metadata"]["namespace"], j["metadata"]["name"], read=False)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -200,11 +211,30 @@ class FakeApi(LoopbackServer):
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
         self.objects[path] = obj
 
+    def _volcano_step(self, namespace: str, name: str, *, read: bool = True) -> None:
+        """A read of the job serves its next phase (`phases`); once the phase is final, its pods that have
+        not finished are deleted (Volcano's killJob, PodRetainPhaseSoft)."""
+        path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{name}"
+        job = self.objects[path]
+        steps = self.phases.get(name) or []
+        if steps:
+            job["status"] = {"state": {"phase": steps.pop(0) if len(steps) > 1 and read else steps[0]}}
+        if ((job.get("status") or {}).get("state") or {}).get("phase") not in FINAL_PHASES:
+            return
+        prefix = f"/api/v1/namespaces/{namespace}/pods/"
+        for p, pod in list(self.objects.items()):
+            if (p.startswith(prefix) and pod["metadata"].get("labels", {}).get("volcano.sh/job-name") == name
+                    and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")):
+                del self.objects[p]
+
     def answer(self, method: str, path: str, query: dict, body: Any, content_type: str | None):
         refused = next((v for k, v in self.refuse.items() if method != "GET" and path.startswith(k)), None)
         if refused:
             return refused[0], status(refused[0], "Forbidden" if refused[0] == 403 else "Invalid", refused[1])
         if method == "GET":
+            parts = path.split("/")
+            if path.startswith("/apis/batch.volcano.sh/") and len(parts) == 8 and path in self.objects:
+                self._volcano_step(parts[5], parts[7])
             if path.endswith("/log") and path[:-4] in self.objects:
                 return 200, self.logs.get(path[:-4], "")
             if path in self.objects:
@@ -237,7 +267,8 @@ class FakeApi(LoopbackServer):
             if self.run_job is None:
                 return 500, status(500, "InternalError", "the fake runs no job here")
             pods, log = self.run_job(obj)
-            obj["status"] = {"state": {"phase": "Completed"}}
+            obj["status"] = {"state": {"phase": "Running"}}
+            self.phases[obj["metadata"]["name"]] = ["Running", "Completed"]  # placed, then ended by the launcher
             self.put(f"{path}/{obj['metadata']['name']}", obj)
             for p in pods:
                 self.put(f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}", p)

@@ -51,19 +51,21 @@ def test_fail_on_warn_makes_a_warn_fail_the_stacks_certifier(tmp_path, capsys):
                               "creationTimestamp": "2026-03-01T12:00:00Z",
                               "labels": {"volcano.sh/job-name": name, "volcano.sh/task-spec": task}},
                  "spec": {"nodeName": f"aks-ib-0000000{i}", "containers": [{"name": task}]},
-                 "status": {"phase": "Succeeded"}}
+                 "status": {"phase": "Succeeded" if task == collect_mod.LAUNCHER_TASK else "Running"}}
                 for i, task in ((0, collect_mod.LAUNCHER_TASK), (0, "mpiworker"), (1, "mpiworker"))]
         nodes = [{"metadata": {"name": f"aks-ib-0000000{i}", "labels": fabric.pool_node_selector()},
                   "spec": {"taints": [{"key": fabric.IB_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]},
                   "status": {"conditions": []}} for i in (0, 1)]
         configmaps = [{"metadata": {"name": n, "namespace": certifier_mod.NAMESPACE}, "data": {}}
                       for n in (certifier_mod.RESULT_CONFIGMAP, certifier_mod.HISTORY_CONFIGMAP)]
-        volcano_job = {"metadata": {"name": name, "namespace": ns}, "status": {"state": {"phase": "Completed"}}}
+        volcano_job = {"metadata": {"name": name, "namespace": ns}, "status": {"state": {"phase": "Running"}}}
+        # the job runs (its workers placed), then ends and Volcano deletes the workers (tests/fake_kube_store.py)
         with FakeApi(nodes=nodes, pods=pods, jobs=[volcano_job], configmaps=configmaps,
+                     phases={name: ["Running", "Completed"]},
                      logs={f"/api/v1/namespaces/{ns}/pods/{name}-{collect_mod.LAUNCHER_TASK}-0": text}) as api:
             kubeconfig = tmp_path / "kubeconfig.json"
             kubeconfig.write_text(api.kubeconfig())
-            code = cli.main([*args[args.index("certify"):], "--kubeconfig", str(kubeconfig)])
+            code = cli.main([*args[args.index("certify"):], "--kubeconfig", str(kubeconfig), "--poll-seconds", "0.01"])
         captured = capsys.readouterr()
         assert json.loads(captured.out)["certification"]["verdict"] == "WARN", captured.err
         assert code == expected, captured.err

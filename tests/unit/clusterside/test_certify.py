@@ -30,6 +30,8 @@ UNCERT = (fabric.HOLD_TAINT_KEY, fabric.UNCERTIFIED, "NoSchedule")
 QUAR = (fabric.FABRIC_TAINT_KEY, fabric.QUARANTINED, "NoSchedule")
 POOL = (fabric.IB_TAINT_KEY, fabric.IB_TAINT_VALUE, "NoSchedule")
 HOSTS = [f"{JOB}-mpiworker-{i}" for i in range(4)]
+# As the stack's day-0 certifier: it waits for the job, and so sees where the workers run before they go.
+WAIT = ("--wait-minutes", "1", "--poll-seconds", "0.01")
 
 
 def doctor_log(n: int = 4, slow: tuple[int, ...] = (3,), *, everyone_slow: bool = False) -> str:
@@ -80,30 +82,39 @@ def name(i: int) -> str:
 
 
 def pod(pod_name: str, task: str, node_name: str) -> dict:
+    """A pod of the job as Volcano placed it: the launcher has finished (its mpirun ended), a worker runs
+    sshd until the job ends (then Volcano deletes it: tests/fake_kube_store.py)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name, "namespace": NS, "creationTimestamp": "2026-03-01T12:00:00Z",
                          "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": task}},
             "spec": {"nodeName": node_name, "hostname": pod_name, "subdomain": JOB,
                      "containers": [{"name": task, "image": "nccl-tests"}]},
-            "status": {"phase": "Succeeded"}}
+            "status": {"phase": "Succeeded" if task == "mpimaster" else "Running"}}
 
 
 def cluster(nodes: list[dict], log: str, n: int = 4, extra_configmaps: tuple[str, ...] = ()) -> FakeApi:
     pods = [pod(f"{JOB}-mpimaster-0", "mpimaster", "aks-system-0")] + [
         pod(HOSTS[i], "mpiworker", name(i)) for i in range(n)]
-    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS},
-           "status": {"state": {"phase": "Completed"}}}
     cms = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": NS}, "data": {}}
            for cm in ("fabric-certifier-result", "fabric-certifier-history", *extra_configmaps)]
-    return FakeApi(nodes=nodes, pods=pods, jobs=[job], configmaps=cms,
+    return FakeApi(nodes=nodes, pods=pods, jobs=[volcano_job(n)], configmaps=cms,
+                   phases={JOB: ["Running", "Completed"]},
                    logs={f"/api/v1/namespaces/{NS}/pods/{JOB}-mpimaster-0": log})
+
+
+def volcano_job(n: int, phase: str = "Running") -> dict:
+    """The fabric test job as the certifier reads it: its tasks (Volcano names their pods from them)."""
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS},
+            "spec": {"minAvailable": n + 1, "tasks": [{"name": "mpimaster", "replicas": 1},
+                                                      {"name": "mpiworker", "replicas": n}]},
+            "status": {"state": {"phase": phase}}}
 
 
 def certify_run(api: FakeApi, tmp_path: Path, capsys, *extra: str, n: int = 4) -> tuple[int, dict]:
     kubeconfig = tmp_path / "kubeconfig.json"
     kubeconfig.write_text(api.kubeconfig())
     code = cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--job", JOB, "--sku",
-                     H100.vm_size, "--nodes", str(n), "--threshold-gbps", THRESHOLD, "--json",
+                     H100.vm_size, "--nodes", str(n), "--threshold-gbps", THRESHOLD, "--json", *WAIT,
                      "--result-configmap", "fabric-certifier-result", "--history-configmap",
                      "fabric-certifier-history", *extra])
     out = capsys.readouterr().out
@@ -284,7 +295,7 @@ def test_a_concurrent_taint_change_fails_the_write_instead_of_overwriting_it(tmp
         kubeconfig = tmp_path / "k.json"
         kubeconfig.write_text(api.kubeconfig())
         code = cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--job", JOB, "--sku",
-                         H100.vm_size, "--nodes", "4", "--threshold-gbps", THRESHOLD])
+                         H100.vm_size, "--nodes", "4", "--threshold-gbps", THRESHOLD, *WAIT])
     assert code == 2 and "422" in capsys.readouterr().err
     assert api.taints(name(0)) == [POOL, UNCERT]
 
@@ -296,8 +307,8 @@ def test_the_certifier_runs_on_the_standard_library_alone(tmp_path):
         kubeconfig.write_text(api.kubeconfig())
         done = subprocess.run([sys.executable, "-S", "-m", "verify", "certify", "--kubeconfig", str(kubeconfig),
                                "--namespace", NS, "--job", JOB, "--sku", H100.vm_size, "--nodes", "4",
-                               "--threshold-gbps", THRESHOLD, "--json"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
+                               "--threshold-gbps", THRESHOLD, "--json", *WAIT], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert api.taints(name(3)) == [POOL, QUAR]
 
@@ -361,7 +372,7 @@ def rack_run(api: FakeApi, tmp_path: Path, capsys, *extra: str) -> tuple[int, di
     kubeconfig = tmp_path / "kubeconfig.json"
     kubeconfig.write_text(api.kubeconfig())
     code = cli.main(["certify", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--job", JOB, "--sku",
-                     GB300.vm_size, "--nodes", "2", "--json", "--result-configmap", RACK_CM, *extra])
+                     GB300.vm_size, "--nodes", "2", "--json", "--result-configmap", RACK_CM, *WAIT, *extra])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
 
