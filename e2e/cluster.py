@@ -307,7 +307,8 @@ def start_control_plane(plane: Plane) -> None:
     # kwok's CRDs first: it watches Logs and ClusterLogs at start.
     plane.kubectl("apply", "--server-side", "-f", str(plane.bin / "kwok-assets" / "crds"))
     config = plane.state / "kwok.yaml"
-    stages = sorted((plane.bin / "kwok-assets" / "stages").glob("*.yaml"))
+    # kwok's "fast" stages, then the harness's stand-in for the fabric test's launcher and workers
+    stages = [*sorted((plane.bin / "kwok-assets" / "stages").glob("*.yaml")), ROOT / "e2e" / "kwok-stage-mpirun.yaml"]
     config.write_text("\n---\n".join([
         # kwok's own defaults (kustomize/kwok/kwok.yaml of the module), with only the CRDs used here
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"

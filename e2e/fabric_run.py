@@ -4,9 +4,11 @@ Job the stack renders is created, Volcano's webhook admits it, its controller ma
 and hostfile ConfigMap) and its scheduler gang-binds them to the kwok nodes; the Job's phase is Volcano's.
 
 What the harness still does, and only this: it serves the launcher's log through kwok (a `Logs` object
-naming a file of CRI log lines: kwok runs no containers, so no process writes one), and kwok's "fast" pod
-stages finish each pod of a Job with exit code 0 once it is Running (e2e/tools/build.sh copies them from
-the kwok module). Nothing here creates or binds a pod, or writes a Job's status.
+naming a file of CRI log lines: kwok runs no containers, so no process writes one), and kwok plays the
+test's processes (e2e/kwok-stage-mpirun.yaml): the launcher's container exits 0 some seconds after it runs,
+as mpirun ends, and the workers run until Volcano's controller deletes them when the launcher's
+TaskCompleted -> CompleteJob policy ends the Job, as their sshd does. Nothing here creates or binds a pod,
+or writes a Job's status.
 """
 
 from __future__ import annotations
@@ -64,29 +66,37 @@ def pods(plane: Plane, job: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(plane: Plane, job: Mapping[str, Any], launcher_log: str | Callable[[list[dict[str, Any]]], str],
-        log_dir: Path, launcher_task: str = "mpimaster") -> list[dict[str, Any]]:
+        log_dir: Path, launcher_task: str = "mpimaster", *, created: Callable[[], None] | None = None,
+        running: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """The Job (created here unless the stack's apply created it) run by Volcano to its `Completed` phase,
-    the launcher's log served; returns its pods as the server keeps them. A callable log is written from
-    the pods, once Volcano has placed them (a log names the hosts its ranks ran on)."""
+    the launcher's log served; returns its pods as placed while they ran (after the run only the launcher is
+    left: Volcano deletes the workers). A callable log is written from those pods, once Volcano has placed
+    them (a log names the hosts its ranks ran on). `created` is called once the Job exists (a certifier
+    watching it starts then), `running` once every pod runs, before the launcher ends."""
     meta = job["metadata"]
     log_file = serve_log(plane, job, launcher_task, launcher_log if isinstance(launcher_log, str) else "", log_dir)
     if not job_state(plane, job):
         plane.kubectl("create", "-f", "-", input=json.dumps(job))
+    if created:
+        created()
     names = pod_names(job)
+    placed: dict[str, dict[str, Any]] = {}
 
-    def finished() -> bool:
-        got = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in pods(plane, job)}
-        return all(got.get(n) == "Succeeded" for n in names)
+    def all_running() -> bool:
+        placed.update({p["metadata"]["name"]: p for p in pods(plane, job)
+                       if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"})
+        return set(names) <= set(placed)
 
-    wait(f"Volcano to make and bind the {len(names)} pods of {meta['name']}, and kwok to finish them",
-         finished, POD_SECONDS, plane.logs / "vc-controller-manager.log")
-    wait(f"Volcano's controller to set {meta['name']} Completed",
-         lambda: job_state(plane, job).get("status", {}).get("state", {}).get("phase") == "Completed",
-         PHASE_SECONDS, plane.logs / "vc-controller-manager.log")
-    placed = pods(plane, job)
+    wait(f"Volcano to make and bind the {len(names)} pods of {meta['name']}, and kwok to run them", all_running,
+         POD_SECONDS, plane.logs / "vc-controller-manager.log")
     if not isinstance(launcher_log, str):
-        log_file.write_text(cri_log(launcher_log(placed)))
-    return placed
+        log_file.write_text(cri_log(launcher_log(list(placed.values()))))
+    if running:
+        running()
+    wait(f"the launcher to end (e2e/kwok-stage-mpirun.yaml) and Volcano's controller to set {meta['name']} "
+         "Completed", lambda: job_state(plane, job).get("status", {}).get("state", {}).get("phase") == "Completed",
+         PHASE_SECONDS, plane.logs / "vc-controller-manager.log")
+    return [placed[n] for n in names]
 
 
 def remove(plane: Plane, job: Mapping[str, Any]) -> None:

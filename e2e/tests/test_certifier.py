@@ -36,12 +36,13 @@ H100 = "Standard_ND96isr_H100_v5"
 CONFIG = {**engine.stack_file_config("dev"), "ibPool": {"vmSize": H100, "nodeCount": 4}}
 SA = "system:serviceaccount:fabric-certifier:fabric-certifier"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+POLL_SECONDS = "0.5"  # the certifier's polls while it waits for a run (the stack's default is 15 s)
 EVENT_DEFECT = ("issue 35 item 1: the certifier posts Node Events in its own namespace; the real API server "
                 "answers 422 (involvedObject.namespace must be default for a cluster-scoped object)")
-# Kinds the certifier scenarios need from the render: its own objects, the fabric test's, Volcano's CRDs.
+# Kinds the certifier scenarios need from the render: its own objects, the fabric test's, Volcano's CRDs. Not
+# the fabric test's Volcano Job: each run creates it (fabric_run.run), so a certifier watching it starts with it.
 KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-         "PriorityClass", "CustomResourceDefinition", "Job", "ValidatingAdmissionPolicy",
-         "ValidatingAdmissionPolicyBinding"}
+         "PriorityClass", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 class World:
@@ -53,7 +54,7 @@ class World:
         self.tmp = tmp_path
         groups, single = apply.stack_objects(self.rendering)
         wanted = [o for o in groups if o["kind"] == "CustomResourceDefinition"] + [
-            o for o in single if o["kind"] in KINDS and not (o["kind"] == "Job" and o["apiVersion"] == "batch/v1")]
+            o for o in single if o["kind"] in KINDS]
         refused = [(apply.label(o), e) for o in wanted if (e := apply.apply_one(self.plane, o))]
         assert not refused, refused
         self.job = next(o for o in single if o["kind"] == "Job" and o["apiVersion"].startswith("batch.volcano.sh"))
@@ -66,37 +67,51 @@ class World:
     def kubectl(self, *args: str, **kw):
         return self.plane.kubectl(*args, **kw)
 
-    def finished_run(self, log: str) -> list[dict]:
-        """The rendered Job run by Volcano (its scheduler places the pods where the Job's selectors send
-        them); its pods as the server keeps them. The log's host `<job>-mpiworker-<i>` is the worker pod
-        Volcano put on `self.ib[i]`, so a scenario's slow index names a node, wherever the pod landed."""
-        return fabric_run.run(self.plane, self.job, lambda pods: self.as_placed(log, pods), self.tmp / "logs")
+    def finished_run(self, log: str, job: dict | None = None, nodes: list[str] | None = None, **hooks) -> list[dict]:
+        """The rendered Job (or `job`) run by Volcano (its scheduler places the pods where the Job's selectors
+        send them); its pods as placed while they ran. The log's host `<job>-mpiworker-<i>` is the worker pod
+        Volcano put on `self.ib[i]` (or `nodes[i]`), so a scenario's slow index names a node, wherever the pod
+        landed. `hooks`: fabric_run.run's `created` and `running`."""
+        job, nodes = job or self.job, nodes or self.ib
+        return fabric_run.run(self.plane, job, lambda pods: self.as_placed(log, pods, job, nodes),
+                              self.tmp / "logs" / job["metadata"]["namespace"], **hooks)
 
-    def as_placed(self, log: str, pods: list[dict]) -> str:
+    def as_placed(self, log: str, pods: list[dict], job: dict, nodes: list[str]) -> str:
         on = {p["spec"]["nodeName"]: p["spec"]["hostname"] for p in pods
               if p["metadata"]["labels"][TASK_SPEC_LABEL] == "mpiworker"}
-        worker = re.compile(rf"\b{re.escape(self.job['metadata']['name'])}-mpiworker-(\d+)\b")
-        return worker.sub(lambda m: on[self.ib[int(m.group(1))]], log)
-
-    def rerun(self, log: str) -> list[dict]:
-        """Another run of the fabric test: the last one's Job (with its pods) and served log removed first."""
-        fabric_run.remove(self.plane, self.job)
-        return self.finished_run(log)
+        worker = re.compile(rf"\b{re.escape(job['metadata']['name'])}-mpiworker-(\d+)\b")
+        return worker.sub(lambda m: on[nodes[int(m.group(1))]], log)
 
     def token_kubeconfig(self) -> Path:
         token = self.kubectl("create", "token", "fabric-certifier", "-n", "fabric-certifier").stdout.strip()
         return kubeconfig(self.tmp / "certifier.kubeconfig", self.plane.state / "pki", "fabric-certifier",
                           {"token": token})
 
-    def certify(self, *extra: str) -> tuple[int, dict, str]:
-        """The stack's own day-0 argv, as its ServiceAccount, with the standard library alone (python -S)."""
-        done = subprocess.run(self.verify_argv(*self.argv, "--wait-minutes", "0", "--threshold-gbps", "300", *extra),
-                              cwd=ROOT, capture_output=True, text=True, timeout=180, env=ENV)
+    def run_and_certify(self, log: str, *extra: str, running=None, job: dict | None = None,
+                        nodes: list[str] | None = None, argv: list[str] | None = None) -> tuple[int, dict, str]:
+        """A run of the fabric test (`job` on `nodes`: finished_run) judged as the stack's day-0 certifier
+        judges it: its own argv (or `argv`), as its ServiceAccount, with the standard library alone (python
+        -S), started once the Job exists and waiting for it, so it sees where the workers run before Volcano
+        deletes them (polling every POLL_SECONDS, well inside the launcher's run in
+        e2e/kwok-stage-mpirun.yaml). `running`: done while the pods run."""
+        command = self.verify_argv(*(argv or self.argv), "--wait-minutes", "3", "--poll-seconds", POLL_SECONDS,
+                                   "--threshold-gbps", "300", *extra)
+        started: list[subprocess.Popen] = []
         try:
-            out = json.loads(done.stdout)
+            self.finished_run(log, job, nodes, running=running, created=lambda: started.append(subprocess.Popen(
+                command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)))
+            stdout, stderr = started[0].communicate(timeout=180)
+        finally:
+            for proc in started:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+        try:
+            out = json.loads(stdout)
         except ValueError:
             out = {}
-        return done.returncode, out, done.stderr
+        assert not out.get("certification", {}).get("unplaced"), (out["certification"]["unplaced"], stderr)
+        return started[0].returncode, out, stderr
 
     def verify_argv(self, *args: str) -> list[str]:
         return [sys.executable, "-S", "-m", "verify", *args, "--kubeconfig", str(self.token_kubeconfig())]
@@ -137,11 +152,10 @@ def hosts(world: World) -> list[str]:
 def test_a_dry_run_reads_the_real_run_and_changes_nothing(world):
     done = world.admit_once()
     assert done.returncode == 0, done.stderr
-    world.finished_run(doctor_log(slow=(3,)))
     def own() -> list[dict]:  # the certifier's: Volcano's controller and scheduler post Events of their own
         return [e for e in world.events() if e.get("reportingComponent") == certify_kube.REPORTING_CONTROLLER]
     before = len(own())
-    code, out, err = world.certify("--dry-run")
+    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), "--dry-run")
     assert code == 0, err
     actions = {d["node"]: d["action"] for d in out["certification"]["decisions"]}
     assert actions == {world.ib[0]: "certify", world.ib[1]: "certify", world.ib[2]: "certify",
@@ -151,8 +165,7 @@ def test_a_dry_run_reads_the_real_run_and_changes_nothing(world):
 
 
 def test_label_mode_writes_the_condition_label_and_events_the_real_server_accepts(world):
-    world.finished_run(doctor_log(slow=(3,)))
-    code, out, err = world.certify("--mode", "label")
+    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), "--mode", "label")
     assert code == 0, err
     assert world.node(world.ib[3])["metadata"]["labels"][fabric.FABRIC_STATE_LABEL] == "quarantined"
     assert world.condition(world.ib[3])["status"] == "False"
@@ -175,8 +188,7 @@ def test_day0_the_admission_loop_holds_every_node_and_the_certifier_admits_the_g
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
     held = [e for e in world.events() if e["reason"] == "FabricHeld"]
     assert sorted(e["involvedObject"]["name"] for e in held) == world.ib
-    world.finished_run(doctor_log(slow=(3,)))
-    code, out, err = world.certify()
+    code, out, err = world.run_and_certify(doctor_log(slow=(3,)))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in world.ib[:3])
     assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
@@ -286,11 +298,10 @@ def test_a_persons_cordon_and_quarantine_stay_while_the_certifier_admits_and_qua
     taint without the certifier's annotation stays on a node that passes; the slow node is quarantined."""
     assert world.admit_once().returncode == 0
     world.kubectl("taint", "node", world.ib[1], f"{fabric.FABRIC_TAINT_KEY}={fabric.QUARANTINED}:NoSchedule")
-    # the cordon comes after the run: Volcano's scheduler places no pod on a cordoned node, so a gang of
-    # four workers on four nodes would wait (the Job tolerates the fabric taints, not unschedulable)
-    world.finished_run(doctor_log(slow=(3,)))
-    world.kubectl("cordon", world.ib[0])
-    code, out, err = world.certify()
+    # the cordon comes while the pods run: Volcano's scheduler places no pod on a cordoned node, so a gang
+    # of four workers on four nodes would wait (the Job tolerates the fabric taints, not unschedulable); the
+    # certifier reads the nodes again after its wait, seconds later (the launcher's run)
+    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), running=lambda: world.kubectl("cordon", world.ib[0]))
     assert code == 0, err
     assert world.node(world.ib[0])["spec"].get("unschedulable") is True and world.fabric_taints(world.ib[0]) == []
     assert world.fabric_taints(world.ib[1]) == [fabric.QUARANTINED], "the person's quarantine stays"
@@ -303,8 +314,7 @@ def test_a_tripped_breaker_leaves_every_node_as_it_was_and_says_why(world):
     Nothing is applied (no hold lifted, none quarantined); each node it would have quarantined gets a
     Warning Event that the real server accepts, and the result names the breaker."""
     assert world.admit_once().returncode == 0
-    world.finished_run(doctor_log(slow=(2, 3)))
-    code, out, err = world.certify()
+    code, out, err = world.run_and_certify(doctor_log(slow=(2, 3)))
     assert out.get("certification", {}).get("breaker", "").startswith("circuit breaker"), (code, err)
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib), "every hold stays"
     tripped = [e for e in world.events() if e["reason"] == "FabricCircuitBreakerOpen"]
@@ -317,11 +327,10 @@ def test_a_node_the_certifier_quarantined_is_released_when_it_passes(world):
     """Day 0 quarantines the slow node (its own taint, with its annotation); the next run finds it good and
     takes the taint off again, as its bounds allow for its own taint."""
     assert world.admit_once().returncode == 0
-    world.finished_run(doctor_log(slow=(3,)))
-    assert world.certify()[0] == 0
+    assert world.run_and_certify(doctor_log(slow=(3,)))[0] == 0
     assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
-    world.rerun(doctor_log(slow=()))
-    code, out, err = world.certify()
+    fabric_run.remove(world.plane, world.job)  # another run: the last one's Job and served log removed first
+    code, out, err = world.run_and_certify(doctor_log(slow=()))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in world.ib), [world.fabric_taints(n) for n in world.ib]
     assert world.condition(world.ib[3])["status"] == "True"
@@ -332,8 +341,7 @@ def test_fabric_wide_slowness_quarantines_no_one_and_certifies_no_one(world):
     """Every pair slow: a cause the whole fabric shares, not a node's. No node is quarantined (the breaker
     is not what stops it) and none is admitted: every hold stays, and the run says why."""
     assert world.admit_once().returncode == 0
-    world.finished_run(doctor_log(slow=(), everyone_slow=True))
-    code, out, err = world.certify()
+    code, out, err = world.run_and_certify(doctor_log(slow=(), everyone_slow=True))
     cert = out.get("certification", {})
     assert cert.get("verdict") == "FAIL" and cert["suspects"] == [] and not cert["breaker"], (code, err)
     assert any("fabric-wide" in n for n in cert["notes"])
@@ -350,8 +358,7 @@ def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
            "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-12-01T00:00:00Z"}
     world.kubectl("patch", "node", world.ib[0], "--subresource=status", "--type=strategic",
                   "-p", json.dumps({"status": {"conditions": [npd]}}))
-    world.finished_run(doctor_log(slow=()))
-    code, out, err = world.certify()
+    code, out, err = world.run_and_certify(doctor_log(slow=()))
     assert code == 0, err
     held = next(d for d in out["certification"]["decisions"] if d["node"] == world.ib[0])
     assert held["action"] == "hold" and "IBLinkFlapping" in held["reason"], held

@@ -19,7 +19,7 @@ import pytest
 
 from clusterside import certify_recurring
 from core import fabric
-from e2e import apply, fabric_run, pools
+from e2e import apply, pools
 from e2e.cluster import ROOT
 from e2e.tests.test_certifier import ENV, KINDS, World
 from offline import engine
@@ -46,7 +46,7 @@ class Pools(World):
         self.system = self.nodes["system"]
         groups, single = apply.stack_objects(self.rendering)
         wanted = [o for o in groups if o["kind"] == "CustomResourceDefinition"] + [
-            o for o in single if o["kind"] in KINDS and not (o["kind"] == "Job" and o["apiVersion"] == "batch/v1")]
+            o for o in single if o["kind"] in KINDS]
         refused = [(apply.label(o), e) for o in wanted if (e := apply.apply_one(self.plane, o))]
         assert not refused, refused
         self.jobs = {o["metadata"]["namespace"].removeprefix("fabric-test-"): o for o in single
@@ -63,18 +63,11 @@ class Pools(World):
         return subprocess.run(self.verify_argv(*self.admissions[pool], "--once", *extra), cwd=ROOT,
                               capture_output=True, text=True, timeout=60, env=ENV)
 
-    def run_of(self, pool: str, log: str) -> None:
-        fabric_run.run(self.plane, self.jobs[pool], {"mpimaster": self.system[:1], "mpiworker": self.nodes[pool]},
-                       log, self.tmp / f"logs-{pool}")
-
-    def certify_pool(self, pool: str) -> tuple[int, dict, str]:
-        done = subprocess.run(self.verify_argv(*self.day0[pool], "--wait-minutes", "0", "--threshold-gbps", "300"),
-                              cwd=ROOT, capture_output=True, text=True, timeout=180, env=ENV)
-        try:
-            out = json.loads(done.stdout)
-        except ValueError:
-            out = {}
-        return done.returncode, out, done.stderr
+    def run_and_certify_pool(self, pool: str, log: str) -> tuple[int, dict, str]:
+        """Pool `pool`'s fabric test run by Volcano and judged by its own day-0 certifier (`--pool`), as
+        World.run_and_certify does for one pool: the log's `<job>-mpiworker-<i>` is the worker on that pool's
+        i-th node."""
+        return self.run_and_certify(log, job=self.jobs[pool], nodes=self.nodes[pool], argv=self.day0[pool])
 
 
 @pytest.fixture
@@ -98,15 +91,13 @@ def test_a_slow_node_in_one_pool_is_quarantined_while_the_other_pools_nodes_are_
     for pool in GPU_POOLS:
         assert world.admit_pool(pool).returncode == 0
     h100, h200 = world.nodes["h100"], world.nodes["h200"]
-    world.run_of("h200", doctor_log(n=4, slow=(3,)))
-    code, out, err = world.certify_pool("h200")
+    code, out, err = world.run_and_certify_pool("h200", doctor_log(n=4, slow=(3,)))
     assert code == 0, err
     assert world.fabric_taints(h200[3]) == [fabric.QUARANTINED]
     assert all(world.fabric_taints(n) == [] for n in h200[:3])
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in h100), "h200's verdict leaves h100 alone"
     assert {d["node"] for d in out["certification"]["decisions"]} <= set(h200)
-    world.run_of("h100", doctor_log(n=2, slow=()))
-    code, out, err = world.certify_pool("h100")
+    code, out, err = world.run_and_certify_pool("h100", doctor_log(n=2, slow=()))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in h100)
     assert world.fabric_taints(h200[3]) == [fabric.QUARANTINED], "h100's pass releases nothing of h200's"

@@ -44,8 +44,7 @@ def test_a_recorded_run_over_tcp_sockets_certifies_no_node_and_says_rdma_was_not
     assert len(world.ib) == 2
     assert world.admit_once().returncode == 0
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
-    world.finished_run(recorded_log(world))
-    code, out, err = world.certify()
+    code, out, err = world.run_and_certify(recorded_log(world))
     cert = out.get("certification", {})
     assert cert.get("verdict") == "FAIL", (code, err)
     assert out["result"]["transport"]["network"] == "Socket", out["result"]["transport"]

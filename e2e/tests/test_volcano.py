@@ -74,8 +74,10 @@ def test_the_webhook_refuses_a_job_whose_gang_is_larger_than_its_replicas(world)
 
 
 def test_the_rendered_job_runs_as_one_gang_on_the_ib_nodes_and_its_plugin_objects_go_with_it(world):
-    pods = world.finished_run(doctor_log(slow=()))
     name = world.job["metadata"]["name"]
+    during: dict[str, bool] = {}
+    pods = world.finished_run(doctor_log(slow=()), running=lambda: during.update(plugin_objects(world, name)))
+    assert during and all(during.values()), f"the plugins' objects while the Job runs: {during}"
     by_task: dict[str, list[dict]] = {}
     for p in pods:
         by_task.setdefault(p["metadata"]["labels"]["volcano.sh/task-spec"], []).append(p)
@@ -92,7 +94,12 @@ def test_the_rendered_job_runs_as_one_gang_on_the_ib_nodes_and_its_plugin_object
         assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == f"{name}-{uid}"  # v1.10's PodGroup
         env = {e["name"] for c in p["spec"]["containers"] for e in c.get("env") or []}
         assert {"VC_MPIWORKER_HOSTS", "VC_MPIMASTER_HOSTS"} <= env, sorted(env)
-        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0  # kwok's stage
+    # the launcher ended (exit 0: e2e/kwok-stage-mpirun.yaml) and CompleteJob's killJob deleted the workers,
+    # which ran until then (PodRetainPhaseSoft): what clusterside/certify_kube.py record_placement is for
+    wait("Volcano's controller to delete the workers", lambda: [
+        p["metadata"]["name"] for p in fabric_run.pods(world.plane, world.job)] == [launcher["metadata"]["name"]], 30)
+    (left,) = fabric_run.pods(world.plane, world.job)
+    assert left["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     # the Job is over: the controller's killJob has run the plugins' OnJobDelete
     assert plugin_objects(world, name) == dict.fromkeys(plugin_objects(world, name), False)
     # and its PodGroup (killJob deletes it once the Job completes: read after the run, it may be gone already)
