@@ -425,7 +425,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     problems += enterprise.problems(values, prefix, problems)
     pool_skus = [e.sku for e in entries if e.sku]
     problems += existing.problems(values, prefix) + existing.chart_problems(values, prefix, pool_skus, mode)
-    problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries))
+    problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries)) + \
+        existing.preinstalled_problems(values, prefix, pool_skus)
     matrix_problems, untested = _matrix_problems(values, prefix, pool_skus, mode)
     problems += matrix_problems
     if problems:

@@ -33,6 +33,9 @@ core = k8s.core.v1
 meta = k8s.meta.v1
 
 NAMESPACE = "fabric-test"
+# The Volcano Job's API and the queue it runs in (Volcano makes `default` itself): what stack/preinstalled.py
+# checks of a Volcano that another owner runs.
+JOB_API_VERSION, QUEUE = "batch.volcano.sh/v1alpha1", "default"
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"  # the launchers (core/kinds.py Kind.launcher)
 LAUNCHER_DIR = "/opt/aks-infiniband"
 MPI_HOME = "/opt/hpcx/ompi"  # HPC-X Open MPI in the default (nccl-tests) image
@@ -253,7 +256,7 @@ def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodT
     """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
     return plain({
         "schedulerName": "volcano",
-        "queue": "default",
+        "queue": QUEUE,
         # gang: nothing starts until the launcher and every worker can be placed at once
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
@@ -346,7 +349,7 @@ def declare_mpi_job(
             task["template"]["metadata"]["annotations"][DRIVER_VERSIONS_ANNOTATION] = versions_text(driver_versions)
     job = k8s.apiextensions.CustomResource(
         f"{name}-job",
-        api_version="batch.volcano.sh/v1alpha1",
+        api_version=JOB_API_VERSION,
         kind="Job",
         metadata=meta.ObjectMetaArgs(name=job_name, namespace=namespace.name, labels=labels(job_name, "job")),
         spec=spec,
