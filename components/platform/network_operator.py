@@ -117,7 +117,9 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
 
 
 # Each device plugin's own resourcePrefix, for an entry of its config that gives none (k8s-rdma-shared-dev-plugin:
-# rdma; sriov-network-device-plugin: intel.com): how a NicClusterPolicy another owner wrote is read.
+# rdma; sriov-network-device-plugin: intel.com, its --resource-prefix default in cmd/sriovdp/main.go, which the
+# Network Operator's state-sriov-device-plugin DaemonSet does not pass): how a NicClusterPolicy another owner
+# wrote is read.
 DEFAULT_PREFIX = {"rdmaSharedDevicePlugin": "rdma", "sriovDevicePlugin": "intel.com"}
 
 
