@@ -101,7 +101,7 @@ def declare(cfg: StackConfig) -> AzureHalf:
                 tags=cfg.tags,
                 protect=cfg.protect,
                 wait_for=[feature.step],
-                vnet_subnet_id=cfg.network.ib_subnet_id,
+                vnet_subnet_id=pool.subnet_id,
                 min_node_count=pool.min_node_count,
             ),
         )

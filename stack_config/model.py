@@ -86,6 +86,8 @@ class IbPool:
     rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
     # Whether it is the stack's only pool: its resources keep the one-pool names (and URNs) then.
     alone: bool = True
+    # The existing subnet its nodes join: ibPools.<name>.subnetId, else network.ibSubnetId; None: AKS's VNet.
+    subnet_id: str | None = None
 
     @property
     def vm_size(self) -> str:
@@ -320,7 +322,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     mode = modes.rdma_mode(values["rdmaMode"]) if values["rdmaMode"] is not None else None
     problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix, entries, mode)
-    problems += enterprise.problems(values, prefix, problems)
+    problems += enterprise.problems(values, prefix, problems, pools.subnets(entries))
     pool_skus = [e.sku for e in entries if e.sku]
     problems += existing.problems(values, prefix) + existing.chart_problems(values, prefix, pool_skus, mode)
     problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries))
@@ -338,7 +340,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         cluster_name=values["clusterName"],
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
-        ib_pools=tuple(_pool(e, e.fabric(ft)) for e in sorted(entries, key=lambda e: e.name)),
+        ib_pools=tuple(_pool(e, e.fabric(ft), (values["network"] or {}).get("ibSubnetId"))
+                       for e in sorted(entries, key=lambda e: e.name)),
         rdma_mode=mode,
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
@@ -354,7 +357,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     )
 
 
-def _pool(e: pools.Entry, ft: dict[str, Any]) -> IbPool:
+def _pool(e: pools.Entry, ft: dict[str, Any], ib_subnet_id: str | None) -> IbPool:
     """A pool's record, with its own fabric test: its size's kind, and the stack's fabricTest keys with the
     pool's own size-bound ones over them. A key of the other kind's unit is not this pool's (None)."""
     ib, sku, kind = e.values, e.sku, e.kind
@@ -362,6 +365,7 @@ def _pool(e: pools.Entry, ft: dict[str, Any]) -> IbPool:
     return IbPool(
         sku=sku, node_count=ib["nodeCount"], name=e.name, os_disk_size_gb=ib["osDiskSizeGb"],
         min_node_count=ib["minNodeCount"], alone=e.alone, rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"]),
+        subnet_id=ib.get("subnetId") or ib_subnet_id,
         fabric_test=FabricTest(
             kind=kind, enabled=ft["enabled"], image=ft["image"],
             all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),

@@ -128,6 +128,12 @@ def cluster_problems(entries: list[Entry], prefix: str, mode: modes.RdmaMode | N
     return problems
 
 
+def subnets(entries: list[Entry]) -> dict[str, str | None]:
+    """With ibPools, each entry's subnetId key and value (None: unset, the pool takes network.ibSubnetId), for the
+    network rules (core/enterprise.py); {} with ibPool, which has no subnet of its own."""
+    return {e.key("subnetId"): e.values.get("subnetId") for e in entries if e.at != SINGLE}
+
+
 def rdma_driver_problems(ib: dict[str, Any], prefix: str, sku: catalog.Sku, key: str) -> list[str]:
     """A pool's rdmaDriver (`key`: ibPool.rdmaDriver, ibPools.<name>.rdmaDriver) against the size's catalog
     evidence (core/rdma_drivers.py `problem`)."""
