@@ -103,6 +103,7 @@ def declare(cfg: StackConfig) -> AzureHalf:
                 wait_for=[feature.step],
                 vnet_subnet_id=pool.subnet_id,
                 min_node_count=pool.min_node_count,
+                node_group=None if pool.alone else pool.name,  # its Volcano queue's (volcano_pools.py)
             ),
         )
         for pool in cfg.ib_pools

@@ -249,11 +249,13 @@ def versions_text(versions: Mapping[str, str]) -> str:
     return ",".join(f"{name}={versions[name]}" for name in sorted(versions))
 
 
-def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs) -> dict[str, Any]:
-    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
+def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs,
+             agent_pool: str | None = None) -> dict[str, Any]:
+    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1); with `agent_pool` (one of several
+    pools), in that pool's queue (core/fabric.py pool_queue)."""
     return plain({
         "schedulerName": "volcano",
-        "queue": "default",
+        "queue": fabric.pool_queue(agent_pool),
         # gang: nothing starts until the launcher and every worker can be placed at once
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,

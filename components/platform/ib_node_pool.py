@@ -35,6 +35,8 @@ class IbNodePoolArgs:
     vnet_subnet_id: str | None = None  # an existing subnet (the system pool's VNet); None: AKS's VNet
     # Set: the AKS cluster autoscaler runs the pool between this and node_count; 0 lets it go idle.
     min_node_count: int | None = None
+    # One of several pools: its name, as its nodes' Volcano node group (core/fabric.py node_group_labels)
+    node_group: str | None = None
 
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
@@ -53,14 +55,16 @@ def pool_taints(args: IbNodePoolArgs) -> list[str]:
     return [fabric.IB_TAINT]
 
 
-def pool_labels(sku: Sku) -> dict[str, str]:
-    """Labels on every node of the pool: its role (what the job's node selector matches) and size. Not
-    the DRA kubelet plugin's label: the GPU Operator's driver manager rewrites it on every driver restart,
-    which AKS refuses for a pool-set label; the topology labeler puts it on through the API instead."""
+def pool_labels(sku: Sku, node_group: str | None = None) -> dict[str, str]:
+    """Labels on every node of the pool: its role (what the job's node selector matches) and size, and with
+    several pools its Volcano node group (what its queue's affinity names). Not the DRA kubelet plugin's label:
+    the GPU Operator's driver manager rewrites it on every driver restart, which AKS refuses for a pool-set
+    label; the topology labeler puts it on through the API instead."""
     return {
         fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE,
         "aks-infiniband.io/vm-size": sku.vm_size,
         "aks-infiniband.io/ib-generation": sku.ib_generation,
+        **fabric.node_group_labels(node_group),
     }
 
 
@@ -102,7 +106,7 @@ class IbNodePool(pulumi.ComponentResource):
             vnet_subnet_id=args.vnet_subnet_id,
             **autoscale(args),
             node_taints=pool_taints(args),
-            node_labels=pool_labels(sku),
+            node_labels=pool_labels(sku, args.node_group),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
             # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next
             # to the GPU Operator's. The pinned SDK cannot set it; the policy pack refuses Managed.

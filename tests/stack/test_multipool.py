@@ -4,6 +4,8 @@ certify Job into its own result, certified within itself, and reported in maps k
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import rendered
 
@@ -133,3 +135,83 @@ def test_a_split_stack_checks_each_pool_against_the_azure_stacks():
         "same pool in both stack files: the fabric test would wait for nodes that do not exist")
     assert handoff.pools_problem(cfg, {"h100": same["h100"]}).startswith(
         "aks-infiniband:ibPools.hb: the Azure stack org/aks-infiniband/azure deployed no pool 'hb' (it has h100)")
+
+
+QUEUE_TYPE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+
+
+def _scheduler_conf(r: engine.Rendering) -> dict:
+    """The scheduler configuration in the applied Volcano manifest (its ConfigMap's document only is parsed)."""
+    import yaml
+
+    from components.platform import volcano_topology
+
+    text = r.one("kubernetes:yaml/v2:ConfigGroup", "volcano-manifest").inputs["yaml"]
+    docs = [yaml.safe_load(d) for d in text.split("\n---\n") if "kind: ConfigMap\n" in d
+            and f"name: {volcano_topology.SCHEDULER_CONFIGMAP}\n" in d]
+    (conf,) = [d for d in docs if d and d["kind"] == "ConfigMap"]
+    return yaml.safe_load(conf["data"][volcano_topology.SCHEDULER_KEY])
+
+
+def test_a_gang_job_in_a_pools_queue_can_only_be_placed_on_that_pools_nodes(multipool):
+    """Each pool's queue ib-<pool> requires the node group <pool>, which only that pool's nodes carry (the
+    AgentPool's nodeLabels), and the scheduler runs the nodegroup plugin non-strict: v1.15.1's predicate admits a
+    labelled node only to a queue whose affinity names its group, and an unlabelled one (the system pool) only to
+    a queue with none (pkg/scheduler/plugins/nodegroup/nodegroup.go). So every pod of a job in h100's queue lands
+    on h100's nodes, and `default`'s jobs on no IB node."""
+    groups = {p.inputs["agentPoolName"]: p.inputs["nodeLabels"].get(fabric.VOLCANO_NODEGROUP_LABEL)
+              for p in multipool.of_type(POOL_TYPE)}
+    assert groups == {p: p for p in POOLS}
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in multipool.of_type(QUEUE_TYPE)}
+    assert set(queues) == {f"ib-{p}" for p in POOLS}
+
+    def admits(queue: dict | None, group: str | None) -> bool:  # the predicate, strict: false
+        required = ((queue or {}).get("affinity") or {}).get("nodeGroupAffinity", {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or []
+        return group in required if group is not None else not required
+
+    for queue_name, spec in queues.items():
+        assert [p for p, g in groups.items() if admits(spec, g)] == [queue_name.removeprefix("ib-")]
+        assert not admits(spec, None), "a pool's queue never reaches the system pool"
+    assert not any(admits(None, g) for g in groups.values()) and admits(None, None), "default: the system pool only"
+    (plugin,) = [p for p in _scheduler_conf(multipool)["tiers"][-1]["plugins"] if p["name"] == "nodegroup"]
+    assert plugin["arguments"] == {"strict": False}
+
+
+def test_each_pools_test_and_re_test_run_in_its_queue_which_is_open_before_them(multipool):
+    jobs = {j.inputs["metadata"]["namespace"]: j for j in multipool.of_type(JOB_TYPE)}
+    assert {ns: j.inputs["spec"]["queue"] for ns, j in jobs.items()} == {
+        f"fabric-test-{p}": f"ib-{p}" for p in POOLS}
+    for pool in ("h100", "h200"):  # the certifier's re-tests are the template's spec
+        template = multipool.one("kubernetes:core/v1:ConfigMap", f"certifier-template-{pool}")
+        assert json.loads(template.inputs["data"]["job.json"])["spec"]["queue"] == f"ib-{pool}"
+    for pool in POOLS:
+        queue = multipool.one(QUEUE_TYPE, f"volcano-queue-{pool}")
+        assert multipool.depends_on(jobs[f"fabric-test-{pool}"], queue), "the webhook refuses a Job of a missing queue"
+        # the webhook also refuses one of a queue not yet Open: `pulumi up` waits for the controller to open it
+        assert queue.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.state}=Open"}
+
+
+def test_the_queues_and_jobs_pass_volcanos_crds(multipool, reference):
+    from tests import schema_checks as sc
+    from tests.schema_checks import pinned_name
+
+    crds = reference / "crds"
+    for queue in multipool.of_type(QUEUE_TYPE):
+        obj = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", **queue.inputs}
+        assert sc.crd_errors(obj, crds / pinned_name("scheduling.volcano.sh_queues", "volcano")) == []
+    broken = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", **queue.inputs,
+              "spec": {"affinity": {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "h100"}}}}
+    assert sc.crd_errors(broken, crds / pinned_name("scheduling.volcano.sh_queues", "volcano")), "a list, not a name"
+    for job in multipool.of_type(JOB_TYPE):
+        obj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", **job.inputs}
+        assert sc.crd_errors(obj, crds / pinned_name("batch.volcano.sh_jobs", "volcano")) == []
+
+
+def test_a_pool_of_one_stack_has_no_queue_of_its_own_and_no_node_group(dev):
+    """Control: the one-pool stack's job stays in Volcano's default queue, as always, and its scheduler has no
+    nodegroup plugin (a labelled node would refuse the default queue)."""
+    (job,) = dev.of_type(JOB_TYPE)
+    assert job.inputs["spec"]["queue"] == "default" and not dev.of_type(QUEUE_TYPE)
+    assert fabric.VOLCANO_NODEGROUP_LABEL not in dev.one(POOL_TYPE).inputs["nodeLabels"]
+    assert not any(p["name"] == "nodegroup" for t in _scheduler_conf(dev)["tiers"] for p in t["plugins"])
