@@ -104,6 +104,7 @@ def declare(cfg: StackConfig) -> AzureHalf:
                 vnet_subnet_id=pool.subnet_id,
                 min_node_count=pool.min_node_count,
                 node_group=None if pool.alone else pool.name,  # its Volcano queue's (volcano_pools.py)
+                former_name=pool.former("ib"),  # movedFromIbPool: `ib`, the one-pool name
             ),
         )
         for pool in cfg.ib_pools

@@ -88,6 +88,8 @@ class IbPool:
     alone: bool = True
     # The existing subnet its nodes join: ibPools.<name>.subnetId, else network.ibSubnetId; None: AKS's VNet.
     subnet_id: str | None = None
+    # ibPools.<name>.movedFromIbPool: the stack's ibPool before it had several; see `former`.
+    moved_from_ib_pool: bool = False
 
     @property
     def vm_size(self) -> str:
@@ -97,6 +99,11 @@ class IbPool:
         """A name of this pool's own (a resource's, a namespace's): `base` when the pool is the stack's only
         one, as it always was, else `base-<pool name>`."""
         return base if self.alone else f"{base}-{self.name}"
+
+    def former(self, base: str) -> str | None:
+        """The name its resource `named(base)` had while it was the stack's ibPool (movedFromIbPool), where that
+        differs from its name now: the Pulumi alias by which the move renames it instead of replacing it."""
+        return base if self.moved_from_ib_pool and self.named(base) != base else None
 
 
 @dataclass(frozen=True)
@@ -198,7 +205,7 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, entries: list[pools
     for entry in entries:
         problems += pools.pool_problems(entry, entry.fabric(ft), prefix, mode)
     problems += pools.stack_wide_test_problems(entries, ft, prefix)
-    problems += pools.cluster_problems(entries, prefix, mode)
+    problems += pools.cluster_problems(entries, prefix, mode) + pools.moved_problems(entries, prefix)
     return problems
 
 
@@ -365,7 +372,7 @@ def _pool(e: pools.Entry, ft: dict[str, Any], ib_subnet_id: str | None) -> IbPoo
     return IbPool(
         sku=sku, node_count=ib["nodeCount"], name=e.name, os_disk_size_gb=ib["osDiskSizeGb"],
         min_node_count=ib["minNodeCount"], alone=e.alone, rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"]),
-        subnet_id=ib.get("subnetId") or ib_subnet_id,
+        subnet_id=ib.get("subnetId") or ib_subnet_id, moved_from_ib_pool=bool(ib.get("movedFromIbPool")),
         fabric_test=FabricTest(
             kind=kind, enabled=ft["enabled"], image=ft["image"],
             all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),

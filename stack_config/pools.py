@@ -128,6 +128,16 @@ def cluster_problems(entries: list[Entry], prefix: str, mode: modes.RdmaMode | N
     return problems
 
 
+def moved_problems(entries: list[Entry], prefix: str) -> list[str]:
+    """movedFromIbPool on one entry at most: only the pool that was ibPool answers to its names, and two
+    resources claiming one former name would stop `pulumi up` (Pulumi refuses two aliases of one resource)."""
+    moved = [e.name for e in entries if e.values.get("movedFromIbPool")]
+    if len(moved) < 2:
+        return []
+    return [f"{prefix}{MANY}: got movedFromIbPool on {', '.join(moved)}; only the pool that was ibPool answers to "
+            f"its names: set it on that one entry (keyed by ibPool.name)"]
+
+
 def subnets(entries: list[Entry]) -> dict[str, str | None]:
     """With ibPools, each entry's subnetId key and value (None: unset, the pool takes network.ibSubnetId), for the
     network rules (core/enterprise.py); {} with ibPool, which has no subnet of its own."""

@@ -103,6 +103,10 @@ SCHEMA: tuple[Key, ...] = (
                  Key("subnetId", "string", "An existing subnet of the system pool's VNet for this pool alone (AKS "
                      "puts every pool in one VNet, each in the subnet it names).", default_doc="network.ibSubnetId",
                      check=optional(enterprise.subnet_id)),
+                 Key("movedFromIbPool", "boolean", "This entry was the stack's ibPool (keyed by ibPool.name, "
+                     "default ibpool): its AgentPool answers to its one-pool resource names (Pulumi aliases), so "
+                     "adding pools updates it in place instead of replacing it (docs/configuration.md#one-pool-"
+                     "keeps-its-names). One entry at most.", default=False),
                  Key("fabricTest", "object", "This pool's own values of the fabricTest keys that depend on its size.",
                      fields=(
                          Key("thresholdGbps", "integer", "GPU sizes: this pool's all-reduce fail threshold (GB/s).",

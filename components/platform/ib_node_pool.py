@@ -37,6 +37,10 @@ class IbNodePoolArgs:
     min_node_count: int | None = None
     # One of several pools: its name, as its nodes' Volcano node group (core/fabric.py node_group_labels)
     node_group: str | None = None
+    # The component's name while the pool was the stack's only one (ibPools.<name>.movedFromIbPool): the pool
+    # and its AgentPool answer to it, so adding pools renames them in Pulumi's state and the AgentPool (same
+    # agentPoolName) is updated in place, not replaced.
+    former_name: str | None = None
 
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
@@ -68,6 +72,12 @@ def pool_labels(sku: Sku, node_group: str | None = None) -> dict[str, str]:
     }
 
 
+def former(args: IbNodePoolArgs, role: str) -> list[pulumi.Alias] | None:
+    """The alias of the pool's resource `{name}{role}` under its former name. It names only what differs: the
+    type and the parent's type (the parent's name is not in a URN) are the same."""
+    return [pulumi.Alias(name=f"{args.former_name}{role}")] if args.former_name else None
+
+
 class IbNodePool(pulumi.ComponentResource):
     """An `AgentPool` of an InfiniBand VM size from the catalog.
 
@@ -84,7 +94,8 @@ class IbNodePool(pulumi.ComponentResource):
     resource_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: IbNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aks-infiniband:azure:IbNodePool", name, None, opts)
+        super().__init__("aks-infiniband:azure:IbNodePool", name, None,
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=former(args, ""))))
         sku = args.sku
         self.agent_pool = cs.AgentPool(
             f"{name}-pool",
@@ -114,6 +125,7 @@ class IbNodePool(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
                 parent=self,
+                aliases=former(args, "-pool"),
                 protect=args.protect,
                 depends_on=list(args.wait_for),
                 custom_timeouts=pulumi.CustomTimeouts(create=CREATE_TIMEOUT, update=CREATE_TIMEOUT),

@@ -215,3 +215,83 @@ def test_a_pool_of_one_stack_has_no_queue_of_its_own_and_no_node_group(dev):
     assert job.inputs["spec"]["queue"] == "default" and not dev.of_type(QUEUE_TYPE)
     assert fabric.VOLCANO_NODEGROUP_LABEL not in dev.one(POOL_TYPE).inputs["nodeLabels"]
     assert not any(p["name"] == "nodegroup" for t in _scheduler_conf(dev)["tiers"] for p in t["plugins"])
+
+
+def _identity(r: engine.Resource) -> tuple | None:
+    """What a resource is outside Pulumi's state: an AgentPool by its agent pool name, a Kubernetes object by its
+    type, namespace and name; None for components and reads (nothing to create or delete)."""
+    if not r.custom or r.read:
+        return None
+    if r.type == POOL_TYPE:
+        return r.type, r.inputs["agentPoolName"]
+    meta = r.inputs.get("metadata")
+    return (r.type, meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) and meta.get("name") else None
+
+
+def _moved(moved: bool) -> tuple[engine.Rendering, engine.Rendering]:
+    """The same stack before (ibPool h100) and after adding h200 (ibPools, h100 marked movedFromIbPool or not)."""
+    base = {k: v for k, v in engine.stack_file_config("multipool").items() if not k.endswith(":ibPools")}
+    h100 = {"vmSize": POOLS["h100"], "nodeCount": 2}
+    before = rendered("multipool", {**base, "aks-infiniband:ibPool": {"name": "h100", **h100}})
+    after = rendered("multipool", {**base, "aks-infiniband:ibPools": {
+        "h100": {**h100, **({"movedFromIbPool": True} if moved else {})}, "h200": {"vmSize": POOLS["h200"],
+                                                                                    "nodeCount": 4}}})
+    return before, after
+
+
+def _answers(r: engine.Resource) -> set[str]:
+    """The URNs a resource answers to: its own and each alias's, as the engine spells an alias spec (a field it
+    leaves out is the resource's own; the parent's name is not in a URN, only its type chain)."""
+    head, qualified, _ = r.urn.rsplit("::", 2)  # urn:pulumi:<stack>::<project>, <parent types>$<type>, <name>
+    chain = qualified.rsplit("$", 1)[0] + "$" if "$" in qualified else ""
+    assert not any({"parentUrn", "urn"} & set(a) for a in r.aliases), r.aliases
+    return {r.urn} | {f"{head}::{chain}{a.get('type', r.type)}::{a.get('name', r.name)}" for a in r.aliases}
+
+
+def test_adding_a_pool_renames_the_moved_pools_agent_pool_and_replaces_nothing_that_keeps_its_identity():
+    """ibPool h100 becomes ibPools.h100 (movedFromIbPool) beside h200. Every object of the one-pool stack that the
+    two-pool stack still has under the same identity (the AgentPool h100, and any Kubernetes object of the same
+    kind, namespace and name) is found at its old URN or through an alias that spells that URN: Pulumi renames it
+    in its state and updates it, where without the alias it would create the new one and delete the old, which
+    for the AgentPool deletes the pool. The objects whose Kubernetes name moves (fabric-test -> fabric-test-h100)
+    are new objects either way."""
+    before, after = _moved(True)
+    old_urns = {r.urn for r in before.resources}
+    answers = {r.urn: _answers(r) for r in after.resources}
+    kept = {_identity(r): r for r in after.resources if _identity(r)}
+    renamed = []
+    for old in before.resources:
+        new = kept.get(_identity(old)) if _identity(old) else None
+        if new is not None:
+            assert old.urn in answers[new.urn], f"{old.urn} would be deleted while {new.urn} is created"
+            renamed += [old.name] if new.urn != old.urn else []
+    assert renamed == ["ib-pool"], renamed  # the AgentPool: the one object that keeps its identity and moves
+    component = after.one("aks-infiniband:azure:IbNodePool", "ib-h100")
+    assert answers[component.urn] & old_urns, "and its parent, the IbNodePool component"
+    assert not any("name" in a for r in after.resources if "h200" in r.name for a in r.aliases), "h200 has no past"
+    # the update itself: what the AgentPool gains is its Volcano node group (AKS updates node labels in place)
+    old_pool, new_pool = before.one(POOL_TYPE), after.one(POOL_TYPE, "ib-h100-pool")
+    changed = {k for k in {*old_pool.inputs, *new_pool.inputs} if old_pool.inputs.get(k) != new_pool.inputs.get(k)}
+    assert changed == {"nodeLabels"}
+    assert new_pool.inputs["nodeLabels"] == {**old_pool.inputs["nodeLabels"], fabric.VOLCANO_NODEGROUP_LABEL: "h100"}
+
+
+def test_without_the_key_the_pool_would_be_replaced_and_the_key_is_one_entrys():
+    """Control: without movedFromIbPool nothing answers to the one-pool AgentPool's URN (a delete of the pool);
+    the program cannot tell which entry was ibPool, so the key says it, on one entry at most."""
+    before, after = _moved(False)
+    assert before.one(POOL_TYPE).urn not in {r.urn for r in after.resources}
+    assert before.one(POOL_TYPE).urn not in set().union(*map(_answers, after.resources))
+    from tests.unit.stack_config.test_pools import problems
+
+    moved = {"nodeCount": 2, "movedFromIbPool": True}
+    (line,) = problems(ibPool=None, ibPools={"h100": {"vmSize": POOLS["h100"], **moved},
+                                             "h200": {"vmSize": POOLS["h200"], **moved}})
+    assert line == ("aks-infiniband:ibPools: got movedFromIbPool on h100, h200; only the pool that was ibPool answers "
+                    "to its names: set it on that one entry (keyed by ibPool.name)")
+    lone = rendered("multipool", {**{k: v for k, v in engine.stack_file_config("multipool").items()
+                                     if not k.endswith(":ibPools")},
+                                  "aks-infiniband:ibPools": {"h100": {"vmSize": POOLS["h100"], "nodeCount": 2,
+                                                                      "movedFromIbPool": True}}})
+    assert lone.one(POOL_TYPE).urn == before.one(POOL_TYPE).urn, "one pool: its names"
+    assert not any("name" in a for a in lone.one(POOL_TYPE).aliases)
