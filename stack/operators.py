@@ -40,12 +40,12 @@ class Operators:
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What a fabric-test job waits for, whatever its kind: the NicClusterPolicy, the GPU Operator (GPU
-        sizes), Volcano's manifest and the DRA drivers (where claims carry the GPUs or HCAs), those the stack
-        declares."""
+        sizes), Volcano's manifest (and with several pools its queues: the webhook refuses a Job whose queue does not
+        exist) and the DRA drivers (where claims carry the GPUs or HCAs), those the stack declares."""
         policy = [self.network_operator.policy] if self.network_operator else []
         gpu = [self.gpu_operator.release] if self.gpu_operator else []
-        manifest = [self.volcano.manifest] if self.volcano else []
-        return [*policy, *gpu, *manifest, *self.dra]
+        volcano = [self.volcano.manifest, *self.volcano.queues.values()] if self.volcano else []
+        return [*policy, *gpu, *volcano, *self.dra]
 
     @property
     def driver_versions(self) -> dict[str, str]:
@@ -96,7 +96,8 @@ def declare(cfg: StackConfig, volcano_manifest: str | None, opts: pulumi.Resourc
                            opts=opts) if uses_dra else None
     dranet = Dranet("dranet", DranetArgs(
         version=v.dranet, chart_archive=local.get(charts.dranet.CHART.name)), opts=opts) if cfg.rdma_mode.dra else None
-    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra),
+    volcano = Volcano("volcano", VolcanoArgs(version=v.volcano, manifest=volcano_manifest, dra=uses_dra,
+                                             pools=tuple(p.name for p in cfg.ib_pools)),
                       opts=opts) if volcano_manifest is not None else None
     # 11. Each IB node labelled with its torset, partition key, physical host and placement group as it
     # joins (Azure's label names), for the certifier's membership check and Volcano's HyperNodes.

@@ -18,7 +18,8 @@ import pulumi
 from clusterside import kube_api
 from components.fabric import mpi_job
 from components.platform import gpu_operator, network_operator, node_feature_discovery, volcano, volcano_dra
-from core import dra
+from components.platform.volcano_pools import QUEUE_API_VERSION
+from core import dra, fabric
 from stack import existing_cluster
 from stack_config import PROJECT, StackConfig, existing
 
@@ -26,7 +27,6 @@ KEY = f"{PROJECT}:{existing.EXISTING_CLUSTER}.preinstalled"
 # A GET of an API path: the object, or None where the server has none (404).
 Read = Callable[[str], Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-QUEUE_API_VERSION = "scheduling.volcano.sh/v1beta1"
 # Where Volcano's release (its manifest and its Helm chart, released as `volcano`) keeps its scheduler.
 VOLCANO_SCHEDULER_CONFIGMAP = f"/api/v1/namespaces/{volcano.NAMESPACE}/configmaps/{volcano_dra.SCHEDULER_CONFIGMAP}"
 VOLCANO_SCHEDULER = f"/apis/apps/v1/namespaces/{volcano.NAMESPACE}/deployments/{volcano_dra.SCHEDULER}"
@@ -91,8 +91,8 @@ def volcano_problems(cfg: StackConfig, read: Read) -> list[str]:
     if not cfg.fabric_test_enabled or problems:
         return problems
     queue = crd_problem(read, "queues", QUEUE_API_VERSION)
-    if queue is None and read(f"/apis/{QUEUE_API_VERSION}/queues/{mpi_job.QUEUE}") is None:
-        queue = f"no Queue {mpi_job.QUEUE} (the fabric test's Job runs in it; Volcano's controllers make it)"
+    if queue is None and read(f"/apis/{QUEUE_API_VERSION}/queues/{fabric.DEFAULT_QUEUE}") is None:
+        queue = f"no Queue {fabric.DEFAULT_QUEUE} (the fabric test's Job runs in it; Volcano's controllers make it)"
     problems += _some(queue)
     if any(dra.needs(sku, cfg.rdma_mode) is not None for sku in cfg.skus):
         problems += [f"{volcano.NAMESPACE}: {p} (the fabric test claims devices, which Volcano's scheduler allocates "

@@ -35,7 +35,7 @@ meta = k8s.meta.v1
 NAMESPACE = "fabric-test"
 # The Volcano Job's API and the queue it runs in (Volcano makes `default` itself): what stack/preinstalled.py
 # checks of a Volcano that another owner runs.
-JOB_API_VERSION, QUEUE = "batch.volcano.sh/v1alpha1", "default"
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"  # the launchers (core/kinds.py Kind.launcher)
 LAUNCHER_DIR = "/opt/aks-infiniband"
 MPI_HOME = "/opt/hpcx/ompi"  # HPC-X Open MPI in the default (nccl-tests) image
@@ -252,11 +252,13 @@ def versions_text(versions: Mapping[str, str]) -> str:
     return ",".join(f"{name}={versions[name]}" for name in sorted(versions))
 
 
-def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs) -> dict[str, Any]:
-    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
+def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs,
+             agent_pool: str | None = None) -> dict[str, Any]:
+    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1); with `agent_pool` (one of several
+    pools), in that pool's queue (core/fabric.py pool_queue)."""
     return plain({
         "schedulerName": "volcano",
-        "queue": QUEUE,
+        "queue": fabric.pool_queue(agent_pool),
         # gang: nothing starts until the launcher and every worker can be placed at once
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
