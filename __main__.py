@@ -11,7 +11,7 @@ import pulumi
 
 import stack_config
 from stack import azure as azure_half
-from stack import existing_cluster, handoff
+from stack import existing_cluster, handoff, preinstalled
 from stack import kubernetes as kubernetes_half
 from stack.fabric_outputs import stack_outputs_by_pool
 
@@ -22,9 +22,11 @@ if cfg.untested:
 
 # Volcano's release manifest, checked against its pinned sha256 before any resource exists.
 volcano_manifest = kubernetes_half.checked_volcano_manifest(cfg) if cfg.stack_part != "azure" else None
-# On an existing cluster, at `up`: its IB pool checked against ibPool before any resource.
+# On an existing cluster, at `up`: its IB pool checked against ibPool, and what the stack relies on of the
+# components another owner runs there (existingCluster.preinstalled), before any resource.
 if cfg.existing_cluster:
     existing_cluster.check_pool(cfg)
+    preinstalled.check(cfg)
 
 # 1-3. Feature registration, cluster (and its Kubernetes provider), InfiniBand pool.
 azure = azure_half.declare(cfg) if cfg.stack_part != "kubernetes" else None

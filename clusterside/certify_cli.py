@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         if args.metrics_port is not None and not (args.once or args.dry_run):
             from clusterside import certify_serve
 
-            health = certify_serve.Health(args.interval_seconds, time.time)
+            health = certify_serve.Health(args.interval_seconds, time.time, args.pool)
             certify_serve.serve(health, args.metrics_port)
         return certify_admit.loop(api, args, policy, run, health=health)
     try:
@@ -210,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
                 history, plan, at=at, run=run_id, keep=args.history_size), best_effort=True)
         if args.pushgateway and not writer.dry_run and not args.rack:
             try:
-                certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now))
+                certify_kube.push_metrics(args.pushgateway, certify_kube.metrics_text(plan, node_facts, now),
+                                          pool=args.pool)
             except OSError as exc:
                 certify_kube._say(f"failed to push metrics to {args.pushgateway}: {exc} (best effort)")
                 writer.failed.append({"write": f"push metrics to {args.pushgateway}", "error": str(exc),

@@ -380,9 +380,12 @@ def metrics_text(plan: certify.Plan, nodes: Sequence[certify.NodeFacts], at_epoc
     return "\n".join(lines) + "\n"
 
 
-def push_metrics(url: str, text: str, timeout: float = 10) -> None:
-    """PUT the group to a Pushgateway (its API: /metrics/job/<job>, text format)."""
-    req = urllib.request.Request(f"{url.rstrip('/')}/metrics/job/{certify.CERTIFIER}", data=text.encode(),
+def push_metrics(url: str, text: str, timeout: float = 10, pool: str | None = None) -> None:
+    """PUT the group to a Pushgateway (its API: /metrics/job/<job>{/<label>/<value>}, text format). A PUT
+    replaces its whole group: with `pool` (several IB pools) each pool's run is its own group, `pool` a grouping
+    label the Pushgateway adds to every series, so one pool's run never erases another's."""
+    group = f"/metrics/job/{certify.CERTIFIER}" + (f"/pool/{pool}" if pool else "")
+    req = urllib.request.Request(f"{url.rstrip('/')}{group}", data=text.encode(),
                                  method="PUT", headers={"Content-Type": "text/plain; version=0.0.4"})
     with urllib.request.urlopen(req, timeout=timeout):  # noqa: S310 (a configured Pushgateway)
         pass

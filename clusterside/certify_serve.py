@@ -13,6 +13,7 @@ only push its metrics (certify_kube.push_metrics), but this loop runs all the ti
 - `/metrics` (Prometheus' text format 0.0.4): the last pass that read the nodes, each IB node's state
   as the loop last read it, how long each held node has been held, and from the history ConfigMap (read
   at most every `HISTORY_EVERY_SECONDS`) the last certification run and whether it tripped the breaker.
+  In a stack of several IB pools each pool's loop runs with `--pool`, and each series carries `pool`.
 
 The alert rules that read these are components/fabric/certifier_alerts.py's. Standard library only.
 """
@@ -62,31 +63,39 @@ def last_run(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[float 
     return kube.epoch(latest.get("at")), any(r.get("breaker") for r in same)
 
 
+def labels(pool: str | None, **pairs: str) -> str:
+    """A series' label set in the text format: `pairs`, and with `pool` (a stack of several IB pools: the
+    loop's `--pool`) `pool="<name>"` first, so each pool's series and alerts stay apart; '' for none."""
+    pairs = {**({"pool": pool} if pool else {}), **pairs}
+    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}" if pairs else ""
+
+
 def metrics(nodes: Sequence[Mapping[str, Any]], now: float, last_read: float | None,
-            history: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
-    """The text exposition: the names certify_kube.metrics_text pushes, where they mean the same."""
+            history: Mapping[str, Sequence[Mapping[str, Any]]] | None, pool: str | None = None) -> str:
+    """The text exposition: the names certify_kube.metrics_text pushes, where they mean the same; with
+    `pool`, every series carries it (the alert rules of components/fabric/certifier_alerts.py select it)."""
     lines = ["# HELP aks_infiniband_admission_last_pass_timestamp_seconds The last pass that read the IB nodes.",
              "# TYPE aks_infiniband_admission_last_pass_timestamp_seconds gauge"]
     if last_read is not None:
-        lines.append(f"aks_infiniband_admission_last_pass_timestamp_seconds {last_read:.0f}")
+        lines.append(f"aks_infiniband_admission_last_pass_timestamp_seconds{labels(pool)} {last_read:.0f}")
     lines.append("# TYPE aks_infiniband_fabric_node_state gauge")
     for n in nodes:
         f = certify.facts(n)
-        lines.append(f'aks_infiniband_fabric_node_state{{node="{f.name}",state="{f.state}"}} 1')
+        lines.append(f"aks_infiniband_fabric_node_state{labels(pool, node=f.name, state=f.state)} 1")
     lines.append("# HELP aks_infiniband_fabric_node_held_seconds How long the boot a held node runs has been held.")
     lines.append("# TYPE aks_infiniband_fabric_node_held_seconds gauge")
     for n in nodes:
         since = held_since(n)
         if since is not None:
             held = max(0.0, now - since)
-            lines.append(f'aks_infiniband_fabric_node_held_seconds{{node="{kube.name(n)}"}} {held:.0f}')
+            lines.append(f"aks_infiniband_fabric_node_held_seconds{labels(pool, node=kube.name(n))} {held:.0f}")
     if history is not None:
         at, breaker = last_run(history)
         lines += ["# TYPE aks_infiniband_fabric_breaker_open gauge",
-                  f"aks_infiniband_fabric_breaker_open {int(breaker)}"]
+                  f"aks_infiniband_fabric_breaker_open{labels(pool)} {int(breaker)}"]
         if at is not None:
             lines += ["# TYPE aks_infiniband_fabric_last_run_timestamp_seconds gauge",
-                      f"aks_infiniband_fabric_last_run_timestamp_seconds {at:.0f}"]
+                      f"aks_infiniband_fabric_last_run_timestamp_seconds{labels(pool)} {at:.0f}"]
     return "\n".join(lines) + "\n"
 
 
@@ -94,14 +103,15 @@ class Health:
     """What the loop's passes leave for the server: when a pass last ended, last read the nodes, and the
     metrics text of that read. Thread-safe (the server answers from its own threads)."""
 
-    def __init__(self, interval_seconds: float, clock) -> None:
+    def __init__(self, interval_seconds: float, clock, pool: str | None = None) -> None:
         self.stale = stale_seconds(interval_seconds)
         self.clock = clock
+        self.pool = pool  # the loop's --pool: every series carries it
         self.lock = threading.Lock()
         self.started = clock()
         self.ended: float | None = None
         self.read: float | None = None
-        self.text = metrics([], self.started, None, None)
+        self.text = metrics([], self.started, None, None, pool)
 
     def pass_ended(self, nodes: Sequence[Mapping[str, Any]] | None, history=None) -> None:
         """A pass ended; `nodes`: the IB nodes it read (None: it could not read them)."""
@@ -110,7 +120,7 @@ class Health:
             self.ended = now
             if nodes is not None:
                 self.read = now
-                self.text = metrics(nodes, now, now, history)
+                self.text = metrics(nodes, now, now, history, self.pool)
 
     def probe(self, what: str) -> tuple[int, str]:
         now = self.clock()

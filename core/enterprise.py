@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,10 +161,12 @@ def vnet_of(subnet: str) -> str:
 
 
 # --- rules that span keys ---------------------------------------------------------------------
-def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> list[str]:
+def problems(values: dict[str, Any], prefix: str, reported: list[str] = (),
+             pool_subnets: Mapping[str, str | None] | None = None) -> list[str]:
     """The cross-key rules of the platform options; `values` is the schema's read result (None where a
     key's own check failed). A rule is skipped where a key it reads is in `reported` (the problems
-    found so far), and a key gets one problem at most: one line per thing to fix."""
+    found so far), and a key gets one problem at most: one line per thing to fix. `pool_subnets`: with
+    ibPools, each entry's subnetId key (ibPools.<name>.subnetId) and its value (None: unset)."""
     out: list[str] = []
     api, entra = values.get("apiServer") or {}, values.get("entraId") or {}
     ident, net = values.get("identity") or {}, values.get("network") or {}
@@ -211,14 +214,8 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
         say("identity.kubeletIdentityId", ident["kubeletIdentityId"],
             "a kubelet identity needs identity.controlPlaneIdentityId too (AKS requires a user-assigned control plane)")
     # network
-    system, ibs = net.get("systemSubnetId"), net.get("ibSubnetId")
-    if bool(system) != bool(ibs):
-        key, value = ("systemSubnetId", system) if system else ("ibSubnetId", ibs)
-        other = "ibSubnetId" if system else "systemSubnetId"
-        say(f"network.{key}", value, f"set network.{other} too: AKS places all pools in your network or none",
-            (f"network.{other}",))
-    elif system and ibs and vnet_of(system) != vnet_of(ibs):
-        say("network.ibSubnetId", ibs, "a subnet of the system pool's virtual network (AKS requires one VNet)")
+    system = net.get("systemSubnetId")
+    _subnet_problems(net, pool_subnets or {}, say)
     if api.get("subnetId") and system and vnet_of(api["subnetId"]) != vnet_of(system):
         say("apiServer.subnetId", api["subnetId"], "a subnet of the pools' virtual network")
     if api.get("vnetIntegration") and system and api.get("subnetId") is None:
@@ -241,6 +238,32 @@ def problems(values: dict[str, Any], prefix: str, reported: list[str] = ()) -> l
     if ref and part != "kubernetes":
         say("azureStack", ref, "only with stackPart: kubernetes", ("stackPart",))
     return out
+
+
+def _subnet_problems(net: dict[str, Any], pool_subnets: Mapping[str, str | None], say) -> None:
+    """Every pool in your network or none (AKS), each pool's subnet its own (ibPools.<name>.subnetId) or
+    network.ibSubnetId, all in the system pool's VNet: AKS puts a cluster's pools in one VNet
+    (learn.microsoft.com/azure/aks/node-pool-unique-subnet)."""
+    system, ibs = net.get("systemSubnetId"), net.get("ibSubnetId")
+    own = {key: subnet for key, subnet in pool_subnets.items() if subnet}
+    given = {**({"network.ibSubnetId": ibs} if ibs else {}), **own}  # the IB pools' subnets, by key
+    bare = [key.rsplit(".", 1)[0] for key, subnet in pool_subnets.items() if not subnet]  # ibPools.<name>
+    everywhere = "AKS places all pools in your network or none"
+    if not system:
+        if given:  # one line, on the first key that was set
+            key = next(iter(given))
+            say(key, given[key], f"set network.systemSubnetId too: {everywhere}", ("network.systemSubnetId",))
+        return
+    if not ibs and (bare or not pool_subnets):
+        also = f", or subnetId on {', '.join(bare)}" if own else ""
+        say("network.systemSubnetId", system, f"set network.ibSubnetId too{also}: {everywhere}",
+            ("network.ibSubnetId", *own))
+    elif ibs and pool_subnets and not bare:
+        say("network.ibSubnetId", ibs, "every ibPools entry sets its own subnetId, so no pool is placed in it: "
+            "remove it", tuple(own))
+    for key, subnet in given.items():
+        if vnet_of(subnet) != vnet_of(system):
+            say(key, subnet, "a subnet of the system pool's virtual network (AKS requires one VNet)")
 
 
 def _cidr_problems(net: dict[str, Any], say, named: set[str]) -> None:
@@ -299,7 +322,7 @@ class Identity:
 @dataclass(frozen=True)
 class Network:
     system_subnet_id: str | None = None  # None: AKS creates and owns a VNet
-    ib_subnet_id: str | None = None
+    # network.ibSubnetId is each IB pool's unless it names its own: stack_config's IbPool.subnet_id
     plugin: str = "azure"
     plugin_mode: str | None = "overlay"  # with plugin azure; None with plugin none
     dataplane: str | None = None  # None: AKS's (azure)
@@ -329,7 +352,7 @@ def records(values: dict[str, Any]) -> dict[str, Any]:
                                                                    entra.get("deployerPrincipalType"))),
         "identity": Identity(control_plane_identity_id=ident.get("controlPlaneIdentityId"),
                              kubelet_identity_id=ident.get("kubeletIdentityId")),
-        "network": Network(system_subnet_id=net.get("systemSubnetId"), ib_subnet_id=net.get("ibSubnetId"),
+        "network": Network(system_subnet_id=net.get("systemSubnetId"),
                            plugin=plugin,
                            plugin_mode="overlay" if plugin == "azure" else None,
                            dataplane=net.get("dataplane"), pod_cidr=net.get("podCidr"),

@@ -57,6 +57,24 @@ IB_POOL_ROLE = "infiniband"
 # (learn.microsoft.com/azure/aks/use-labels, "Reserved system labels"). In a stack of several IB pools each
 # is its own fabric (VMs of different scale sets get different partition keys): jobs and peers stay inside one.
 AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+# With several pools each pool's nodes carry it (the AgentPool's nodeLabels), valued with the pool's name: the
+# label Volcano's nodegroup plugin reads a node's group from (volcano-sh/volcano v1.15.1
+# pkg/scheduler/plugins/nodegroup/nodegroup.go NodeGroupNameKey), which each pool's queue is tied to
+# (components/platform/volcano_pools.py).
+VOLCANO_NODEGROUP_LABEL = "volcano.sh/nodegroup-name"
+DEFAULT_QUEUE = "default"  # Volcano's own queue: the one pool's jobs run there, as they always did
+
+
+def node_group_labels(agent_pool: str | None) -> dict[str, str]:
+    """What every node of `agent_pool` carries, one of several pools, for its queue's node-group affinity; none
+    for the stack's one pool."""
+    return {VOLCANO_NODEGROUP_LABEL: agent_pool} if agent_pool else {}
+
+
+def pool_queue(agent_pool: str | None) -> str:
+    """The Volcano queue of a pool's jobs: with several pools `ib-<pool>`, whose node-group affinity keeps every
+    pod of a job on that pool's nodes; the stack's one pool, Volcano's `default`."""
+    return f"ib-{agent_pool}" if agent_pool else DEFAULT_QUEUE
 
 # Set by Node Feature Discovery on nodes with a Mellanox (PCI vendor 15b3) device; the
 # NicClusterPolicy's node affinity keys on it.

@@ -101,8 +101,10 @@ def declare(cfg: StackConfig) -> AzureHalf:
                 tags=cfg.tags,
                 protect=cfg.protect,
                 wait_for=[feature.step],
-                vnet_subnet_id=cfg.network.ib_subnet_id,
+                vnet_subnet_id=pool.subnet_id,
                 min_node_count=pool.min_node_count,
+                node_group=None if pool.alone else pool.name,  # its Volcano queue's (volcano_pools.py)
+                former_name=pool.former("ib"),  # movedFromIbPool: `ib`, the one-pool name
             ),
         )
         for pool in cfg.ib_pools

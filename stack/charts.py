@@ -27,12 +27,14 @@ def uses_dra(cfg: StackConfig) -> bool:
 
 def archives(cfg: StackConfig) -> dict[str, str]:
     """With charts.directory: chart name -> its archive's path (relative paths are the project folder's), as
-    checked by the configuration; without, {} (each release installs from its repository)."""
+    checked by the configuration, but for the components another owner runs (existingCluster.preinstalled);
+    without, {} (each release installs from its repository)."""
     if cfg.charts_directory is None:
         return {}
     camel = {k: getattr(cfg.versions, snake(k)) for k in CHARTS}
+    there = existing.owned_elsewhere(cfg)
     needed = {}  # every pool's charts (pools share how GPUs reach pods, so the same releases)
     for sku in cfg.skus:
-        needed.update(existing.needed_charts(sku, cfg.rdma_mode, camel))
+        needed.update(existing.needed_charts(sku, cfg.rdma_mode, camel, there))
     return {name: str(Path(cfg.charts_directory) / f"{name}-{version}.tgz") for name, version in needed.items()}
 

@@ -15,7 +15,7 @@ from components.fabric.fabric_check import FabricCheck
 from components.platform.volcano import ManifestError, checked_manifest
 from stack import fabric_test, operators, rack
 from stack.handoff import ClusterHandle
-from stack_config import StackConfig
+from stack_config import StackConfig, existing
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,20 @@ class KubernetesHalf:
         return next(iter(self.fabric_checks.values())) if len(self.fabric_checks) == 1 else None
 
 
-def checked_volcano_manifest(cfg: StackConfig) -> str:
+def checked_volcano_manifest(cfg: StackConfig) -> str | None:
     """Volcano's release manifest, checked against its pinned sha256 (components/platform/volcano.py). The program
     asks for it before any resource of either half exists: a copy that cannot be had or does not match
-    stops it with one line, and nothing was created."""
+    stops it with one line, and nothing was created. None where Volcano is another owner's
+    (existingCluster.preinstalled): the stack applies none of it."""
+    if existing.VOLCANO in existing.owned_elsewhere(cfg):
+        return None
     try:
         return checked_manifest(cfg.versions.volcano)
     except ManifestError as err:
         raise pulumi.RunError(f"{err} (nothing was created)") from None
 
 
-def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str) -> KubernetesHalf:
+def declare(cfg: StackConfig, cluster: ClusterHandle, volcano_manifest: str | None) -> KubernetesHalf:
     """`volcano_manifest`: what `checked_volcano_manifest` returned."""
     opts = pulumi.ResourceOptions(provider=cluster.provider)  # the stack's one Kubernetes provider
     ops = operators.declare(cfg, volcano_manifest, opts)

@@ -4,7 +4,9 @@
 A platform team often gets its AKS cluster from another team and owns only the layer on it: with
 `stackPart: kubernetes`, `existingCluster` names that cluster instead of `azureStack` (the Azure half of
 this project). `charts.directory` installs every Helm release from a local archive of its pinned version;
-the archives themselves are checked by stack/charts.py, which knows which charts the stack installs."""
+the archives themselves are checked by stack/charts.py, which knows which charts the stack installs.
+`existingCluster.preinstalled` names the components another owner already runs there: the stack declares
+none of their objects and checks at `up` what it relies on of them (stack/preinstalled.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,14 @@ from typing import Any
 import yaml
 
 from core import catalog, dra, modes, pins
-from stack_config.engine import Key, optional
+from stack_config.engine import Key, optional, shown
 
 EXISTING_CLUSTER = "existingCluster"
 CHARTS = "charts"
+# What a cluster made elsewhere often runs already, under another owner: each by its versions.* key (one name for
+# one component across the configuration). Listed in existingCluster.preinstalled, the stack leaves it alone.
+PREINSTALLABLE = (NFD, NETWORK_OPERATOR, GPU_OPERATOR, VOLCANO) = (
+    "nodeFeatureDiscovery", "networkOperator", "gpuOperator", "volcano")
 
 
 def _is(kind: str, v: str) -> bool:
@@ -54,6 +60,17 @@ def context_name(v: Any) -> str | None:
     return "the name of a context of the kubeconfig (no spaces)"
 
 
+def preinstalled_list(v: Any) -> str | None:
+    allowed = f"a list of the components another owner runs there, each once, of: {', '.join(PREINSTALLABLE)}"
+    if not isinstance(v, list):
+        return allowed
+    unknown = [x for x in v if x not in PREINSTALLABLE]
+    if unknown:
+        return f"{allowed} ({shown(unknown[0])} is none of them)"
+    twice = sorted({x for x in v if v.count(x) > 1})
+    return f"{allowed} ({shown(twice[0])} is listed twice)" if twice else None
+
+
 def charts_directory(v: Any) -> str | None:
     if isinstance(v, str) and v.strip() and _is("dir", v):
         return None
@@ -71,6 +88,9 @@ KEYS: tuple[Key, ...] = (
                 default_doc="KUBECONFIG, else ~/.kube/config", check=optional(kubeconfig)),
             Key("context", "string", "The kubeconfig's context to use.", default_doc="its current context",
                 check=optional(context_name)),
+            Key("preinstalled", "array", "Components another owner already runs there (nodeFeatureDiscovery, "
+                "networkOperator, gpuOperator, volcano): the stack installs none of their objects and checks at `up` "
+                "what it relies on of them.", default=[], check=preinstalled_list),
         )),
     Key(CHARTS, "object", "Where the Helm charts come from.",
         fields=(
@@ -85,6 +105,8 @@ KEYS: tuple[Key, ...] = (
 class ExistingCluster:
     kubeconfig: str | None = None  # a path, or the text (secret); None: what the provider finds (KUBECONFIG)
     context: str | None = None  # None: the kubeconfig's current context
+    # the components another owner runs there (PREINSTALLABLE), in that order: the stack leaves them alone
+    preinstalled: tuple[str, ...] = ()
 
     @property
     def inline(self) -> bool:
@@ -98,11 +120,11 @@ def problems(values: Mapping[str, Any], prefix: str) -> list[str]:
     key = f"{prefix}{EXISTING_CLUSTER}"
     if not existing.get("enabled"):
         out = []
-        for field in ("kubeconfig", "context"):
+        for field in ("kubeconfig", "context", "preinstalled"):
             value = existing.get(field)
-            if value is not None:
-                shown = "(the kubeconfig's text)" if field == "kubeconfig" and is_inline(value) else repr(value)
-                out.append(f"{key}.{field}: got {shown}; only with existingCluster.enabled: true (set it to install "
+            if value not in (None, []):
+                what = "(the kubeconfig's text)" if field == "kubeconfig" and is_inline(value) else shown(value)
+                out.append(f"{key}.{field}: got {what}; only with existingCluster.enabled: true (set it to install "
                            f"on that cluster, or remove {field})")
         return out
     if values.get("azureStack"):
@@ -122,13 +144,37 @@ def pools_problems(values: Mapping[str, Any], prefix: str, pools: Sequence[str])
             "expected one IB pool on a cluster that already exists (its pool check reads one agent pool)"]
 
 
-def needed_charts(sku: catalog.Sku, mode: modes.RdmaMode, versions: Mapping[str, str]) -> dict[str, str]:
-    """Each Helm chart the Kubernetes half installs (stack/operators.py), by name -> its pinned version."""
+def preinstalled_problems(values: Mapping[str, Any], prefix: str, skus: Sequence[catalog.Sku]) -> list[str]:
+    """gpuOperator is preinstalled only where the stack would install it: on a size with GPUs."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    if not existing.get("enabled") or GPU_OPERATOR not in (existing.get("preinstalled") or []) or not skus \
+            or any(sku.has_gpus for sku in skus):
+        return []
+    sizes = ", ".join(sorted({sku.vm_size for sku in skus}))
+    return [f"{prefix}{EXISTING_CLUSTER}.preinstalled: got {GPU_OPERATOR} with {sizes}, which has no GPUs; the stack "
+            f"installs no GPU Operator there, so there is nothing to leave alone (remove {GPU_OPERATOR})"]
+
+
+def preinstalled(values: Mapping[str, Any]) -> frozenset[str]:
+    """The components another owner runs on the existing cluster (none without existingCluster.enabled)."""
+    existing = values.get(EXISTING_CLUSTER) or {}
+    return frozenset(existing.get("preinstalled") or []) if existing.get("enabled") else frozenset()
+
+
+def owned_elsewhere(cfg: Any) -> frozenset[str]:
+    """The components another owner runs on a StackConfig's cluster (its existingCluster.preinstalled)."""
+    return frozenset(cfg.existing_cluster.preinstalled) if cfg.existing_cluster else frozenset()
+
+
+def needed_charts(sku: catalog.Sku, mode: modes.RdmaMode, versions: Mapping[str, str],
+                  there: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Each Helm chart the Kubernetes half installs (stack/operators.py), by name -> its pinned version; none of
+    the components in `there` (existingCluster.preinstalled: another owner's)."""
     keys = ["nodeFeatureDiscovery", "networkOperator"]
     keys += ["gpuOperator"] if sku.has_gpus else []
     keys += ["draDriver"] if dra.needs(sku, mode) is not None else []
     keys += ["dranet"] if mode.dra else []
-    return {pins.chart_name(k): versions[k] for k in keys}
+    return {pins.chart_name(k): versions[k] for k in keys if k not in there}
 
 
 def archive_version(path: Path) -> str | None:
@@ -157,7 +203,7 @@ def chart_problems(values: Mapping[str, Any], prefix: str, skus: Sequence[catalo
         return []
     needed: dict[str, str] = {}
     for sku in skus:
-        needed.update(needed_charts(sku, mode, versions))
+        needed.update(needed_charts(sku, mode, versions, preinstalled(values)))
     for name, version in needed.items():
         archive = f"{name}-{version}.tgz"
         path = Path(folder) / archive
@@ -175,8 +221,10 @@ def chart_problems(values: Mapping[str, Any], prefix: str, skus: Sequence[catalo
 def records(values: Mapping[str, Any]) -> dict[str, Any]:
     """StackConfig's fields of these keys."""
     existing = values.get(EXISTING_CLUSTER) or {}
+    there = preinstalled(values)
     return {
-        "existing_cluster": ExistingCluster(kubeconfig=existing.get("kubeconfig"), context=existing.get("context"))
+        "existing_cluster": ExistingCluster(kubeconfig=existing.get("kubeconfig"), context=existing.get("context"),
+                                            preinstalled=tuple(c for c in PREINSTALLABLE if c in there))
         if existing.get("enabled") else None,
         "charts_directory": (values.get(CHARTS) or {}).get("directory"),
     }

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,6 @@ from core.enterprise import ApiServer, EntraId, Identity, Network
 from stack_config import checks, engine, existing, pools, regions
 from stack_config.engine import ConfigError, shown
 from stack_config.schema import (
-    DEFAULT_NCCL_TESTS_IMAGE,
     LOCATION_KEY,
     PROJECT,
     SCHEMA,
@@ -88,6 +86,10 @@ class IbPool:
     rdma_driver: rdma_drivers.RdmaDriver = rdma_drivers.DOCA
     # Whether it is the stack's only pool: its resources keep the one-pool names (and URNs) then.
     alone: bool = True
+    # The existing subnet its nodes join: ibPools.<name>.subnetId, else network.ibSubnetId; None: AKS's VNet.
+    subnet_id: str | None = None
+    # ibPools.<name>.movedFromIbPool: the stack's ibPool before it had several; see `former`.
+    moved_from_ib_pool: bool = False
 
     @property
     def vm_size(self) -> str:
@@ -97,6 +99,11 @@ class IbPool:
         """A name of this pool's own (a resource's, a namespace's): `base` when the pool is the stack's only
         one, as it always was, else `base-<pool name>`."""
         return base if self.alone else f"{base}-{self.name}"
+
+    def former(self, base: str) -> str | None:
+        """The name its resource `named(base)` had while it was the stack's ibPool (movedFromIbPool), where that
+        differs from its name now: the Pulumi alias by which the move renames it instead of replacing it."""
+        return base if self.moved_from_ib_pool and self.named(base) != base else None
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ class StackConfig:
 def _cross_key_problems(values: dict[str, Any], prefix: str, entries: list[pools.Entry],
                         mode: modes.RdmaMode | None) -> list[str]:
     """The rules that span several keys (each key's own check has passed or been reported): the stack's, then
-    each pool's (`_pool_problems`), then those of several pools in one cluster; `mode` is rdmaMode's record
+    each pool's (`pools.pool_problems`), then those of several pools in one cluster; `mode` is rdmaMode's record
     (None when its check failed)."""
     problems: list[str] = []
     ft = values["fabricTest"] or {}
@@ -196,86 +203,9 @@ def _cross_key_problems(values: dict[str, Any], prefix: str, entries: list[pools
         problems.append(f"{prefix}fabricTest.failOn: got 'warn', which acts only with fabricTest.failOnLowBandwidth: "
                         f"true; set that too, or remove failOn")
     for entry in entries:
-        problems += _pool_problems(entry, entry.fabric(ft), prefix, mode)
-    problems += _stack_wide_test_problems(entries, ft, prefix)
-    problems += pools.cluster_problems(entries, prefix, mode)
-    return problems
-
-
-def _pool_problems(e: pools.Entry, ft: dict[str, Any], prefix: str, mode: modes.RdmaMode | None) -> list[str]:
-    """One pool's rules: its node count against the test and the autoscaler's range, its thresholds, arguments and
-    image against its size, the DRA claims (scale to zero with the hold is allowed: a node back alone waits
-    for a peer, clusterside/certify_admit.py). Each message names the pool's key (ibPool.*, ibPools.<name>.*)
-    or, for a stack-wide fabricTest key, the pool it was judged for."""
-    problems: list[str] = []
-    ib, sku, kind = e.values, e.sku, e.kind
-    if ib.get("nodeCount") == 1 and ft.get("enabled"):
-        problems.append(
-            f"{prefix}{e.key('nodeCount')}: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
-            f"(or set fabricTest.enabled: false)"
-        )
-    low, count = ib.get("minNodeCount"), ib.get("nodeCount")
-    if low is not None and count is not None and low > count:
-        problems.append(f"{prefix}{e.key('minNodeCount')}: got {low}; expected at most {e.key('nodeCount')} "
-                        f"({count}), the autoscaler's maximum")
-    if sku is None or kind is None:
-        return problems
-    if ib.get("nodeCount"):
-        problems += _threshold_problems(sku, ib["nodeCount"], ft, prefix, e)
-    if ft.get("allReduceArgs"):
-        why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
-        if why:
-            problems.append(f"{prefix}{e.fabric_key('allReduceArgs')}: got {shown(ft['allReduceArgs'])}{e.of}; {why}")
-    default_platforms = pins.component("ncclTestsImage").platforms
-    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
-        problems.append(
-            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}{e.of}, which is "
-            f"{'/'.join(default_platforms)} only; "
-            f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
-        )
-    # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
-    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in kinds.BY_NAME.values()}
-    for key, why in kinds.threshold_problems(kind, thresholds).items():
-        if e.alone or e.own_fabric.get(key) is not None:  # a stack-wide one applies to the pools of its unit
-            problems.append(f"{prefix}{e.fabric_key(key)}: got {ft[key]}; {sku.vm_size}: {why}")
-    if e.alone and not kind.has_doctor and ft.get("doctor") == "always":
-        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
-                        f"{kind.test}, which has no doctor: leave it unset (auto) or set never")
-    if ft.get("sharp") and e.alone and not kind.runs_nccl:
-        problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
-                        f"{kind.test}, which has no NCCL and no SHARP setting: remove the key "
-                        f"or set it to false")
-    if ft.get("sharp") and sku.has_mnnvl:
-        problems.append(f"{prefix}fabricTest.sharp: got true{e.of}; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
-                        f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
-                        f"the key or set it to false")
-    problems += pools.rdma_driver_problems(ib, prefix, sku, e.key("rdmaDriver"))
-    if mode and mode.dra and not sku.has_gpus:
-        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; {sku.vm_size} has no GPUs, and the DRA claims "
-                        f"pair each GPU with its HCA: use shared or sriov")
-    elif mode and mode.dra and not dra.can_pair(sku):
-        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; no published source says which HCA sits beside "
-                        f"which GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
-    return problems
-
-
-def _stack_wide_test_problems(entries: list[pools.Entry], ft: dict[str, Any], prefix: str) -> list[str]:
-    """With several pools, a fabricTest key that only some kinds take applies to the pools whose kind takes it,
-    and is refused only when none does (one pool: _pool_problems says it of that pool)."""
-    sized = [e for e in entries if e.kind is not None and not e.alone]
-    if not sized:
-        return []
-    problems: list[str] = []
-    if ft.get("doctor") == "always" and not any(e.kind.has_doctor for e in sized):
-        problems.append(f"{prefix}fabricTest.doctor: got 'always'; no pool's fabric test has a doctor: leave it "
-                        f"unset (auto) or set never")
-    if ft.get("sharp") and not any(e.kind.runs_nccl for e in sized):
-        problems.append(f"{prefix}fabricTest.sharp: got true; no pool's fabric test runs NCCL: remove the key or set "
-                        f"it to false")
-    for key in (k.threshold_key for k in kinds.BY_NAME.values()):
-        if ft.get(key) is not None and not any(e.kind.threshold_key == key for e in sized):
-            problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; no pool's fabric test is judged by it: remove "
-                            f"the key")
+        problems += pools.pool_problems(entry, entry.fabric(ft), prefix, mode)
+    problems += pools.stack_wide_test_problems(entries, ft, prefix)
+    problems += pools.cluster_problems(entries, prefix, mode) + pools.moved_problems(entries, prefix)
     return problems
 
 
@@ -289,29 +219,6 @@ def _system_pool_problems(sp: dict[str, Any] | None, prefix: str) -> list[str]:
         return []
     return [f"{prefix}systemPool.vmSize: got {shown(sp['vmSize'])}, {what}; the system pool runs system pods: use a "
             f"CPU size such as Standard_D4s_v5, or set systemPool.allowGpuOrIbSize: true"]
-
-
-def _threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix: str, e: pools.Entry) -> list[str]:
-    """A threshold the size cannot reach (every run would FAIL) or below the floor (it would not act)."""
-    problems: list[str] = []
-    gbps, gbits = ft.get("thresholdGbps"), ft.get("p2pThresholdGbits")
-    span = checks.allreduce_threshold_range(sku, nodes)
-    if gbps is not None and span is not None:
-        low, high = span
-        if gbps > high:
-            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; {nodes} x {sku.vm_size} "
-                            f"cannot reach it: "
-                            f"busbw stays below twice the node's InfiniBand rate ({sku.ib_hcas_per_vm} x "
-                            f"{sku.ib_link_gbits} Gb/s: {high:g} GB/s); set {math.ceil(low) or 1} to {high:g}")
-        elif gbps < low:
-            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; on {sku.vm_size} a run below "
-                            f"{low:g} GB/s "
-                            f"(35 % of the baseline) is FAIL whatever the threshold, so this one would not act; set "
-                            f"{math.ceil(low)} to {high:g}")
-    if gbits is not None and not sku.has_gpus and gbits > sku.ib_link_gbits:
-        problems.append(f"{prefix}{e.fabric_key('p2pThresholdGbits')}: got {gbits}{e.of}; one {sku.ib_generation} "
-                        f"link of {sku.vm_size} carries at most {sku.ib_link_gbits} Gb/s: set 1 to {sku.ib_link_gbits}")
-    return problems
 
 
 def _location_problems(raw: Mapping[str, Any]) -> list[str]:
@@ -422,10 +329,11 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     mode = modes.rdma_mode(values["rdmaMode"]) if values["rdmaMode"] is not None else None
     problems += _location_problems(raw)
     problems += _cross_key_problems(values, prefix, entries, mode)
-    problems += enterprise.problems(values, prefix, problems)
+    problems += enterprise.problems(values, prefix, problems, pools.subnets(entries))
     pool_skus = [e.sku for e in entries if e.sku]
     problems += existing.problems(values, prefix) + existing.chart_problems(values, prefix, pool_skus, mode)
-    problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries))
+    problems += existing.pools_problems(values, prefix, sorted(e.name for e in entries)) + \
+        existing.preinstalled_problems(values, prefix, pool_skus)
     matrix_problems, untested = _matrix_problems(values, prefix, pool_skus, mode)
     problems += matrix_problems
     if problems:
@@ -440,7 +348,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         cluster_name=values["clusterName"],
         kubernetes_version=values["kubernetesVersion"],
         system_pool=SystemPool(vm_size=sp["vmSize"], node_count=sp["nodeCount"]),
-        ib_pools=tuple(_pool(e, e.fabric(ft)) for e in sorted(entries, key=lambda e: e.name)),
+        ib_pools=tuple(_pool(e, e.fabric(ft), (values["network"] or {}).get("ibSubnetId"))
+                       for e in sorted(entries, key=lambda e: e.name)),
         rdma_mode=mode,
         versions=Versions(**{engine.snake(k): val for k, val in v.items()}),
         feature_wait_timeout_minutes=values["featureWaitTimeoutMinutes"],
@@ -456,7 +365,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     )
 
 
-def _pool(e: pools.Entry, ft: dict[str, Any]) -> IbPool:
+def _pool(e: pools.Entry, ft: dict[str, Any], ib_subnet_id: str | None) -> IbPool:
     """A pool's record, with its own fabric test: its size's kind, and the stack's fabricTest keys with the
     pool's own size-bound ones over them. A key of the other kind's unit is not this pool's (None)."""
     ib, sku, kind = e.values, e.sku, e.kind
@@ -464,6 +373,7 @@ def _pool(e: pools.Entry, ft: dict[str, Any]) -> IbPool:
     return IbPool(
         sku=sku, node_count=ib["nodeCount"], name=e.name, os_disk_size_gb=ib["osDiskSizeGb"],
         min_node_count=ib["minNodeCount"], alone=e.alone, rdma_driver=rdma_drivers.rdma_driver(ib["rdmaDriver"]),
+        subnet_id=ib.get("subnetId") or ib_subnet_id, moved_from_ib_pool=bool(ib.get("movedFromIbPool")),
         fabric_test=FabricTest(
             kind=kind, enabled=ft["enabled"], image=ft["image"],
             all_reduce_args=ft["allReduceArgs"] or nccl_sizing.all_reduce_args_for(sku),

@@ -4,13 +4,15 @@ several pools in one cluster. model.py turns the entries into `IbPool` records."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core import catalog, dra, kinds, modes, rdma_drivers
-from stack_config import engine
-from stack_config.schema import SCHEMA_BY_NAME
+from core import catalog, dra, kinds, modes, nccl_sizing, pins, rdma_drivers
+from stack_config import checks, engine
+from stack_config.engine import shown
+from stack_config.schema import DEFAULT_NCCL_TESTS_IMAGE, SCHEMA_BY_NAME
 
 SINGLE, MANY = "ibPool", "ibPools"
 # The fabricTest keys an ibPools entry may set for its own pool (they depend on the size).
@@ -126,9 +128,125 @@ def cluster_problems(entries: list[Entry], prefix: str, mode: modes.RdmaMode | N
     return problems
 
 
+def moved_problems(entries: list[Entry], prefix: str) -> list[str]:
+    """movedFromIbPool on one entry at most: only the pool that was ibPool answers to its names, and two
+    resources claiming one former name would stop `pulumi up` (Pulumi refuses two aliases of one resource)."""
+    moved = [e.name for e in entries if e.values.get("movedFromIbPool")]
+    if len(moved) < 2:
+        return []
+    return [f"{prefix}{MANY}: got movedFromIbPool on {', '.join(moved)}; only the pool that was ibPool answers to "
+            f"its names: set it on that one entry (keyed by ibPool.name)"]
+
+
+def subnets(entries: list[Entry]) -> dict[str, str | None]:
+    """With ibPools, each entry's subnetId key and value (None: unset, the pool takes network.ibSubnetId), for the
+    network rules (core/enterprise.py); {} with ibPool, which has no subnet of its own."""
+    return {e.key("subnetId"): e.values.get("subnetId") for e in entries if e.at != SINGLE}
+
+
 def rdma_driver_problems(ib: dict[str, Any], prefix: str, sku: catalog.Sku, key: str) -> list[str]:
     """A pool's rdmaDriver (`key`: ibPool.rdmaDriver, ibPools.<name>.rdmaDriver) against the size's catalog
     evidence (core/rdma_drivers.py `problem`)."""
     name = ib.get("rdmaDriver")
     why = name and rdma_drivers.problem(sku, rdma_drivers.rdma_driver(name))
     return [f"{prefix}{key}: got {name!r}; {why}"] if why else []
+
+
+def pool_problems(e: Entry, ft: dict[str, Any], prefix: str, mode: modes.RdmaMode | None) -> list[str]:
+    """One pool's rules: its node count against the test and the autoscaler's range, its thresholds, arguments and
+    image against its size, the DRA claims (scale to zero with the hold is allowed: a node back alone waits
+    for a peer, clusterside/certify_admit.py). Each message names the pool's key (ibPool.*, ibPools.<name>.*)
+    or, for a stack-wide fabricTest key, the pool it was judged for."""
+    problems: list[str] = []
+    ib, sku, kind = e.values, e.sku, e.kind
+    if ib.get("nodeCount") == 1 and ft.get("enabled"):
+        problems.append(
+            f"{prefix}{e.key('nodeCount')}: got 1; the fabric test needs 2 or more nodes to cross InfiniBand "
+            f"(or set fabricTest.enabled: false)"
+        )
+    low, count = ib.get("minNodeCount"), ib.get("nodeCount")
+    if low is not None and count is not None and low > count:
+        problems.append(f"{prefix}{e.key('minNodeCount')}: got {low}; expected at most {e.key('nodeCount')} "
+                        f"({count}), the autoscaler's maximum")
+    if sku is None or kind is None:
+        return problems
+    if ib.get("nodeCount"):
+        problems += threshold_problems(sku, ib["nodeCount"], ft, prefix, e)
+    if ft.get("allReduceArgs"):
+        why = nccl_sizing.fit_problem(ft["allReduceArgs"], sku)
+        if why:
+            problems.append(f"{prefix}{e.fabric_key('allReduceArgs')}: got {shown(ft['allReduceArgs'])}{e.of}; {why}")
+    default_platforms = pins.component("ncclTestsImage").platforms
+    if ft.get("enabled") and ft.get("image") == DEFAULT_NCCL_TESTS_IMAGE and sku.cpu_arch not in default_platforms:
+        problems.append(
+            f"{prefix}fabricTest.image: got the default {DEFAULT_NCCL_TESTS_IMAGE!r}{e.of}, which is "
+            f"{'/'.join(default_platforms)} only; "
+            f"{sku.vm_size} is {sku.cpu_arch}: set an {sku.cpu_arch} image with nccl-tests, MPI and sshd"
+        )
+    # Each fabric test has its own threshold, in its own unit: the other one would be silently ignored.
+    thresholds = {k.threshold_key: ft.get(k.threshold_key) for k in kinds.BY_NAME.values()}
+    for key, why in kinds.threshold_problems(kind, thresholds).items():
+        if e.alone or e.own_fabric.get(key) is not None:  # a stack-wide one applies to the pools of its unit
+            problems.append(f"{prefix}{e.fabric_key(key)}: got {ft[key]}; {sku.vm_size}: {why}")
+    if e.alone and not kind.has_doctor and ft.get("doctor") == "always":
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; on {sku.vm_size} the fabric test is "
+                        f"{kind.test}, which has no doctor: leave it unset (auto) or set never")
+    if ft.get("sharp") and e.alone and not kind.runs_nccl:
+        problems.append(f"{prefix}fabricTest.sharp: got true; on {sku.vm_size} the fabric test is "
+                        f"{kind.test}, which has no NCCL and no SHARP setting: remove the key "
+                        f"or set it to false")
+    if ft.get("sharp") and sku.has_mnnvl:
+        problems.append(f"{prefix}fabricTest.sharp: got true{e.of}; {sku.vm_size} runs Azure's Grace Blackwell NCCL "
+                        f"settings, which have no SHARP/CollNet (its GB300 values null every SHARP variable): remove "
+                        f"the key or set it to false")
+    problems += rdma_driver_problems(ib, prefix, sku, e.key("rdmaDriver"))
+    if mode and mode.dra and not sku.has_gpus:
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; {sku.vm_size} has no GPUs, and the DRA claims "
+                        f"pair each GPU with its HCA: use shared or sriov")
+    elif mode and mode.dra and not dra.can_pair(sku):
+        problems.append(f"{prefix}rdmaMode: got {mode.name!r}{e.of}; no published source says which HCA sits beside "
+                        f"which GPU on {sku.vm_size}, so its claims cannot be paired: use shared or sriov")
+    return problems
+
+
+def stack_wide_test_problems(entries: list[Entry], ft: dict[str, Any], prefix: str) -> list[str]:
+    """With several pools, a fabricTest key that only some kinds take applies to the pools whose kind takes it,
+    and is refused only when none does (one pool: pool_problems says it of that pool)."""
+    sized = [e for e in entries if e.kind is not None and not e.alone]
+    if not sized:
+        return []
+    problems: list[str] = []
+    if ft.get("doctor") == "always" and not any(e.kind.has_doctor for e in sized):
+        problems.append(f"{prefix}fabricTest.doctor: got 'always'; no pool's fabric test has a doctor: leave it "
+                        f"unset (auto) or set never")
+    if ft.get("sharp") and not any(e.kind.runs_nccl for e in sized):
+        problems.append(f"{prefix}fabricTest.sharp: got true; no pool's fabric test runs NCCL: remove the key or set "
+                        f"it to false")
+    for key in (k.threshold_key for k in kinds.BY_NAME.values()):
+        if ft.get(key) is not None and not any(e.kind.threshold_key == key for e in sized):
+            problems.append(f"{prefix}fabricTest.{key}: got {ft[key]}; no pool's fabric test is judged by it: remove "
+                            f"the key")
+    return problems
+
+
+def threshold_problems(sku: catalog.Sku, nodes: int, ft: dict[str, Any], prefix: str, e: Entry) -> list[str]:
+    """A threshold the size cannot reach (every run would FAIL) or below the floor (it would not act)."""
+    problems: list[str] = []
+    gbps, gbits = ft.get("thresholdGbps"), ft.get("p2pThresholdGbits")
+    span = checks.allreduce_threshold_range(sku, nodes)
+    if gbps is not None and span is not None:
+        low, high = span
+        if gbps > high:
+            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; {nodes} x {sku.vm_size} "
+                            f"cannot reach it: "
+                            f"busbw stays below twice the node's InfiniBand rate ({sku.ib_hcas_per_vm} x "
+                            f"{sku.ib_link_gbits} Gb/s: {high:g} GB/s); set {math.ceil(low) or 1} to {high:g}")
+        elif gbps < low:
+            problems.append(f"{prefix}{e.fabric_key('thresholdGbps')}: got {gbps}{e.of}; on {sku.vm_size} a run below "
+                            f"{low:g} GB/s "
+                            f"(35 % of the baseline) is FAIL whatever the threshold, so this one would not act; set "
+                            f"{math.ceil(low)} to {high:g}")
+    if gbits is not None and not sku.has_gpus and gbits > sku.ib_link_gbits:
+        problems.append(f"{prefix}{e.fabric_key('p2pThresholdGbits')}: got {gbits}{e.of}; one {sku.ib_generation} "
+                        f"link of {sku.vm_size} carries at most {sku.ib_link_gbits} Gb/s: set 1 to {sku.ib_link_gbits}")
+    return problems

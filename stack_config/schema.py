@@ -100,6 +100,13 @@ SCHEMA: tuple[Key, ...] = (
         "what ibPool holds, without name; fabricTest in an entry overrides the size-bound fabricTest keys for that "
         "pool. Not together with ibPool.", default_doc="unset: the one pool of ibPool",
         entries=(IB_SIZE, IB_NODE_COUNT, IB_OS_DISK, IB_MIN_NODE_COUNT, IB_RDMA_DRIVER,
+                 Key("subnetId", "string", "An existing subnet of the system pool's VNet for this pool alone (AKS "
+                     "puts every pool in one VNet, each in the subnet it names).", default_doc="network.ibSubnetId",
+                     check=optional(enterprise.subnet_id)),
+                 Key("movedFromIbPool", "boolean", "This entry was the stack's ibPool (keyed by ibPool.name, "
+                     "default ibpool): its AgentPool answers to its one-pool resource names (Pulumi aliases), so "
+                     "adding pools updates it in place instead of replacing it (docs/configuration.md#one-pool-"
+                     "keeps-its-names). One entry at most.", default=False),
                  Key("fabricTest", "object", "This pool's own values of the fabricTest keys that depend on its size.",
                      fields=(
                          Key("thresholdGbps", "integer", "GPU sizes: this pool's all-reduce fail threshold (GB/s).",
@@ -239,7 +246,8 @@ SCHEMA: tuple[Key, ...] = (
         fields=(
             Key("systemSubnetId", "string", "An existing subnet for the system pool (unset: AKS creates a VNet).",
                 default_doc="-", check=optional(enterprise.subnet_id)),
-            Key("ibSubnetId", "string", "An existing subnet of the same VNet for the InfiniBand pool.",
+            Key("ibSubnetId", "string", "An existing subnet of the same VNet for the InfiniBand pool (with ibPools: "
+                "for each pool that names no subnetId of its own).",
                 default_doc="-", check=optional(enterprise.subnet_id)),
             Key("plugin", "string", "Network plugin: `azure` (Azure CNI Overlay: pod IPs from podCidr) or `none` "
                 "(bring your own CNI).",

@@ -311,21 +311,29 @@ class Certifier(pulumi.ComponentResource):
         if args.rack:
             self.ready.append(core_v1.ConfigMap(f"{name}-rack-result", metadata=meta.ObjectMetaArgs(
                 name=RACK_RESULT_CONFIGMAP, namespace=ns, labels=LABELS), data={}, opts=written))
-        self.cron_job = self.admission = self.template = self.cron_job_name = None
+        self.cron_job = self.admission = self.template = None
         self.templates: dict[str | None, core_v1.ConfigMap] = {}
+        self.cron_job_names: dict[str | None, str] = {}  # each pool's recurring CronJob, by pool (None: the one)
         for c in certified:
             self._declare_recurring(name, args, c, ns, child)
         # the admission loop's Deployments: admit_after, once each pool's day-0 verdict is in
         self.admits = args.mode != "off" and self.template is not None
         self.alerts = []
-        if args.alerts_period_seconds is not None:
-            run_seconds = certify_recurring.run_minutes(args.retest) * 60 if args.retest else 0
+        if args.alerts_period_seconds is not None:  # each pool's rules (certifier_alerts.PoolAlerts)
             self.alerts = certifier_alerts.declare(name, certifier_alerts.AlertsArgs(
-                namespace=NAMESPACE, cronjob=self.cron_job_name, admission=self.admits,
-                period_seconds=args.alerts_period_seconds, run_seconds=run_seconds,
-                held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds,
+                namespace=NAMESPACE, period_seconds=args.alerts_period_seconds,
+                pools=[self._pool_alerts(args, c) for c in certified],
             ), LABELS, ADMISSION_SELECTOR, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
         self.register_outputs({"namespace": ns, "code_sha256": self.code_sha256})
+
+    def _pool_alerts(self, args: CertifierArgs, c: PoolCertification | _Single) -> certifier_alerts.PoolAlerts:
+        """Pool `c`'s certification as its alert rules read it: its CronJob, whether its admission loop runs
+        (admit_after declares it for a pool whose test re-tests), how long one of its re-tests may run."""
+        run_seconds = certify_recurring.run_minutes(c.retest) * 60 if c.retest else 0
+        return certifier_alerts.PoolAlerts(
+            pool=c.pool, cronjob=self.cron_job_names.get(c.pool), admission=self.admits and c.retest is not None,
+            run_seconds=run_seconds,
+            held_bound_seconds=int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run_seconds)
 
     def _declare_recurring(self, name: str, args: CertifierArgs, c: PoolCertification | _Single,
                            ns: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
@@ -355,9 +363,10 @@ class Certifier(pulumi.ComponentResource):
                             metadata=meta.ObjectMetaArgs(labels=LABELS),
                             spec=pod_spec(args.image, argv, self.code_sha256, self.files, PRIORITY_CLASS))))),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.ready, template, self.priority_class]))
+        if cron_job:
+            self.cron_job_names[c.pool] = CRONJOB + sfx
         if first:
             self.template, self.cron_job = template, cron_job
-            self.cron_job_name = CRONJOB + sfx if cron_job else None
 
     def admit_after(self, day0: Sequence[pulumi.Resource], pool: str | None = None) -> k8s.apps.v1.Deployment | None:
         """`{name}-admission` (of `pool`, in a stack of several: `{name}-admission-<pool>`) unless the mode is off

@@ -33,6 +33,9 @@ core = k8s.core.v1
 meta = k8s.meta.v1
 
 NAMESPACE = "fabric-test"
+# The Volcano Job's API and the queue it runs in (Volcano makes `default` itself): what stack/preinstalled.py
+# checks of a Volcano that another owner runs.
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"  # the launchers (core/kinds.py Kind.launcher)
 LAUNCHER_DIR = "/opt/aks-infiniband"
 MPI_HOME = "/opt/hpcx/ompi"  # HPC-X Open MPI in the default (nccl-tests) image
@@ -249,11 +252,13 @@ def versions_text(versions: Mapping[str, str]) -> str:
     return ",".join(f"{name}={versions[name]}" for name in sorted(versions))
 
 
-def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs) -> dict[str, Any]:
-    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1)."""
+def job_spec(workers: int, launcher: core.PodTemplateSpecArgs, worker: core.PodTemplateSpecArgs,
+             agent_pool: str | None = None) -> dict[str, Any]:
+    """The Volcano Job's spec as plain data (batch.volcano.sh/v1alpha1); with `agent_pool` (one of several
+    pools), in that pool's queue (core/fabric.py pool_queue)."""
     return plain({
         "schedulerName": "volcano",
-        "queue": "default",
+        "queue": fabric.pool_queue(agent_pool),
         # gang: nothing starts until the launcher and every worker can be placed at once
         "minAvailable": workers + 1,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
@@ -346,7 +351,7 @@ def declare_mpi_job(
             task["template"]["metadata"]["annotations"][DRIVER_VERSIONS_ANNOTATION] = versions_text(driver_versions)
     job = k8s.apiextensions.CustomResource(
         f"{name}-job",
-        api_version="batch.volcano.sh/v1alpha1",
+        api_version=JOB_API_VERSION,
         kind="Job",
         metadata=meta.ObjectMetaArgs(name=job_name, namespace=namespace.name, labels=labels(job_name, "job")),
         spec=spec,

@@ -260,6 +260,7 @@ def job_spec(
             resource_claims=fabric_claims.worker_claims(args.rack_run).pod if gpus_by_claim(args) else (),
             same_node_labels=same_node_labels(args), agent_pool=args.agent_pool,
         ),
+        agent_pool=args.agent_pool,
     )
 
 

@@ -156,6 +156,7 @@ def job_spec(args: P2pJobArgs, launcher_configmap: str, configmaps: dict[str, st
             ],
             init_containers=[osu_build_container(args.image)],
         ),
+        agent_pool=args.agent_pool,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,47 @@ DRIVER_GDR: dict[str, dict[str, Any]] = {
     # manager waits for no MOFED (.driver-ready) that the node image's own drivers never write.
     rdma_drivers.DMABUF: {"kernelModuleType": "open", "rdma": {"enabled": False}},
 }
+
+
+CLUSTER_POLICY_API_VERSION = "nvidia.com/v1"
+# What a field left unset in a ClusterPolicy means to the operator (NVIDIA/gpu-operator api/nvidia/v1/
+# clusterpolicy_types.go, the IsEnabled methods: the driver and the device plugin on, GPUDirect RDMA off; an unset
+# useHostMofed is false; kernelModuleType: the CRD's default, auto).
+CLUSTER_POLICY_UNSET: dict[str, Any] = {"driver.enabled": True, "driver.rdma.enabled": False,
+                                        "driver.rdma.useHostMofed": False, "driver.kernelModuleType": "auto",
+                                        "devicePlugin.enabled": True}
+
+
+def _leaves(tree: dict[str, Any], at: str) -> dict[str, Any]:
+    """Each leaf of nested values by its dotted path (`at` before it)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(_leaves(value, f"{at}{key}.") if isinstance(value, dict) else {f"{at}{key}": value})
+    return out
+
+
+def relied_on(rdma_driver: rdma_drivers.RdmaDriver, dra_gpus: bool) -> dict[str, Any]:
+    """The ClusterPolicy settings this stack relies on where another owner runs the operator
+    (existingCluster.preinstalled), by their path under `spec`: the ones its own release sets for the same purpose
+    (chart_values): the driver from the operator (the pool has none from AKS), GPUDirect as DRIVER_GDR says for the
+    pool's RDMA driver, and with DRA no device plugin."""
+    need = {"driver.enabled": True, **_leaves(DRIVER_GDR[rdma_driver.gdr], "driver.")}
+    return {**need, "devicePlugin.enabled": False} if dra_gpus else need
+
+
+def cluster_policy_problems(spec: dict[str, Any], rdma_driver: rdma_drivers.RdmaDriver, dra_gpus: bool) -> list[str]:
+    """Each setting of `relied_on` that a ClusterPolicy's spec does not have (an unset one read as the operator
+    reads it): `spec.<path> is <value>, not <wanted>`."""
+    out = []
+    for path, want in relied_on(rdma_driver, dra_gpus).items():
+        node: Any = spec
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        got = CLUSTER_POLICY_UNSET[path] if node is None else node
+        if got != want:
+            unset = " (unset)" if node is None else ""
+            out.append(f"spec.{path} is {json.dumps(got)}{unset}, not {json.dumps(want)}")
+    return out
 
 
 @dataclass(frozen=True)

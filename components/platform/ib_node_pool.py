@@ -35,6 +35,12 @@ class IbNodePoolArgs:
     vnet_subnet_id: str | None = None  # an existing subnet (the system pool's VNet); None: AKS's VNet
     # Set: the AKS cluster autoscaler runs the pool between this and node_count; 0 lets it go idle.
     min_node_count: int | None = None
+    # One of several pools: its name, as its nodes' Volcano node group (core/fabric.py node_group_labels)
+    node_group: str | None = None
+    # The component's name while the pool was the stack's only one (ibPools.<name>.movedFromIbPool): the pool
+    # and its AgentPool answer to it, so adding pools renames them in Pulumi's state and the AgentPool (same
+    # agentPoolName) is updated in place, not replaced.
+    former_name: str | None = None
 
 
 def autoscale(args: IbNodePoolArgs) -> dict[str, object]:
@@ -53,15 +59,23 @@ def pool_taints(args: IbNodePoolArgs) -> list[str]:
     return [fabric.IB_TAINT]
 
 
-def pool_labels(sku: Sku) -> dict[str, str]:
-    """Labels on every node of the pool: its role (what the job's node selector matches) and size. Not
-    the DRA kubelet plugin's label: the GPU Operator's driver manager rewrites it on every driver restart,
-    which AKS refuses for a pool-set label; the topology labeler puts it on through the API instead."""
+def pool_labels(sku: Sku, node_group: str | None = None) -> dict[str, str]:
+    """Labels on every node of the pool: its role (what the job's node selector matches) and size, and with
+    several pools its Volcano node group (what its queue's affinity names). Not the DRA kubelet plugin's label:
+    the GPU Operator's driver manager rewrites it on every driver restart, which AKS refuses for a pool-set
+    label; the topology labeler puts it on through the API instead."""
     return {
         fabric.IB_POOL_ROLE_LABEL: fabric.IB_POOL_ROLE,
         "aks-infiniband.io/vm-size": sku.vm_size,
         "aks-infiniband.io/ib-generation": sku.ib_generation,
+        **fabric.node_group_labels(node_group),
     }
+
+
+def former(args: IbNodePoolArgs, role: str) -> list[pulumi.Alias] | None:
+    """The alias of the pool's resource `{name}{role}` under its former name. It names only what differs: the
+    type and the parent's type (the parent's name is not in a URN) are the same."""
+    return [pulumi.Alias(name=f"{args.former_name}{role}")] if args.former_name else None
 
 
 class IbNodePool(pulumi.ComponentResource):
@@ -80,7 +94,8 @@ class IbNodePool(pulumi.ComponentResource):
     resource_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: IbNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aks-infiniband:azure:IbNodePool", name, None, opts)
+        super().__init__("aks-infiniband:azure:IbNodePool", name, None,
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=former(args, ""))))
         sku = args.sku
         self.agent_pool = cs.AgentPool(
             f"{name}-pool",
@@ -102,7 +117,7 @@ class IbNodePool(pulumi.ComponentResource):
             vnet_subnet_id=args.vnet_subnet_id,
             **autoscale(args),
             node_taints=pool_taints(args),
-            node_labels=pool_labels(sku),
+            node_labels=pool_labels(sku, args.node_group),
             # Only `driver`: AKS's managed GPU experience (gpuProfile.nvidia.managementMode, preview,
             # default Unmanaged) would install AKS's own driver, device plugin and DCGM exporter next
             # to the GPU Operator's. The pinned SDK cannot set it; the policy pack refuses Managed.
@@ -110,6 +125,7 @@ class IbNodePool(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(
                 parent=self,
+                aliases=former(args, "-pool"),
                 protect=args.protect,
                 depends_on=list(args.wait_for),
                 custom_timeouts=pulumi.CustomTimeouts(create=CREATE_TIMEOUT, update=CREATE_TIMEOUT),

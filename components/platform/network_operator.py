@@ -116,6 +116,43 @@ def nic_cluster_policy_spec(args: NetworkOperatorArgs) -> dict[str, Any]:
     return spec
 
 
+# Each device plugin's own resourcePrefix, for an entry of its config that gives none (k8s-rdma-shared-dev-plugin:
+# rdma; sriov-network-device-plugin: intel.com, its --resource-prefix default in cmd/sriovdp/main.go, which the
+# Network Operator's state-sriov-device-plugin DaemonSet does not pass): how a NicClusterPolicy another owner
+# wrote is read.
+DEFAULT_PREFIX = {"rdmaSharedDevicePlugin": "rdma", "sriovDevicePlugin": "intel.com"}
+
+
+def advertised(plugin: modes.DevicePlugin, config: dict[str, Any]) -> set[str]:
+    """The extended resources a config of `plugin` advertises: `<resourcePrefix>/<resourceName>` of each entry of
+    its lists (configList, resourceList)."""
+    entries = [e for v in config.values() if isinstance(v, list) for e in v if isinstance(e, dict)]
+    return {f"{e.get('resourcePrefix') or DEFAULT_PREFIX[plugin.section]}/{e['resourceName']}"
+            for e in entries if isinstance(e.get("resourceName"), str)}
+
+
+def policy_problems(spec: dict[str, Any], rdma_mode: modes.RdmaMode, rdma_driver: rdma_drivers.RdmaDriver) -> list[str]:
+    """What a NicClusterPolicy that another owner wrote (existingCluster.preinstalled) lacks of what this stack
+    relies on, as nic_cluster_policy_spec would set it: the DOCA driver container where the pool's rdmaDriver is
+    doca, and the RDMA resource of the mode, advertised by its device plugin."""
+    out = []
+    if rdma_driver.installs_doca and not spec.get("ofedDriver"):
+        out.append(f"spec.ofedDriver is unset; ibPool.rdmaDriver {rdma_driver.name} relies on the DOCA driver "
+                   "container it runs (rdmaDriver inbox uses the node image's own drivers)")
+    plugin = rdma_mode.device_plugin
+    if plugin:
+        config = (spec.get(plugin.section) or {}).get("config") or "{}"
+        try:
+            config = json.loads(config) if isinstance(config, str) else config
+        except ValueError:
+            config = {}
+        there = advertised(plugin, config) if isinstance(config, dict) else set()
+        if rdma_mode.resource not in there:
+            out.append(f"spec.{plugin.section} advertises {', '.join(sorted(there)) or 'no resource'}, not "
+                       f"{rdma_mode.resource} (rdmaMode {rdma_mode.name}: what the fabric test's pods request)")
+    return out
+
+
 class NetworkOperator(pulumi.ComponentResource):
     """The network-operator Helm release (pinned) and a separate `NicClusterPolicy`.
 

@@ -35,6 +35,8 @@ class NodeFeatureDiscoveryArgs:
     timeout_seconds: int = 600
     # A local archive of the chart at `version` (config charts.directory); None: the chart's repository.
     chart_archive: str | None = None
+    # False: another owner runs NFD (existingCluster.preinstalled); the stack declares only its own rule.
+    install: bool = True
 
     def __post_init__(self) -> None:
         pins.CHART_VERSION.require("version", self.version)
@@ -99,11 +101,12 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
       which the `baseline` level forbids.
 
     Depends only on the Kubernetes provider (passed in `opts`); the rule on the release, whose
-    chart installs the NodeFeatureRule CRD.
+    chart installs the NodeFeatureRule CRD. Without `install` (NFD is another owner's) only the rule, a
+    rule of the stack's own name beside that owner's rules: its CRD is checked at `up` (stack/preinstalled.py).
     """
 
-    namespace: Namespace
-    release: k8s.helm.v3.Release
+    namespace: Namespace | None
+    release: k8s.helm.v3.Release | None
     rule: k8s.apiextensions.CustomResource
 
     def __init__(self, name: str, args: NodeFeatureDiscoveryArgs, opts: pulumi.ResourceOptions | None = None):
@@ -116,13 +119,14 @@ class NodeFeatureDiscovery(pulumi.ComponentResource):
             namespace_name=args.namespace_name,
             values=chart_values(),
             timeout_seconds=args.timeout_seconds, chart_archive=args.chart_archive,
-        )
+        ) if args.install else (None, None)
         self.rule = k8s.apiextensions.CustomResource(
             f"{name}-rule",
             api_version=NODE_FEATURE_RULE_API_VERSION,
             kind="NodeFeatureRule",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=NODE_FEATURE_RULE_NAME),
             spec=node_feature_rule_spec(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release] if self.release else []),
         )
-        self.register_outputs({"release": self.release.status, "rule": NODE_FEATURE_RULE_NAME})
+        self.register_outputs({"release": self.release.status if self.release else "another owner's",
+                               "rule": NODE_FEATURE_RULE_NAME})

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.platform import volcano_dra, volcano_topology
+from components.platform import volcano_dra, volcano_pools, volcano_topology
 from core import pins
 
 MANIFEST_URL = "https://raw.githubusercontent.com/volcano-sh/volcano/{tag}/installer/volcano-development.yaml"
@@ -109,6 +109,9 @@ class VolcanoArgs:
     manifest: str
     # The fabric test claims devices (GB sizes, rdmaMode dra: core/dra.py): the scheduler allocates them.
     dra: bool = False
+    # The IB pools' names: with several, a queue per pool and the scheduler's nodegroup plugin keep each job in
+    # its pool (components/platform/volcano_pools.py); with one, nothing of it.
+    pools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         pins.VOLCANO_TAG.require("version", self.version)  # the config's check, so it cannot pass there and fail here
@@ -164,10 +167,11 @@ def with_pinned_images(objects: list[dict]) -> list[dict]:
 
 
 @functools.cache
-def configured(manifest: str, dra: bool = False) -> str:
+def configured(manifest: str, dra: bool = False, node_groups: bool = False) -> str:
     """The checked manifest with the stack's scheduler and controller configuration in its two
     ConfigMaps (components/platform/volcano_topology.py: HyperNodes from the topology labels, the
-    network-topology-aware plugin), with `dra`, DRA on in the scheduler (components/platform/volcano_dra.py), the
+    network-topology-aware plugin), with `dra`, DRA on in the scheduler (components/platform/volcano_dra.py), with
+    `node_groups` (several pools) the nodegroup plugin (components/platform/volcano_pools.py), the
     webhook's readiness and the images by digest.
     Only the documents that configuration changes are written again; every other one keeps the
     release's own text, and the CRDs are not even parsed (reading and writing all of it took seconds)."""
@@ -179,6 +183,7 @@ def configured(manifest: str, dra: bool = False) -> str:
     parsed = {i: obj for i, obj in parsed.items() if obj}
     objects = volcano_topology.configure(list(parsed.values()))
     objects = volcano_dra.configure(objects) if dra else objects
+    objects = volcano_pools.configure(objects) if node_groups else objects
     objects = with_pinned_images(with_admission_readiness(objects))
     for (i, before), after in zip(parsed.items(), objects, strict=True):
         if after != before:
@@ -196,14 +201,21 @@ class Volcano(pulumi.ComponentResource):
     """
 
     manifest: k8s.yaml.v2.ConfigGroup
+    queues: dict[str, k8s.apiextensions.CustomResource]  # by pool name; several pools only
 
     def __init__(self, name: str, args: VolcanoArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:Volcano", name, None, opts)
         tag, sha256 = pins.volcano_manifest(args.version)
+        queues = volcano_pools.queues(args.pools)
         self.manifest = k8s.yaml.v2.ConfigGroup(
             f"{name}-manifest",
-            k8s.yaml.v2.ConfigGroupArgs(yaml=configured(args.manifest, args.dra)),
+            k8s.yaml.v2.ConfigGroupArgs(yaml=configured(args.manifest, args.dra, node_groups=bool(queues))),
             # Was a ConfigFile of the URL: the same child, now from the checked content.
             opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(type_="kubernetes:yaml/v2:ConfigFile")]),
         )
+        # each pool's queue, once the manifest's Queue CRD and its webhook (which checks a Job's queue) are there
+        self.queues = {pool: k8s.apiextensions.CustomResource(
+            f"{name}-queue-{pool}", api_version=q["apiVersion"], kind=q["kind"], metadata=q["metadata"],
+            spec=q["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=[self.manifest]))
+            for pool, q in queues.items()}
         self.register_outputs({"manifest": manifest_url(args.version), "sha256": sha256})

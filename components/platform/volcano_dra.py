@@ -56,3 +56,25 @@ def configure(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if seen != {"ConfigMap", "Deployment"}:
         raise ValueError(f"the Volcano manifest lacks the scheduler's {sorted({'ConfigMap', 'Deployment'} - seen)}")
     return out
+
+
+def missing(configmap: dict[str, Any] | None, deployment: dict[str, Any] | None) -> list[str]:
+    """What of the two switches `configure` sets another owner's Volcano lacks (existingCluster.preinstalled:
+    stack/preinstalled.py reads its scheduler's ConfigMap and Deployment, None where the cluster has none)."""
+    out = []
+    try:
+        conf = yaml.safe_load(((configmap or {}).get("data") or {}).get(SCHEDULER_KEY) or "") or {}
+    except yaml.YAMLError:
+        conf = {}
+    tiers = conf.get("tiers") if isinstance(conf, dict) else None
+    found = [p for tier in tiers or [] for p in tier.get("plugins") or [] if p.get("name") == "predicates"]
+    if not any(str((p.get("arguments") or {}).get(PREDICATE_ARGUMENT)).lower() == "true" for p in found):
+        out.append(f"ConfigMap {SCHEDULER_CONFIGMAP}: no predicates plugin with {PREDICATE_ARGUMENT}: true"
+                   if configmap else f"no ConfigMap {SCHEDULER_CONFIGMAP}")
+    spec = (((deployment or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    args = [str(a) for c in spec.get("containers") or [] if c.get("name") == SCHEDULER for a in c.get("args") or []]
+    gates = {g.strip() for a in args if a.startswith("--feature-gates=") for g in a.partition("=")[2].split(",")}
+    if "DynamicResourceAllocation=true" not in gates:
+        out.append(f"Deployment {SCHEDULER}: its {SCHEDULER} container lacks {FEATURE_GATE}"
+                   if deployment else f"no Deployment {SCHEDULER}")
+    return out

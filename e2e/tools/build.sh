@@ -37,6 +37,13 @@ build() {  # build MODULE STAMP PACKAGE...: one `go build` for the module's main
   echo "e2e-tools: $module built in $((SECONDS - t))s" >&2
   touch "$stamp"
 }
+module_dir() {  # module_dir WRAPPER MODULE: MODULE's source folder, downloaded first (go list gives no folder
+  # for a module not yet in the module cache: a cold cache, where nothing was built from it yet)
+  local dir
+  dir="$(cd "$here/$1" && GOFLAGS=-mod=mod go mod download "$2" && go list -m -f '{{.Dir}}' "$2")"
+  [ -n "$dir" ] && [ -d "$dir" ] || { echo "e2e-tools: no source folder for $2 (module $1)" >&2; return 1; }
+  echo "$dir"
+}
 # The stack-file reader of the Pulumi CLI (pulumi/main.go: the SDK's own loaders), for the render's parity test.
 build pulumi .
 build etcd go.etcd.io/etcd/server/v3
@@ -45,7 +52,7 @@ build kwok sigs.k8s.io/kwok/cmd/kwok
 # kwok's CRDs (Logs, ClusterLogs: pod logs served from files) and its "fast" stages (nodes Ready, pods
 # Running, a Job's pods Succeeded), as kwokctl loads them, from the same module.
 if [ ! -d "$out/kwok-assets" ]; then
-  src="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  src="$(module_dir kwok sigs.k8s.io/kwok)"
   mkdir -p "$out/kwok-assets.tmp/crds" "$out/kwok-assets.tmp/stages"
   cp "$src"/kustomize/crd/bases/*.yaml "$out/kwok-assets.tmp/crds/"
   cp "$src"/kustomize/stage/node/fast/node-*.yaml "$src"/kustomize/stage/pod/fast/pod-*.yaml "$out/kwok-assets.tmp/stages/"
@@ -69,14 +76,14 @@ ldflags="$ldflags -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$
 # the Python language host, with the script it runs the program through, from the same module;
 build pulumi-python-host github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python
 if [ ! -x "$out/pulumi-language-python-exec" ]; then
-  src="$(cd "$here/pulumi-python-host" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)"
+  src="$(module_dir pulumi-python-host github.com/pulumi/pulumi/sdk/v3)"
   install -m 0755 "$src/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
 fi
 # the Kubernetes provider: the schema files its main embeds are generated first from the module's own
 # (pulumi-kubernetes/gen), and its version is the module's pseudo-version, which is what it is.
 k8s_provider="$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Version}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
 if [ ! -f "$out/.built-pulumi-kubernetes" ] && { [ "$budget" -eq 0 ] || [ $((SECONDS - start)) -lt "$budget" ]; }; then
-  src="$(cd "$here/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
+  src="$(module_dir pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)"
   (cd "$here/pulumi-kubernetes" && GOFLAGS=-mod=mod go run ./gen "${k8s_provider#v}" "$src/cmd/pulumi-resource-kubernetes" .)
 fi
 ldflags="$ldflags -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${k8s_provider#v}" \

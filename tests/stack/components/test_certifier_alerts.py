@@ -85,3 +85,45 @@ def test_with_mode_off_there_is_no_loop_to_scrape_and_with_schedule_off_no_missi
     stack = dev_kubernetes_half(alerts={"enabled": True}, certifier={"mode": "off", "schedule": "off"})
     assert not stack.of_type(MONITOR)
     assert not stack.of_type(RULE) or stack.one(RULE, "certifier-alerts").inputs["spec"]["groups"][0]["rules"] == []
+
+
+def test_with_several_pools_each_pool_has_its_own_rule_group_reading_its_own_series():
+    """Pulumi.multipool.yaml: H100 and H200 re-test (a CronJob and an admission loop each), HBv4 does not. Each
+    GPU pool's group reads its own CronJob and the series its loop labels with `pool`, and labels every alert
+    with the pool; one pool's silent loop or tripped breaker is not hidden by the other's."""
+    from conftest import rendered
+
+    from offline import engine
+
+    stack = rendered("multipool", {**engine.stack_file_config("multipool"), "aks-infiniband:alerts": {"enabled": True}})
+    rule = stack.one(RULE, "certifier-alerts").inputs
+    assert sc.crd_errors(rule, CRDS / "monitoring.coreos.com_prometheusrules.v0.93.0.yaml") == []
+    groups = {g["name"]: g["rules"] for g in rule["spec"]["groups"]}
+    assert set(groups) == {"aks-infiniband-certifier-h100", "aks-infiniband-certifier-h200"}, "hb has no re-test"
+    for pool in ("h100", "h200"):
+        by_name = {r["alert"]: r for r in groups[f"aks-infiniband-certifier-{pool}"]}
+        assert len(by_name) == 6 and all(r["labels"]["pool"] == pool for r in by_name.values())
+        cronjob = f"{certifier_mod.CRONJOB}-{pool}"
+        assert f'cronjob="{cronjob}"' in by_name["AksInfinibandCertificationMissing"]["expr"]
+        assert f'job_name=~"{cronjob}-[0-9]+"' in by_name["AksInfinibandCertifierRunFailed"]["expr"]
+        for alert in ("AksInfinibandAdmissionLoopDown", "AksInfinibandCertifierBreakerTripped",
+                      "AksInfinibandNodeHeldTooLong", "AksInfinibandNodeQuarantined"):
+            selectors = re.findall(r"aks_infiniband_\w+\{([^}]*)\}", by_name[alert]["expr"])
+            assert selectors and all(f'pool="{pool}"' in s for s in selectors), by_name[alert]["expr"]
+    # each pool's bound is its own re-test's: four H200 nodes' run is not two H100 nodes'
+    for pool in ("h100", "h200"):
+        template = json.loads(stack.one("kubernetes:core/v1:ConfigMap", f"certifier-template-{pool}").inputs["data"][
+            "job.json"])
+        held = {r["alert"]: r for r in groups[f"aks-infiniband-certifier-{pool}"]}["AksInfinibandNodeHeldTooLong"]
+        run = certify_recurring.run_minutes(template) * 60
+        assert held["expr"].endswith(f"> {int(certify_admit.DEFAULT_RETEST_AFTER_MINUTES * 60) + run}")
+    # one PodMonitor scrapes every pool's loop; each loop labels its series with its pool (clusterside/certify_serve.py)
+    monitor = stack.one(MONITOR, "certifier-scrape").inputs
+    assert sc.crd_errors(monitor, CRDS / "monitoring.coreos.com_podmonitors.v0.93.0.yaml") == []
+    loops = [d for d in stack.of_type("kubernetes:apps/v1:Deployment") if d.name.startswith("certifier-admission-")]
+    assert len(loops) == 2
+    for loop in loops:
+        pod = loop.inputs["spec"]["template"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        argv = pod["spec"]["containers"][0]["command"]
+        assert argv[argv.index("--pool") + 1] == pod["metadata"]["labels"][certifier_mod.POOL_LABEL]

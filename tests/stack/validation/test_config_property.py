@@ -66,6 +66,7 @@ GOOD = {
 GOOD_LISTS = {
     "apiServer.authorizedIpRanges": ["203.0.113.0/24"],
     "entraId.adminGroupObjectIds": ["11111111-1111-1111-1111-111111111111"],
+    "existingCluster.preinstalled": ["volcano"],
 }
 HUGE = "x" * 5000
 BOUNDARIES = (-1, 0, 1, 2, 4, 5, 9, 10, 11, 99, 100, 101, 119, 120, 121, 127, 128, 129, 255, 256, 719, 720, 721,

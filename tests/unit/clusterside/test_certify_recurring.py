@@ -171,6 +171,18 @@ def test_each_run_pushes_its_metrics_to_a_pushgateway(tmp_path, capsys):
     assert "aks_infiniband_fabric_breaker_open 0" in text and "aks_infiniband_fabric_pair_busbw_gbps{" in text
 
 
+def test_a_pools_run_pushes_to_its_own_group_so_pools_never_erase_each_other(tmp_path, capsys):
+    """Several IB pools: a Pushgateway PUT replaces its whole group, so each pool's run pushes to
+    /metrics/job/fabric-certifier/pool/<pool>, whose grouping label the gateway puts on every series."""
+    pool = {fabric.AGENT_POOL_LABEL: "gpua"}
+    with cluster([node(i, labels=pool) for i in range(4)], doctor_log(slow=(3,))) as api:
+        host, port = api.server.server_address[:2]
+        certify_run(api, tmp_path, capsys, "--pushgateway", f"http://{host}:{port}", "--pool", "gpua")
+    ((path, text),) = api.pushed
+    assert path == "/metrics/job/fabric-certifier/pool/gpua"
+    assert f'aks_infiniband_fabric_node_state{{node="{name(3)}",state="quarantined"}} 1' in text
+
+
 def test_on_an_inbox_pool_a_node_whose_run_shows_no_dmabuf_is_not_admitted(tmp_path, capsys):
     """The same healthy re-test as above (GDRDMA everywhere, fast pairs), on a pool whose template names the
     node image's own RDMA drivers (rdma_driver inbox, components/fabric/nccl_job.py retest_template): its log

@@ -73,6 +73,24 @@ def test_the_metrics_say_each_nodes_state_how_long_a_held_node_is_held_and_the_l
     assert "aks_infiniband_fabric_breaker_open 0" in calm
 
 
+def test_a_pools_loop_puts_its_pool_on_every_series():
+    """Several IB pools, a loop each (`--pool`): every series carries `pool`, so each pool's alerts select their
+    own loop (components/fabric/certifier_alerts.py); the one-pool loop's series are as they were."""
+    now = 1.8e9
+    held = node(0, boot="b", held_boot="b-0")
+    held["metadata"]["annotations"][certify.HELD_ANNOTATION] = json.dumps({"boot_id": "b-0", "at": iso(now - 60)})
+    history = {name(1): [{"at": iso(now), "run": "r", "breaker": None}]}
+    text = certify_serve.metrics([held, node(1, fabric.QUARANTINED)], now, now, history, pool="h200")
+    series = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(series) == 6 and all(line.startswith("aks_infiniband_") for line in series)  # every kind
+    assert all('{pool="h200"' in line for line in series), series
+    assert f'aks_infiniband_fabric_node_state{{pool="h200",node="{name(1)}",state="quarantined"}} 1' in series
+    assert "pool=" not in certify_serve.metrics([held], now, now, history)
+    health = certify_serve.Health(5, Clock(now), pool="h200")  # the loop's own, from its --pool (certify_cli)
+    health.pass_ended([held], history)
+    assert health.text == certify_serve.metrics([held], now, now, history, pool="h200")
+
+
 def test_the_running_loop_serves_what_its_passes_read(tmp_path, capsys):
     """The loop hands each pass to the server: the first pass holds the new boot, the second reads it held."""
     clock = Clock()

@@ -125,3 +125,60 @@ def test_pools_share_one_rdma_driver():
                 h200={"vmSize": H200, "nodeCount": 2, "rdmaDriver": "inbox"})
     assert cfg.rdma_driver.name == "inbox" and {p.rdma_driver.name for p in cfg.ib_pools} == {"inbox"}
 
+
+
+VNETS = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/net/providers/Microsoft.Network/"
+SPOKE, HUB = f"{VNETS}virtualNetworks/spoke/subnets", f"{VNETS}virtualNetworks/hub/subnets"
+SYSTEM, IB, H100_SUBNET, H200_SUBNET, ELSEWHERE = (f"{SPOKE}/system", f"{SPOKE}/ib", f"{SPOKE}/h100", f"{SPOKE}/h200",
+                                                  f"{HUB}/x")
+
+
+def test_a_pool_names_its_own_subnet_and_the_others_take_the_stacks():
+    cfg = parse(ibPool=None, network={"systemSubnetId": SYSTEM, "ibSubnetId": IB}, ibPools={
+        "h100": {"vmSize": H100, "nodeCount": 2, "subnetId": H100_SUBNET}, "hb": {"vmSize": HB, "nodeCount": 2}})
+    assert {p.name: p.subnet_id for p in cfg.ib_pools} == {"h100": H100_SUBNET, "hb": IB}
+    # each pool its own, and no stack-wide one: every pool has a subnet
+    cfg = parse(ibPool=None, network={"systemSubnetId": SYSTEM}, ibPools={
+        "h100": {"vmSize": H100, "nodeCount": 2, "subnetId": H100_SUBNET},
+        "h200": {"vmSize": H200, "nodeCount": 2, "subnetId": H200_SUBNET}})
+    assert [p.subnet_id for p in cfg.ib_pools] == [H100_SUBNET, H200_SUBNET]
+    assert parse(network={"systemSubnetId": SYSTEM, "ibSubnetId": IB}).ib_pool.subnet_id == IB  # ibPool's
+    assert parse().ib_pool.subnet_id is None  # AKS's VNet
+
+
+@pytest.mark.parametrize(("network", "entries", "line"), [
+    # a pool's subnet without the system pool's: AKS places all pools in your network or none
+    ({}, {"h100": H100_SUBNET, "h200": None},
+     f"ibPools.h100.subnetId: got {H100_SUBNET!r}; set network.systemSubnetId too: AKS places all pools in your "
+     f"network or none"),
+    # the system pool's subnet, and a pool with no subnet of its own and none stack-wide: named
+    ({"systemSubnetId": SYSTEM}, {"h100": H100_SUBNET, "h200": None},
+     f"network.systemSubnetId: got {SYSTEM!r}; set network.ibSubnetId too, or subnetId on ibPools.h200: AKS places "
+     f"all pools in your network or none"),
+    # another VNet: AKS puts a cluster's pools in one
+    ({"systemSubnetId": SYSTEM, "ibSubnetId": IB}, {"h100": ELSEWHERE, "h200": None},
+     f"ibPools.h100.subnetId: got {ELSEWHERE!r}; a subnet of the system pool's virtual network (AKS requires one "
+     f"VNet)"),
+    # every pool its own: the stack's ibSubnetId places nothing
+    ({"systemSubnetId": SYSTEM, "ibSubnetId": IB}, {"h100": H100_SUBNET, "h200": H200_SUBNET},
+     f"network.ibSubnetId: got {IB!r}; every ibPools entry sets its own subnetId, so no pool is placed in it: "
+     f"remove it"),
+])
+def test_pool_subnets_are_refused_with_the_key_that_needs_fixing(network, entries, line):
+    found = problems(ibPool=None, network=network, ibPools={
+        name: {"vmSize": H100 if name == "h100" else H200, "nodeCount": 2, **({"subnetId": s} if s else {})}
+        for name, s in entries.items()})
+    assert found == [f"aks-infiniband:{line}"]
+
+
+def test_each_pools_agent_pool_joins_its_own_subnet():
+    from conftest import rendered
+
+    r = rendered("multipool", {**engine.stack_file_config("multipool"),
+                               "aks-infiniband:network": {"systemSubnetId": SYSTEM, "ibSubnetId": IB},
+                               "aks-infiniband:ibPools": {
+                                   "h100": {"vmSize": H100, "nodeCount": 2, "subnetId": H100_SUBNET},
+                                   "h200": {"vmSize": H200, "nodeCount": 2}}})
+    pools_ = {p.inputs["agentPoolName"]: p.inputs.get("vnetSubnetID")
+              for p in r.of_type("azure-native:containerservice:AgentPool")}
+    assert pools_ == {"h100": H100_SUBNET, "h200": IB}
