@@ -367,11 +367,13 @@ def _ready(plane: Plane, names: Sequence[str]) -> bool:
 
 
 # --- commands ------------------------------------------------------------------------------------------
-def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering=None
+def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering=None, with_volcano: bool = True
           ) -> tuple[Plane, object, list[str]]:
     """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules, the nodes of
     `stack`'s pools and Volcano (its manifest from `rendering`, `stack`'s render by default, and its
-    processes: e2e/volcano.py). Returns the plane, the stack's pools (e2e/pools.py) and the node names."""
+    processes: e2e/volcano.py). Without `with_volcano`, no Volcano: whoever deploys next applies its
+    manifest (the engine's `pulumi up`, or another team). Returns the plane, the stack's pools
+    (e2e/pools.py) and the node names."""
     from e2e import pools, volcano
     from offline import engine
     stop_processes(state)
@@ -385,7 +387,8 @@ def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering
     create_aks_rules(plane, facts)
     names = create_nodes(plane, facts)
     check_aks_rules(plane, facts)
-    volcano.start(plane, volcano.manifest(rendering or engine.render(stack, config=config)))
+    if with_volcano:
+        volcano.start(plane, volcano.manifest(rendering or engine.render(stack, config=config)))
     (state / "stack").write_text(stack)
     return plane, facts, names
 

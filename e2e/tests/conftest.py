@@ -19,9 +19,10 @@ class Planes:
         self.bin = bin_dir
         self.current = None
 
-    def fresh(self, stack: str, config=None, rendering=None):
-        """`rendering`: the stack's render with `config`, when the caller has it (Volcano's manifest)."""
-        self.current = cluster.start(stack, self.bin, config=config, rendering=rendering)
+    def fresh(self, stack: str, config=None, rendering=None, with_volcano: bool = True):
+        """`rendering`: the stack's render with `config`, when the caller has it (Volcano's manifest);
+        `with_volcano` False: a cluster without Volcano (cluster.start)."""
+        self.current = cluster.start(stack, self.bin, config=config, rendering=rendering, with_volcano=with_volcano)
         return self.current
 
     def stop(self) -> None:

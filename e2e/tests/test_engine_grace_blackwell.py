@@ -14,7 +14,7 @@ from e2e.lifecycle import DESTROY_SECONDS, UP_SECONDS
 
 @pytest.mark.parametrize("pools", ["gb200", "gb300"])
 def test_preview_up_no_change_and_destroy(planes, pools):
-    plane, _, _ = planes.fresh(pools)
+    plane, _, _ = planes.fresh(pools, with_volcano=False)  # why: test_engine_lifecycle.py's dev fixture
     stack = lifecycle.Stack(f"e2e-{pools}", planes.bin)
     before = lifecycle.listed(plane)
     stack.start()
