@@ -145,6 +145,13 @@ def _healthy(address: str) -> bool:
     return cluster._http_ok(f"http://{address}/healthz")
 
 
+def wait_open(plane: Plane, queue: str, why: str) -> None:
+    """Until Volcano's queue controller has opened `queue`: its webhook refuses a Job in a queue not Open."""
+    wait(f"Volcano's `{queue}` queue Open ({why})", lambda: plane.kubectl(
+        "get", "queues.scheduling.volcano.sh", queue, "-o", "jsonpath={.status.state}", check=False
+    ).stdout == "Open", 60, plane.logs / "vc-controller-manager.log")
+
+
 def start(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     """The manifest applied, then the webhook (and its stand-in), the scheduler and the controller manager."""
     if not objects:  # the Azure half of a split stack applies no Volcano
@@ -199,8 +206,6 @@ def start(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     for name in ("vc-scheduler", "vc-controller-manager"):
         wait(f"{name} /healthz", cluster._alive_or_fail(plane, name, lambda n=name: _healthy(HEALTH[n])), 120,
              plane.logs / f"{name}.log")
-    wait(f"Volcano's `{DEFAULT_QUEUE}` queue Open (created by vc-scheduler)", lambda: plane.kubectl(
-        "get", "queues.scheduling.volcano.sh", DEFAULT_QUEUE, "-o", "jsonpath={.status.state}", check=False
-    ).stdout == "Open", 60, plane.logs / "vc-scheduler.log")
+    wait_open(plane, DEFAULT_QUEUE, "created by vc-scheduler")
     say(f"Volcano {version()} runs (the stack's manifest pins v1.15.1): webhook {', '.join(served)} at "
         f"{service_ip}:{port['port']}; admitted unchecked by the stand-in: {', '.join(admit) or 'none'}")

@@ -19,7 +19,7 @@ import pytest
 
 from clusterside import certify_recurring
 from core import fabric
-from e2e import apply, pools
+from e2e import apply, pools, volcano
 from e2e.cluster import ROOT
 from e2e.tests.test_certifier import ENV, KINDS, World
 from offline import engine
@@ -46,9 +46,11 @@ class Pools(World):
         self.system = self.nodes["system"]
         groups, single = apply.stack_objects(self.rendering)
         wanted = [o for o in groups if o["kind"] == "CustomResourceDefinition"] + [
-            o for o in single if o["kind"] in KINDS]
+            o for o in single if o["kind"] in KINDS | {"Queue"}]
         refused = [(apply.label(o), e) for o in wanted if (e := apply.apply_one(self.plane, o))]
         assert not refused, refused
+        for queue in (o for o in wanted if o["kind"] == "Queue"):  # each pool's Job goes to its pool's queue
+            volcano.wait_open(self.plane, queue["metadata"]["name"], "the stack's queue of a pool")
         self.jobs = {o["metadata"]["namespace"].removeprefix("fabric-test-"): o for o in single
                      if o["kind"] == "Job" and o["apiVersion"].startswith("batch.volcano.sh")}
         day0 = [o["spec"]["template"]["spec"]["containers"][0]["command"][4:] for o in single
