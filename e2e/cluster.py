@@ -270,7 +270,8 @@ def _alive_or_fail(plane: Plane, name: str, check: Callable[[], bool]) -> Callab
     return probe
 
 
-def start_control_plane(plane: Plane) -> None:
+def start_control_plane(plane: Plane, stages: Sequence[Path] = ()) -> None:
+    """`stages`: kwok Stage files of a scenario's own stand-ins, after the harness's."""
     d = pki(plane.state)
     for client in CLIENTS:
         kubeconfig(plane.state / f"{client}.kubeconfig", d, client)
@@ -308,7 +309,8 @@ def start_control_plane(plane: Plane) -> None:
     plane.kubectl("apply", "--server-side", "-f", str(plane.bin / "kwok-assets" / "crds"))
     config = plane.state / "kwok.yaml"
     # kwok's "fast" stages, then the harness's stand-in for the fabric test's launcher and workers
-    stages = [*sorted((plane.bin / "kwok-assets" / "stages").glob("*.yaml")), ROOT / "e2e" / "kwok-stage-mpirun.yaml"]
+    stages = [*sorted((plane.bin / "kwok-assets" / "stages").glob("*.yaml")), ROOT / "e2e" / "kwok-stage-mpirun.yaml",
+              *stages]
     config.write_text("\n---\n".join([
         # kwok's own defaults (kustomize/kwok/kwok.yaml of the module), with only the CRDs used here
         "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"
@@ -367,13 +369,13 @@ def _ready(plane: Plane, names: Sequence[str]) -> bool:
 
 
 # --- commands ------------------------------------------------------------------------------------------
-def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering=None, with_volcano: bool = True
-          ) -> tuple[Plane, object, list[str]]:
+def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering=None, with_volcano: bool = True,
+          stages: Sequence[Path] = ()) -> tuple[Plane, object, list[str]]:
     """From inside the namespace: a fresh control plane (an empty etcd) with AKS's rules, the nodes of
     `stack`'s pools and Volcano (its manifest from `rendering`, `stack`'s render by default, and its
     processes: e2e/volcano.py). Without `with_volcano`, no Volcano: whoever deploys next applies its
-    manifest (the engine's `pulumi up`, or another team). Returns the plane, the stack's pools
-    (e2e/pools.py) and the node names."""
+    manifest (the engine's `pulumi up`, or another team). `stages`: start_control_plane's. Returns the
+    plane, the stack's pools (e2e/pools.py) and the node names."""
     from e2e import pools, volcano
     from offline import engine
     stop_processes(state)
@@ -383,7 +385,7 @@ def start(stack: str, bin_dir: Path, state: Path = STATE, config=None, rendering
     (state / "bin").symlink_to(bin_dir)
     plane = Plane(state, bin_dir)
     facts = pools.facts(stack, config)
-    start_control_plane(plane)
+    start_control_plane(plane, stages)
     create_aks_rules(plane, facts)
     names = create_nodes(plane, facts)
     check_aks_rules(plane, facts)

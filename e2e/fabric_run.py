@@ -14,14 +14,19 @@ or writes a Job's status.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from clusterside.kube import JOB_NAME_LABEL
-from e2e.cluster import Plane, wait
+from e2e.cluster import ROOT, Plane, wait
 
 POD_SECONDS, PHASE_SECONDS = 120, 60
+# A REAL launcher log: scripts/nccl-launcher.sh's merged output, NCCL 2.30.4 and nccl-tests 2.19.6 on two fake
+# hosts of one lent H200, without InfiniBand, so NCCL fell back to TCP sockets (tests/data/
+# nccl-info_recorded_2.30.4_h200x1.md). Nothing in it is edited but its host names (recorded_log).
+RECORDED = "nccl-info_2.30.4_socket-fallback_2-fake-hosts-x1-gpu_h200x1.log"
 
 
 def cri_log(text: str, at: str = "2026-12-01T00:00:00.000000000Z") -> str:
@@ -49,6 +54,14 @@ def serve_log(plane: Plane, job: Mapping[str, Any], task: str, text: str, log_di
                                "logsFile": str(log_file)}]}}
     plane.kubectl("apply", "-f", "-", input=json.dumps(logs))
     return log_file
+
+
+def recorded_log(job_name: str) -> str:
+    """RECORDED, its two fake hosts `node-<i>` renamed `<job_name>-mpiworker-<i>`: the hostnames of the worker
+    pods Volcano makes, so that the certifier finds the pods (and so the nodes) the ranks ran on."""
+    text = (ROOT / "tests" / "data" / RECORDED).read_text()
+    assert re.search(r"\bnode-1\b", text) and not re.search(r"\bnode-2\b", text), "the recording's two hosts"
+    return re.sub(r"\bnode-(\d)\b", lambda m: f"{job_name}-mpiworker-{m.group(1)}", text)
 
 
 def job_state(plane: Plane, job: Mapping[str, Any]) -> dict[str, Any]:

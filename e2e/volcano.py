@@ -19,6 +19,7 @@ What differs from a real install, and why (docs/real-control-plane.md, "Volcano"
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 import socket
@@ -49,6 +50,9 @@ ACCOUNTS = {"vc-webhook-manager": "volcano-admission", "vc-scheduler": "volcano-
 HEALTH = {"vc-controller-manager": "127.0.0.1:11251", "vc-scheduler": "127.0.0.1:11252",
           "vc-webhook-manager": "127.0.0.1:11253"}
 PROCESSES = ("vc-webhook-manager", STAND_IN, "vc-scheduler", "vc-controller-manager")
+# The `app` label of the pods of the manifest's Deployments, which the programs stand in for. Where the stack
+# applies the manifest itself, kwok holds them Pending (e2e/kwok-stage-engine-day0.yaml) until Volcano runs.
+DEPLOYMENT_APPS = ("volcano-admission", "volcano-scheduler", "volcano-controller")
 DEFAULT_QUEUE = "default"
 
 
@@ -89,10 +93,26 @@ def _data(objects: Sequence[Mapping[str, Any]], configmap: str, key: str) -> str
     return next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == configmap)["data"][key]
 
 
+def _listed(objects: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+
+
 def apply_manifest(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     """Every object of the manifest, server-side, as the stack applies them; then its CRDs Established."""
     plane.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-",
-                  input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+                  input=_listed(objects))
+    wait_established(plane, objects)
+
+
+def wait_applied(plane: Plane, objects: Sequence[Mapping[str, Any]], timeout: float) -> None:
+    """Until every object of the manifest exists (applied by someone else: the stack's `pulumi up`), then its
+    CRDs Established."""
+    wait(f"the {len(objects)} objects of Volcano's manifest (applied by the stack)", lambda: plane.kubectl(
+        "get", "-f", "-", "-o", "name", input=_listed(objects), check=False).returncode == 0, timeout)
+    wait_established(plane, objects)
+
+
+def wait_established(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
     crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
 
     def established() -> bool:
@@ -152,12 +172,41 @@ def wait_open(plane: Plane, queue: str, why: str) -> None:
     ).stdout == "Open", 60, plane.logs / "vc-controller-manager.log")
 
 
-def start(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
-    """The manifest applied, then the webhook (and its stand-in), the scheduler and the controller manager."""
+def timestamp() -> str:
+    """Now, as a kubelet writes a pod status's times (RFC 3339, UTC, seconds)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def report_running(plane: Plane, app: str) -> None:
+    """The pods of the manifest's Deployment `app` reported Running and Ready, as a kubelet reports them once
+    their container has started (the manifest gives them no readiness probe)."""
+    def held() -> list[dict[str, Any]]:
+        listed = plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"app={app}", "-o", "json").stdout
+        return json.loads(listed)["items"]
+    wait(f"the pod of Volcano's {app} Deployment (held Pending by kwok)", lambda: bool(held()), 60)
+    now = timestamp()
+    for pod in held():
+        status = {"phase": "Running", "startTime": now,
+                  "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
+                                 for t in ("Initialized", "ContainersReady", "Ready")],
+                  "containerStatuses": [{"name": c["name"], "image": c["image"], "ready": True, "started": True,
+                                         "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                                        for c in pod["spec"]["containers"]]}
+        plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", NAMESPACE, "--subresource=status",
+                      "--type=strategic", "-p", json.dumps({"status": status}))
+
+
+def start(plane: Plane, objects: Sequence[Mapping[str, Any]], applied_by_stack: float = 0) -> None:
+    """The manifest applied, then the webhook (and its stand-in), the scheduler and the controller manager.
+    `applied_by_stack`: seconds to wait for the stack's own apply of the manifest instead (a `pulumi up`
+    running beside); once Volcano runs, the pods of its Deployments are reported Running (report_running)."""
     if not objects:  # the Azure half of a split stack applies no Volcano
         say(f"Volcano not started: the render has no {GROUP} ConfigGroup")
         return
-    apply_manifest(plane, objects)
+    if applied_by_stack:
+        wait_applied(plane, objects, applied_by_stack)
+    else:
+        apply_manifest(plane, objects)
     service_ip = plane.kubectl("get", "service", SERVICE, "-n", NAMESPACE, "-o", "jsonpath={.spec.clusterIP}").stdout
     port = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == SERVICE)["spec"]["ports"][0]
     d = webhook_pki(plane.state, service_ip)
@@ -207,5 +256,7 @@ def start(plane: Plane, objects: Sequence[Mapping[str, Any]]) -> None:
         wait(f"{name} /healthz", cluster._alive_or_fail(plane, name, lambda n=name: _healthy(HEALTH[n])), 120,
              plane.logs / f"{name}.log")
     wait_open(plane, DEFAULT_QUEUE, "created by vc-scheduler")
+    for app in DEPLOYMENT_APPS if applied_by_stack else ():
+        report_running(plane, app)
     say(f"Volcano {version()} runs (the stack's manifest pins v1.15.1): webhook {', '.join(served)} at "
         f"{service_ip}:{port['port']}; admitted unchecked by the stand-in: {', '.join(admit) or 'none'}")

@@ -34,7 +34,7 @@ def launcher_env(nodes: int) -> dict[str, str]:
     stack = dev_kubernetes_half(ibPool={"vmSize": H100, "nodeCount": nodes})
     (job,) = [r for r in stack.resources if r.type == JOB]
     master = next(t for t in job.inputs["spec"]["tasks"] if t["name"] == "mpimaster")
-    return {e["name"]: e["value"] for e in master["template"]["spec"]["containers"][0]["env"]}
+    return {e["name"]: e.get("value", "") for e in master["template"]["spec"]["containers"][0]["env"]}
 
 
 def forwarded(argv: list[str]) -> list[str]:

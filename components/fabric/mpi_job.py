@@ -129,7 +129,9 @@ def pod_spec(timeout_minutes: int, containers: list[core.ContainerArgs], volumes
         restart_policy="Never",  # a failed pod fails the job (policies below); no silent retry
         active_deadline_seconds=timeout_minutes * 60,
         termination_grace_period_seconds=5,
-        host_network=False,  # RDMA reaches the pod through the device plugin, not the host's stack
+        # No host network (RDMA reaches the pod through the device plugin, not the host's stack): the default,
+        # not written. Volcano's mutating webhook re-writes /spec/tasks from its Go types, whose omitempty drops
+        # a false or "" field; one written here would be a diff in every later preview (a replace of the Job).
         enable_service_links=False,
         automount_service_account_token=False,
         # the container runtime's default seccomp filter; verbs and CUDA need only ordinary syscalls
@@ -231,7 +233,8 @@ def launcher_template(
                     name=MASTER_TASK,
                     image=image,
                     command=["/bin/bash", f"{LAUNCHER_DIR}/launcher.sh"],
-                    env=[core.EnvVarArgs(name=k, value=v) for k, v in env.items()],
+                    # an empty value is no value: written as such, or Volcano's webhook drops it (above)
+                    env=[core.EnvVarArgs(name=k, value=v or None) for k, v in env.items()],
                     resources=resources,
                     security_context=container_security(ipc_lock=False),
                     volume_mounts=[core.VolumeMountArgs(name="launcher", mount_path=LAUNCHER_DIR, read_only=True)],

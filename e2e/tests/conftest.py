@@ -19,10 +19,11 @@ class Planes:
         self.bin = bin_dir
         self.current = None
 
-    def fresh(self, stack: str, config=None, rendering=None, with_volcano: bool = True):
+    def fresh(self, stack: str, config=None, rendering=None, with_volcano: bool = True, stages=()):
         """`rendering`: the stack's render with `config`, when the caller has it (Volcano's manifest);
-        `with_volcano` False: a cluster without Volcano (cluster.start)."""
-        self.current = cluster.start(stack, self.bin, config=config, rendering=rendering, with_volcano=with_volcano)
+        `with_volcano` False: a cluster without Volcano; `stages`: kwok stand-ins of the caller's (cluster.start)."""
+        self.current = cluster.start(stack, self.bin, config=config, rendering=rendering, with_volcano=with_volcano,
+                                     stages=stages)
         return self.current
 
     def stop(self) -> None:

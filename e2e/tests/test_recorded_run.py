@@ -14,14 +14,13 @@ fabric), so the IB scenarios stay on constructed logs (e2e/tests/test_certifier.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from core import fabric
+from e2e import fabric_run
 from e2e.tests.test_certifier import CONFIG, World
 
-RECORDED = "nccl-info_2.30.4_socket-fallback_2-fake-hosts-x1-gpu_h200x1.log"
 TWO_NODES = {**CONFIG, "ibPool": {**CONFIG["ibPool"], "nodeCount": 2}}
 
 
@@ -30,21 +29,11 @@ def world(planes, tmp_path):
     return World(planes, tmp_path, TWO_NODES)
 
 
-def recorded_log(world: World) -> str:
-    """The recording, its fake hosts `node-<i>` renamed to the job's worker pods' hostnames."""
-    from e2e.cluster import ROOT
-
-    text = (ROOT / "tests" / "data" / RECORDED).read_text()
-    job = world.job["metadata"]["name"]
-    assert re.search(r"\bnode-1\b", text) and not re.search(r"\bnode-2\b", text), "the recording's two hosts"
-    return re.sub(r"\bnode-(\d)\b", lambda m: f"{job}-mpiworker-{m.group(1)}", text)
-
-
 def test_a_recorded_run_over_tcp_sockets_certifies_no_node_and_says_rdma_was_not_used(world):
     assert len(world.ib) == 2
     assert world.admit_once().returncode == 0
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
-    code, out, err = world.run_and_certify(recorded_log(world))
+    code, out, err = world.run_and_certify(fabric_run.recorded_log(world.job["metadata"]["name"]))
     cert = out.get("certification", {})
     assert cert.get("verdict") == "FAIL", (code, err)
     assert out["result"]["transport"]["network"] == "Socket", out["result"]["transport"]

@@ -74,7 +74,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def launcher_env(job: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in task(job, "mpimaster")["template"]["spec"]["containers"][0]["env"]}
+    return {e["name"]: e.get("value", "") for e in task(job, "mpimaster")["template"]["spec"]["containers"][0]["env"]}
 
 
 def release(stack: engine.Rendering, chart: str) -> engine.Resource:

@@ -24,7 +24,7 @@ def _pod(r: engine.Rendering, task: str) -> dict:
 
 
 def _env(container: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container.get("env", [])}
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
 
 
 def _mount_of(container: dict, volume: str) -> dict:
