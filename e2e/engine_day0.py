@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from components.fabric import certifier
-from e2e import fabric_run, volcano
+from e2e import fabric_run, kubelet, volcano
 from e2e.cluster import ROOT, ClusterError, Plane, kubeconfig, say, wait
 
 POLL_SECONDS = "0.5"  # well inside the launcher's 8 s (e2e/kwok-stage-mpirun.yaml)
@@ -57,26 +57,11 @@ def pod_kubeconfig(plane: Plane, pod: Mapping[str, Any], path: Path) -> Path:
     return kubeconfig(path, plane.state / "pki", account, {"token": token})
 
 
-def report_finished(plane: Plane, pod: Mapping[str, Any], code: int) -> None:
-    """The pod reported ended with its container's exit code, as a kubelet reports it (restartPolicy Never)."""
-    now = volcano.timestamp()
-    status = {"phase": "Succeeded" if code == 0 else "Failed",
-              "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
-                             for t in ("ContainersReady", "Ready")],
-              "containerStatuses": [{"name": c["name"], "image": c["image"], "ready": False, "started": False,
-                                     "restartCount": 0, "state": {"terminated": {
-                                         "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                         "startedAt": now, "finishedAt": now}}}
-                                    for c in pod["spec"]["containers"]]}
-    plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
-                  "--subresource=status", "--type=strategic", "-p", json.dumps({"status": status}))
-
-
 class Day0:
     """The stand-ins above for one `pulumi up`, in a thread: start() before the CLI, join() after it.
     `manifest`: Volcano's objects as the stack applies them; `job`: the fabric test's Volcano Job as the stack
-    renders it; `log`: the launcher's log to serve. After join: `code`, `stdout` (the certifier's JSON) and
-    `stderr` of the certify run, `args` (the pod's verify arguments), `log_file` (the log kwok served)."""
+    renders it; `log`: the launcher's log to serve. After join: `code` and `stderr` of the certify run, `args`
+    (the pod's verify arguments)."""
 
     def __init__(self, plane: Plane, manifest: Sequence[Mapping[str, Any]], job: Mapping[str, Any], log: str,
                  workdir: Path, up_seconds: float):
@@ -84,8 +69,7 @@ class Day0:
         self.up_seconds = up_seconds
         self.code: int | None = None
         self.args: list[str] = []  # the certify pod's verify arguments
-        self.stdout = self.stderr = ""
-        self.log_file: Path | None = None
+        self.stderr = ""
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="day0-stand-ins", daemon=True)
 
@@ -106,7 +90,7 @@ class Day0:
             ns = self.job["metadata"]["namespace"]
             wait(f"the fabric test's namespace {ns} (the stack's)", lambda: self.plane.kubectl(
                 "get", "namespace", ns, check=False).returncode == 0, self.up_seconds)
-            self.log_file = fabric_run.serve_log(self.plane, self.job, "mpimaster", self.log, self.dir / "logs")
+            fabric_run.serve_log(self.plane, self.job, "mpimaster", self.log, self.dir / "logs")
             found: list[dict[str, Any]] = []
 
             def running() -> bool:
@@ -126,7 +110,7 @@ class Day0:
         say(f"running the certify pod {name}'s command as its ServiceAccount: {' '.join(argv[4:8])} ...")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=CERTIFY_SECONDS, env=env)
-        self.code, self.stdout, self.stderr = done.returncode, done.stdout, done.stderr
+        self.code, self.stderr = done.returncode, done.stderr
         (self.dir / "certify.stderr").write_text(done.stderr)
-        report_finished(self.plane, pod, done.returncode)
+        kubelet.report(self.plane, pod, done.returncode)
         say(f"certify pod {name} reported ended, exit {done.returncode}")

@@ -19,7 +19,6 @@ What differs from a real install, and why (docs/real-control-plane.md, "Volcano"
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 import re
 import socket
@@ -30,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from e2e import cluster
+from e2e import cluster, kubelet
 from e2e.cluster import ROOT, ClusterError, Plane, kubeconfig, say, wait
 
 MODULE = ROOT / "e2e" / "tools" / "volcano" / "go.mod"
@@ -172,11 +171,6 @@ def wait_open(plane: Plane, queue: str, why: str) -> None:
     ).stdout == "Open", 60, plane.logs / "vc-controller-manager.log")
 
 
-def timestamp() -> str:
-    """Now, as a kubelet writes a pod status's times (RFC 3339, UTC, seconds)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def report_running(plane: Plane, app: str) -> None:
     """The pods of the manifest's Deployment `app` reported Running and Ready, as a kubelet reports them once
     their container has started (the manifest gives them no readiness probe)."""
@@ -184,16 +178,8 @@ def report_running(plane: Plane, app: str) -> None:
         listed = plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"app={app}", "-o", "json").stdout
         return json.loads(listed)["items"]
     wait(f"the pod of Volcano's {app} Deployment (held Pending by kwok)", lambda: bool(held()), 60)
-    now = timestamp()
     for pod in held():
-        status = {"phase": "Running", "startTime": now,
-                  "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
-                                 for t in ("Initialized", "ContainersReady", "Ready")],
-                  "containerStatuses": [{"name": c["name"], "image": c["image"], "ready": True, "started": True,
-                                         "restartCount": 0, "state": {"running": {"startedAt": now}}}
-                                        for c in pod["spec"]["containers"]]}
-        plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", NAMESPACE, "--subresource=status",
-                      "--type=strategic", "-p", json.dumps({"status": status}))
+        kubelet.report(plane, pod)
 
 
 def start(plane: Plane, objects: Sequence[Mapping[str, Any]], applied_by_stack: float = 0) -> None:
