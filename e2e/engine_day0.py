@@ -60,15 +60,16 @@ def pod_kubeconfig(plane: Plane, pod: Mapping[str, Any], path: Path) -> Path:
 class Day0:
     """The stand-ins above for one `pulumi up`, in a thread: start() before the CLI, join() after it.
     `manifest`: Volcano's objects as the stack applies them; `job`: the fabric test's Volcano Job as the stack
-    renders it; `log`: the launcher's log to serve. After join: `code` and `stderr` of the certify run, `args`
-    (the pod's verify arguments)."""
+    renders it; `log`: the launcher's log to serve; `start_volcano` False for a later `up`, Volcano already
+    running. After join: `code` and `stderr` of the certify run, `args` (the pod's verify arguments), `certify_job`."""
 
     def __init__(self, plane: Plane, manifest: Sequence[Mapping[str, Any]], job: Mapping[str, Any], log: str,
-                 workdir: Path, up_seconds: float):
+                 workdir: Path, up_seconds: float, start_volcano: bool = True):
         self.plane, self.manifest, self.job, self.log, self.dir = plane, manifest, job, log, workdir
-        self.up_seconds = up_seconds
+        self.up_seconds, self.start_volcano = up_seconds, start_volcano
         self.code: int | None = None
         self.args: list[str] = []  # the certify pod's verify arguments
+        self.certify_job = ""  # the certify pod's Job
         self.stderr = ""
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="day0-stand-ins", daemon=True)
@@ -86,7 +87,8 @@ class Day0:
 
     def _run(self) -> None:
         try:
-            volcano.start(self.plane, self.manifest, applied_by_stack=self.up_seconds)
+            if self.start_volcano:
+                volcano.start(self.plane, self.manifest, applied_by_stack=self.up_seconds)
             ns = self.job["metadata"]["namespace"]
             wait(f"the fabric test's namespace {ns} (the stack's)", lambda: self.plane.kubectl(
                 "get", "namespace", ns, check=False).returncode == 0, self.up_seconds)
@@ -103,7 +105,7 @@ class Day0:
 
     def certify(self, pod: Mapping[str, Any]) -> None:
         name = pod["metadata"]["name"]
-        self.args = verify_args(pod)
+        self.args, self.certify_job = verify_args(pod), pod["metadata"]["labels"][JOB_NAME_LABEL]
         argv = [sys.executable, "-S", "-m", "verify", *self.args,
                 "--kubeconfig", str(pod_kubeconfig(self.plane, pod, self.dir / "certify-pod.kubeconfig")),
                 "--poll-seconds", POLL_SECONDS]

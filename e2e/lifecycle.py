@@ -3,9 +3,11 @@ checked, and every object the API server lists, to compare what is left after a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -28,8 +30,13 @@ class Stack:
         self.name, self.bin, self.times = name, bin_dir, {}
 
     @property
+    def file(self) -> Path:
+        """The working copy of the stack file (engine.project), which `pulumi config set` changes."""
+        return engine.project() / f"Pulumi.{self.name}.yaml"
+
+    @property
     def config(self) -> dict:
-        return yaml.safe_load((engine.STACKS / f"Pulumi.{self.name}.yaml").read_text())["config"]
+        return yaml.safe_load(self.file.read_text())["config"]
 
     def run(self, *args: str, timeout: float = PREVIEW_SECONDS, check: bool = True) -> subprocess.CompletedProcess:
         start = time.monotonic()
@@ -49,6 +56,16 @@ class Stack:
 
     def preview_steps(self) -> list[dict]:
         return json.loads(self.run("preview", "--json").stdout)["steps"]
+
+    @contextlib.contextmanager
+    def config_set(self, key: str, value: str) -> Iterator[None]:
+        """`pulumi config set --path KEY VALUE` for the block; the stack file as it was after it."""
+        text = self.file.read_text()
+        try:
+            self.run("config", "set", "--path", key, value)
+            yield
+        finally:
+            self.file.write_text(text)
 
 
 def listed(plane) -> set[tuple[str, str, str]]:

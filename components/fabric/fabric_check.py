@@ -14,9 +14,11 @@ exit 1: the Job fails, and so does `pulumi up`.
 A run that did not complete (the Volcano job failed, or never finished within the Job's deadline) is a
 FAIL with the reason, or a failed Job at the deadline.
 
-The Job is named after the fabric test job's spec hash: it is replaced (and the verdict re-judged)
-exactly when the test job is, or when the certifier's code changes (its hash is in the pod template); a
-re-run finds its earlier result for the same test job when that job has passed its TTL (`--run-id`).
+The Job is named after its own spec (mpi_job.hashed_name: a Job's pod template is immutable, so a changed one
+is a new Job, and a preview of it a dry-run create, never a refused update). It is replaced (and the verdict
+re-judged) exactly when the test job is (its name and hash are in the command), when the certifier's code
+changes (its hash is in the pod template), or when its policy does; a re-run finds its earlier result for the
+same test job when that job has passed its TTL (`--run-id`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pulumi_kubernetes as k8s
 from clusterside.certify_cli import CERTIFICATION_KEY, RESULT_KEY
 from clusterside.collect import NODE_SETUP_BUDGET_MINUTES
 from components.fabric import certifier as certifier_mod
+from components.fabric import mpi_job
 from components.fabric.certifier import Certifier
 from components.fabric.fabric_test import FabricTestJob, number_arg
 from core import rdma_drivers
@@ -227,28 +230,32 @@ class FabricCheck(pulumi.ComponentResource):
     latency_us: pulumi.Output[float | None]
     suspects: pulumi.Output[list[dict[str, Any]]]
     kind: Kind
+    test_job: str  # <namespace>/<name> of the Volcano Job judged
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:verify:FabricCheck", name, None, opts)
         cert, job = args.certifier, args.job
+        spec = k8s.batch.v1.JobSpecArgs(
+            backoff_limit=0,  # a verdict is not retried: a FAIL is the answer
+            active_deadline_seconds=(args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES) * 60,
+            template=k8s.core.v1.PodTemplateSpecArgs(
+                metadata=k8s.meta.v1.ObjectMetaArgs(labels=certifier_mod.LABELS),
+                spec=certifier_mod.pod_spec(cert.args.image, certify_argv(args), cert.code_sha256, cert.files)),
+        )
         self.certify = k8s.batch.v1.Job(
             f"{name}-certify",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"fabric-certify-{job.spec_sha256[:12]}", namespace=cert.namespace.name,
+                name=mpi_job.hashed_name("fabric-certify", {"namespace": certifier_mod.NAMESPACE,
+                                                            "spec": mpi_job.plain(spec)}),
+                namespace=cert.namespace.name,
                 labels=certifier_mod.LABELS,
                 # a failed verdict is re-judged by the next `up` (a new Job), not awaited again
                 annotations={"pulumi.com/replaceUnready": "true"}),
-            spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=0,  # a verdict is not retried: a FAIL is the answer
-                active_deadline_seconds=(args.collect_timeout_minutes + PULUMI_MARGIN_MINUTES) * 60,
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=certifier_mod.LABELS),
-                    spec=certifier_mod.pod_spec(cert.args.image, certify_argv(args), cert.code_sha256, cert.files)),
-            ),
+            spec=spec,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[job.job, *cert.ready, *args.wait_for],
-                delete_before_replace=True,  # a fixed name
+                delete_before_replace=True,  # one verdict at a time, for one result ConfigMap
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.collect_timeout_minutes + 2 * PULUMI_MARGIN_MINUTES}m",
                     update=f"{args.collect_timeout_minutes + 2 * PULUMI_MARGIN_MINUTES}m"),
@@ -283,10 +290,13 @@ class FabricCheck(pulumi.ComponentResource):
         self.latency_us = self.result.apply(lambda r: r.latency_us)
         self.suspects = self.result.apply(lambda r: [dict(s) for s in r.suspects])
         self.kind = job.kind
+        # the Volcano Job the verdict judged, as kubectl names it: its name has its spec's hash (mpi_job.hashed_name)
+        self.test_job = f"{job.namespace_name}/{job.job_name}"
         self.register_outputs({"verdict": self.verdict,
                                **{attr: getattr(self, attr) for _, attr in job.kind.stack_outputs}})
 
     def stack_outputs(self) -> dict[str, pulumi.Output[Any]]:
         """The stack outputs of this kind of result, by export name (listed in docs/fabric-test.md)."""
         figures = {export: getattr(self, attr) for export, attr in self.kind.stack_outputs}
-        return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons}
+        return {"fabricVerdict": self.verdict, **figures, "fabricVerdictReasons": self.reasons,
+                "fabricTestJob": pulumi.Output.from_input(self.test_job)}

@@ -32,7 +32,7 @@ class FabricTestJob(Protocol):
     kind: Kind
     sku: Sku
     namespace_name: str
-    job_name: str
+    job_name: str  # the Volcano Job's name: its spec's hash included (mpi_job.hashed_name)
     node_count: int  # the nodes the test spans
     # the pods' deadline: fabricTest.timeoutMinutes, plus the doctor's budget (doctorMinutes) when it may run
     deadline_minutes: int

@@ -92,6 +92,17 @@ def spec_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+# A Job whose spec cannot be updated (Volcano's webhook allows only minAvailable and replicas; a batch Job's pod
+# template is immutable) is named after its spec: a changed spec is a new Job. Under one fixed name the provider
+# previews the replacement as a dry-run apply onto the old Job, which the server refuses, so `pulumi preview` failed.
+NAME_HASH_CHARS = 10
+
+
+def hashed_name(base: str, value: Any) -> str:
+    """`base` and the first NAME_HASH_CHARS of `value`'s spec_hash: one name per spec."""
+    return f"{base}-{spec_hash(value)[:NAME_HASH_CHARS]}"
+
+
 def labels(job_name: str, role: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "aks-infiniband", ROLE_LABEL: role}
 
@@ -103,8 +114,9 @@ def launcher_env() -> dict[str, str]:
 
 
 def check_host_names(job_name: str, workers: int) -> None:
-    """The svc plugin names pods <job>-<task>-<index> and uses them as DNS labels (<= 63)."""
-    if len(f"{job_name}-{WORKER_TASK}-{workers - 1}") > 63:
+    """The svc plugin names pods <job>-<task>-<index> and uses them as DNS labels (<= 63); the Job's name is
+    `job_name` and its hash (hashed_name)."""
+    if len(f"{job_name}-{'0' * NAME_HASH_CHARS}-{WORKER_TASK}-{workers - 1}") > 63:
         raise ValueError(f"job_name: {job_name!r} makes pod host names longer than 63 characters")
 
 
@@ -296,6 +308,7 @@ class MpiJobResources:
     launcher: k8s.core.v1.ConfigMap
     configmaps: dict[str, k8s.core.v1.ConfigMap]
     job: k8s.apiextensions.CustomResource
+    name: str  # the Job's: job_name and its spec's hash
     spec: dict[str, Any]
     spec_sha256: str  # changes exactly when the run would differ (spec, launcher, mounted data)
 
@@ -314,7 +327,7 @@ def declare_mpi_job(
     namespaced: Callable[[pulumi.Output[str]], Sequence[pulumi.Resource]] | None = None,
 ) -> MpiJobResources:
     """Declare `{name}-namespace`, `{name}-launcher`, `{name}-<suffix>` for each extra ConfigMap and
-    `{name}-job`, as children of `parent`.
+    `{name}-job` (the Volcano Job `<job_name>-<its spec's hash>`: hashed_name), as children of `parent`.
 
     - every pod carries `driver_versions` (DRIVER_VERSIONS_ANNOTATION), so the Job is replaced and
       the test re-runs whenever an operator chart or driver it depends on changes;
@@ -324,8 +337,9 @@ def declare_mpi_job(
     - `namespaced(namespace name)` declares what else lives in the namespace (DRA claim templates),
       which the Job waits for too;
     - the Job waits for `wait_for` itself (a component's depends_on is not inherited by children);
-    - the Job is replaced (delete first: it has a fixed name) whenever its spec changes, since
-      Volcano forbids most spec updates and a finished job never runs again.
+    - the Job is replaced whenever its spec changes, since Volcano forbids most spec updates and a finished
+      job never runs again: under a new name (hashed_name), the old one deleted first, since its pods hold
+      the nodes' GPUs and HCAs that the new job's gang needs all at once.
     """
     child = pulumi.ResourceOptions(parent=parent)
     namespace = Namespace(
@@ -352,11 +366,12 @@ def declare_mpi_job(
     if driver_versions:
         for task in spec["tasks"]:
             task["template"]["metadata"]["annotations"][DRIVER_VERSIONS_ANNOTATION] = versions_text(driver_versions)
+    job_object = hashed_name(job_name, {"namespace": namespace_name, "spec": spec})
     job = k8s.apiextensions.CustomResource(
         f"{name}-job",
         api_version=JOB_API_VERSION,
         kind="Job",
-        metadata=meta.ObjectMetaArgs(name=job_name, namespace=namespace.name, labels=labels(job_name, "job")),
+        metadata=meta.ObjectMetaArgs(name=job_object, namespace=namespace.name, labels=labels(job_name, "job")),
         spec=spec,
         opts=pulumi.ResourceOptions(
             parent=parent,
@@ -370,6 +385,7 @@ def declare_mpi_job(
         launcher=launcher,
         configmaps=declared,
         job=job,
+        name=job_object,
         spec=spec,
-        spec_sha256=spec_hash({"namespace": namespace_name, "name": job_name, "spec": spec}),
+        spec_sha256=spec_hash({"namespace": namespace_name, "name": job_object, "spec": spec}),
     )

@@ -70,7 +70,7 @@ class NcclJobArgs:
     # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
-    job_name: str = "nccl-allreduce"
+    job_name: str = "nccl-allreduce"  # the pods' name label; the Job's name adds its spec's hash (mpi_job.hashed_name)
     # In a stack of several IB pools, the pool the job runs in (each its own fabric); None: every IB node.
     agent_pool: str | None = None
     # The fabric doctor (verify/doctor.py, run by the launcher): core.choices.DOCTOR_MODES; its budget is
@@ -288,7 +288,7 @@ class NcclJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: NcclJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aks-infiniband:kubernetes:NcclJob", name, None, opts)
         self.sku = args.sku
-        self.job_name, self.namespace_name = args.job_name, args.namespace_name
+        self.namespace_name = args.namespace_name
         self.node_count = args.node_count  # nodes the test spans
         self.deadline_minutes = args.deadline_minutes  # the collector waits this long after setup
         self.sharp = args.sharp
@@ -310,8 +310,9 @@ class NcclJob(pulumi.ComponentResource):
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
         self.topology = declared.configmaps.get("topology")
+        self.job_name = declared.name  # the Volcano Job's: args.job_name and its spec's hash
         self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256
         # the recurring certifier re-tests the fabric, never the rack's NVLink run
         self.retest = None if args.rack_run else retest_template(args, declared.spec)
-        self.register_outputs({"job_name": args.job_name, "namespace": self.namespace.name,
+        self.register_outputs({"job_name": self.job_name, "namespace": self.namespace.name,
                                "spec_sha256": self.spec_sha256})

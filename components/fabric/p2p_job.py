@@ -73,7 +73,7 @@ class P2pJobArgs:
     # on every pod, so a change of any re-runs the test (mpi_job.DRIVER_VERSIONS_ANNOTATION).
     driver_versions: Mapping[str, str] = field(default_factory=dict)
     namespace_name: str = mpi_job.NAMESPACE
-    job_name: str = "p2p"
+    job_name: str = "p2p"  # the pods' name label; the Job's name adds its spec's hash (mpi_job.hashed_name)
     # In a stack of several IB pools, the pool the job runs in (each its own fabric); None: every IB node.
     agent_pool: str | None = None
 
@@ -186,7 +186,7 @@ class P2pJob(pulumi.ComponentResource):
             opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_="aks-infiniband:kubernetes:MpiBandwidthJob")]))
         super().__init__("aks-infiniband:kubernetes:P2pJob", name, None, opts)
         self.sku = args.sku
-        self.job_name, self.namespace_name = args.job_name, args.namespace_name
+        self.namespace_name = args.namespace_name
         self.node_count = WORKERS  # nodes the test spans
         self.deadline_minutes = args.timeout_minutes  # the pods' deadline (no doctor on this test)
         declared = mpi_job.declare_mpi_job(
@@ -201,6 +201,7 @@ class P2pJob(pulumi.ComponentResource):
             driver_versions=args.driver_versions,
         )
         self.namespace, self.launcher, self.job = declared.namespace, declared.launcher, declared.job
+        self.job_name = declared.name  # the Volcano Job's: args.job_name and its spec's hash
         self.spec, self.spec_sha256 = declared.spec, declared.spec_sha256
-        self.register_outputs({"job_name": args.job_name, "namespace": self.namespace.name,
+        self.register_outputs({"job_name": self.job_name, "namespace": self.namespace.name,
                                "spec_sha256": self.spec_sha256})

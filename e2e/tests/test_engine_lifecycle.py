@@ -145,44 +145,66 @@ def test_refresh_finds_no_drift(dev):
     stack.run("preview", "--expect-no-changes", "--diff")
 
 
-# A known defect, found here (2026-12-06): the provider previews the fabric-test Job's replacement as a
-# server-side dry-run apply while the old Job exists (delete_before_replace, one name), and Volcano's webhook
-# refuses that update. Strict: the test fails CI once the preview passes, so this mark goes with the fix.
-JOB_PREVIEW_DEFECT = ("a changed fabric-test Job fails `pulumi preview`: validatejob.volcano.sh denies the "
-                      "provider's dry-run apply ('job updates may not change fields other than `minAvailable`')")
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=JOB_PREVIEW_DEFECT)
-def test_a_one_key_change_previews_exactly_its_diff(dev):
-    """rdmaMode drives, in this stack, the NicClusterPolicy's device plugin section (shared RDMA device plugin
-    -> SR-IOV device plugin: components/platform/network_operator.py), updated in place, and the RDMA resource
-    the fabric test's pods ask for: its Job replaced, and the certify Job named after it. Nothing else; the
-    key set back, the preview finds no change again."""
-    stack = dev[0]
-    stack.run("config", "set", "aks-infiniband:rdmaMode", "sriov")
-    try:
-        steps = stack.preview_steps()
-    finally:
-        stack.run("config", "set", "aks-infiniband:rdmaMode", "shared")
-    changed = {(s["op"], s["urn"].rsplit("::", 1)[1]) for s in steps if s["op"] in ("update", "replace")}
-    print(f"[engine] the one-key preview's steps: {sorted(changed)}")
-    assert changed == {("update", "network-operator-policy"), ("replace", "fabric-test-job"),
-                       ("replace", "fabric-check-certify")}, changed
-    stack.run("preview", "--expect-no-changes")
-
-
 def test_up_names_a_pool_that_disagrees_with_the_config_at_once(dev):
     """The existing cluster's IB pool has 2 nodes; a stack that says 3 stops at `up` with the key's one line,
     before any resource, and changes nothing (stack/existing_cluster.py)."""
     stack = dev[0]
-    stack.run("config", "set", "--path", "aks-infiniband:ibPool.nodeCount", "3")
-    try:
+    with stack.config_set("aks-infiniband:ibPool.nodeCount", "3"):
         done = stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS, check=False)
-    finally:
-        stack.run("config", "set", "--path", "aks-infiniband:ibPool.nodeCount", "2")
     assert done.returncode != 0
     assert "aks-infiniband:ibPool.nodeCount: got 3; pool ibpool has 2 nodes" in done.stdout + done.stderr
     stack.run("preview", "--expect-no-changes")
+
+
+def changed(steps: list[dict]) -> set[tuple[str, str]]:
+    """(op, resource name) of a preview's updates and replacements."""
+    found = {(s["op"], s["urn"].rsplit("::", 1)[1]) for s in steps if s["op"] in ("update", "replace")}
+    print(f"[engine] the preview's changes: {sorted(found)}")
+    return found
+
+
+# What a changed fabric test replaces, each because its content is the test's: its Volcano Job (Volcano allows no
+# spec update), the certify Job named after it, and the certifier's re-test template (the Job's spec; the
+# provider replaces a ConfigMap whose data changes). Each Job under a new name (components/fabric/mpi_job.py
+# hashed_name): under its old one the preview failed, Volcano's webhook refusing the provider's dry-run apply.
+RETEST = {("replace", "fabric-test-job"), ("replace", "fabric-check-certify"), ("replace", "certifier-template")}
+
+
+def test_a_one_key_change_previews_exactly_its_diff(dev):
+    """rdmaMode drives, in this stack, the NicClusterPolicy's device plugin section (shared RDMA device plugin
+    -> SR-IOV device plugin: components/platform/network_operator.py), updated in place, and the RDMA resource
+    the fabric test's pods ask for (RETEST). Nothing else; the key set back, the preview finds no change."""
+    stack = dev[0]
+    with stack.config_set("aks-infiniband:rdmaMode", "sriov"):
+        assert changed(stack.preview_steps()) == {("update", "network-operator-policy"), *RETEST}
+    stack.run("preview", "--expect-no-changes")
+
+
+def test_a_changed_fabric_test_runs_again_and_is_judged_again(dev):
+    """A longer timeout (fabricTest.timeoutMinutes, the pods' deadline) through `up`: RETEST, and the recurring
+    run's deadline, which is its re-test's (clusterside/certify_recurring.py run_minutes), updated in place. The
+    old Jobs deleted, the new Volcano Job run by Volcano and judged by the new certify Job, whose verdict the
+    outputs say, naming it."""
+    stack, plane, _ = dev
+    before = json.loads(stack.run("stack", "output", "--json").stdout)["fabricTestJob"]
+    with stack.config_set("aks-infiniband:fabricTest.timeoutMinutes", "45"):
+        assert changed(stack.preview_steps()) == {*RETEST, ("update", "certifier-recurring")}
+        job = fabric_job(stack)
+        day0 = engine_day0.Day0(plane, [], job, fabric_run.recorded_log(job["metadata"]["name"]), stack.workdir,
+                                UP_SECONDS, start_volcano=False)  # Volcano runs since the first up
+        day0.start()
+        up = stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS, check=False)
+        day0.join()
+        assert up.returncode == 0, f"pulumi up exited {up.returncode}:\n{up.stdout[-6000:]}\n{up.stderr[-4000:]}"
+        assert day0.code == 0, day0.stderr[-4000:]
+        outputs = json.loads(stack.run("stack", "output", "--json").stdout)
+    new = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+    assert outputs["fabricTestJob"] == new != before
+    assert outputs["fabricVerdict"] == "FAIL", outputs  # the same recorded log (NCCL over sockets)
+    jobs = json.loads(plane.kubectl("get", "jobs.batch.volcano.sh", "-n", "fabric-test", "-o", "json").stdout)
+    assert [j["metadata"]["name"] for j in jobs["items"]] == [job["metadata"]["name"]]
+    certify = json.loads(plane.kubectl("get", "jobs.batch", "-n", "fabric-certifier", "-o", "json").stdout)
+    assert [j["metadata"]["name"] for j in certify["items"]] == [day0.certify_job], "the old certify Job is gone"
 
 
 def test_destroy_leaves_nothing_behind(dev):

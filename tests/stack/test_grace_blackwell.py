@@ -52,7 +52,8 @@ def obj(resource: engine.Resource) -> dict[str, Any]:
 
 
 def jobs(stack: engine.Rendering) -> dict[str, dict[str, Any]]:
-    return {r.inputs["metadata"]["name"]: sc.as_api(r.inputs) for r in stack.of_type(JOB)}
+    """The Volcano Jobs by the name their pods are labelled with (each Job's own adds its spec's hash)."""
+    return {r.inputs["metadata"]["labels"]["app.kubernetes.io/name"]: sc.as_api(r.inputs) for r in stack.of_type(JOB)}
 
 
 def task(job: dict[str, Any], name: str) -> dict[str, Any]:
@@ -155,13 +156,13 @@ def test_gb_rack_run_claims_the_compute_domain_and_is_reported_apart():
     assert (env["NCCL_MNNVL_ENABLE"], env["NCCL_NVLS_ENABLE"], env["DOCTOR"]) == ("1", "1", "never")
     # it runs after the verdict's certify Job (both take every GPU) ...
     verdict, rack = r.one(CERTIFY_JOB, "fabric-check-certify"), r.one(CERTIFY_JOB, "fabric-check-rack-certify")
-    (rack_cr,) = [j for j in r.of_type(JOB) if j.inputs["metadata"]["name"] == "nccl-allreduce-rack"]
+    (rack_cr,) = [j for j in r.of_type(JOB) if j.inputs["metadata"]["name"] == rack_job["metadata"]["name"]]
     assert verdict.urn in rack_cr.dependencies
     # ... is judged in the cluster by the rack figure (--rack), into its own ConfigMap, changing no node ...
     ib_args, rack_args = certify_argv(r, "fabric-check-certify"), certify_argv(r, "fabric-check-rack-certify")
     assert "--rack" in rack_args and "--rack" not in ib_args
     assert _option(rack_args, "--mode") == "off" and _option(ib_args, "--mode") == "taint"
-    assert _option(rack_args, "--job") == "nccl-allreduce-rack"
+    assert _option(rack_args, "--job") == rack_job["metadata"]["name"]
     assert _option(rack_args, "--namespace") == rack_job["metadata"]["namespace"] != "fabric-test"
     assert _option(rack_args, "--result-configmap") == certifier_mod.RACK_RESULT_CONFIGMAP
     assert _option(ib_args, "--result-configmap") == certifier_mod.RESULT_CONFIGMAP

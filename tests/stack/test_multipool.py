@@ -42,7 +42,7 @@ def test_each_pool_is_its_own_agent_pool_of_its_size(multipool):
 
 def test_each_pools_test_is_its_kind_and_stays_on_its_own_nodes(multipool):
     jobs = {j.inputs["metadata"]["namespace"]: j for j in multipool.of_type(JOB_TYPE)}
-    assert {ns: j.inputs["metadata"]["name"] for ns, j in jobs.items()} == {
+    assert {ns: j.inputs["metadata"]["labels"]["app.kubernetes.io/name"] for ns, j in jobs.items()} == {
         "fabric-test-h100": "nccl-allreduce", "fabric-test-h200": "nccl-allreduce", "fabric-test-hb": "p2p"}
     for pool in POOLS:
         for task in jobs[f"fabric-test-{pool}"].inputs["spec"]["tasks"]:

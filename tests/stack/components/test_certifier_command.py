@@ -88,8 +88,8 @@ def test_the_stacks_day0_certifier_reports_a_failed_job_as_a_fail_and_fails_up_w
         ns, job = argv[argv.index("--namespace") + 1], argv[argv.index("--job") + 1]
         home = argv[argv.index("--certifier-namespace") + 1]
         result_cm = argv[argv.index("--result-configmap") + 1]
-        pods = [pod(f"{job}-mpimaster-0", "mpimaster", "aks-system-0"), pod(f"{job}-mpiworker-0", "mpiworker", name(0)),
-                pod(f"{job}-mpiworker-1", "mpiworker", name(1))]
+        pods = [pod(f"{job}-mpimaster-0", "mpimaster", "aks-system-0", job),
+                *(pod(f"{job}-mpiworker-{i}", "mpiworker", name(i), job) for i in (0, 1))]
         cms = [{"metadata": {"name": cm, "namespace": home}, "data": {}}
                for cm in (result_cm, argv[argv.index("--history-configmap") + 1])]
         failed = {"metadata": {"name": job, "namespace": ns}, "status": {"state": {"phase": "Failed"}}}

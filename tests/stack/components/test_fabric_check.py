@@ -131,6 +131,10 @@ def job_name(stack) -> str:
     return stack.one(CERTIFY_JOB, CERTIFY).inputs["metadata"]["name"]
 
 
+def volcano_name(stack) -> str:
+    return stack.one(JOB, "fabric-test-job").inputs["metadata"]["name"]
+
+
 def test_the_run_is_deterministic(dev, render_kubernetes):
     """Another run of the program (the Kubernetes half: a render of its own, not the dev render's copy)
     names the same run and job."""
@@ -138,13 +142,37 @@ def test_the_run_is_deterministic(dev, render_kubernetes):
     assert run_id(dev) == run_id(again) and job_name(dev) == job_name(again)
 
 
-def test_the_certifier_job_changes_with_the_test_job_and_only_then(dev, render_kubernetes):
+def test_the_certifier_job_changes_with_the_test_job_and_with_its_own_command(dev, render_kubernetes):
+    """Each Job is named after its spec, so a changed one is a new Job (and its preview a dry-run create, which
+    the server accepts: components/fabric/mpi_job.py hashed_name)."""
     for changed in (render_kubernetes(fabricTest=IMAGE), render_kubernetes(ibPool={"nodeCount": 4}),
                     render_kubernetes(rdmaMode="sriov")):
+        assert volcano_name(changed) != volcano_name(dev)
         assert run_id(changed) != run_id(dev) and job_name(changed) != job_name(dev)
-    # changes that leave the job alone (the tags, failOnLowBandwidth) do not re-run the test
-    unchanged = render_kubernetes(**UNCHANGED)
-    assert job_name(unchanged) == job_name(dev) and run_id(unchanged) == run_id(dev)
+    # the tags change neither Job; failOnLowBandwidth the certify Job's command only: the test does not re-run,
+    # its verdict is judged again
+    tags = render_kubernetes(tags=UNCHANGED["tags"])
+    assert (volcano_name(tags), job_name(tags), run_id(tags)) == (volcano_name(dev), job_name(dev), run_id(dev))
+    gate = render_kubernetes(**UNCHANGED)
+    assert (volcano_name(gate), run_id(gate)) == (volcano_name(dev), run_id(dev))
+    assert job_name(gate) != job_name(dev)
+
+
+def test_the_stack_names_the_job_it_judged(dev, render_kubernetes):
+    """A user finds the run's pods and log by this output: the Job's name changes with its spec."""
+    assert dev.outputs["fabricTestJob"] == f"fabric-test/{volcano_name(dev)}"
+    changed = render_kubernetes(rdmaMode="sriov")
+    assert changed.outputs["fabricTestJob"] == f"fabric-test/{volcano_name(changed)}" != dev.outputs["fabricTestJob"]
+
+
+def test_each_job_is_named_after_its_spec(dev):
+    from components.fabric.mpi_job import hashed_name
+    from tests.schema_checks import as_api
+
+    for kind, urn_name, base, namespace in ((JOB, "fabric-test-job", "nccl-allreduce", "fabric-test"),
+                                            (CERTIFY_JOB, CERTIFY, "fabric-certify", "fabric-certifier")):
+        job = as_api(dev.one(kind, urn_name).inputs)
+        assert job["metadata"]["name"] == hashed_name(base, {"namespace": namespace, "spec": job["spec"]}), kind
 
 
 def test_the_run_id_digests_the_rendered_job(dev):

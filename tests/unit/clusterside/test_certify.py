@@ -81,13 +81,13 @@ def name(i: int) -> str:
     return f"aks-ib-12345678-vmss00000{i}"
 
 
-def pod(pod_name: str, task: str, node_name: str) -> dict:
+def pod(pod_name: str, task: str, node_name: str, job: str = JOB) -> dict:
     """A pod of the job as Volcano placed it: the launcher has finished (its mpirun ended), a worker runs
     sshd until the job ends (then Volcano deletes it: tests/fake_kube_store.py)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name, "namespace": NS, "creationTimestamp": "2026-03-01T12:00:00Z",
-                         "labels": {"volcano.sh/job-name": JOB, "volcano.sh/task-spec": task}},
-            "spec": {"nodeName": node_name, "hostname": pod_name, "subdomain": JOB,
+                         "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": task}},
+            "spec": {"nodeName": node_name, "hostname": pod_name, "subdomain": job,
                      "containers": [{"name": task, "image": "nccl-tests"}]},
             "status": {"phase": "Succeeded" if task == "mpimaster" else "Running"}}
 
