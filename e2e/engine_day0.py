@@ -17,7 +17,6 @@ done by the harness beside the CLI (a thread, while `pulumi up` runs). Each stan
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -29,7 +28,6 @@ from components.fabric import certifier
 from e2e import fabric_run, kubelet, volcano
 from e2e.cluster import ROOT, ClusterError, Plane, kubeconfig, say, wait
 
-POLL_SECONDS = "0.5"  # well inside the launcher's 8 s (e2e/kwok-stage-mpirun.yaml)
 CERTIFY_SECONDS = 300
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
@@ -108,10 +106,10 @@ class Day0:
         self.args, self.certify_job = verify_args(pod), pod["metadata"]["labels"][JOB_NAME_LABEL]
         argv = [sys.executable, "-S", "-m", "verify", *self.args,
                 "--kubeconfig", str(pod_kubeconfig(self.plane, pod, self.dir / "certify-pod.kubeconfig")),
-                "--poll-seconds", POLL_SECONDS]
+                "--poll-seconds", fabric_run.CERTIFY_POLL_SECONDS]
         say(f"running the certify pod {name}'s command as its ServiceAccount: {' '.join(argv[4:8])} ...")
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=CERTIFY_SECONDS, env=env)
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=CERTIFY_SECONDS,
+                              env=fabric_run.CERTIFY_ENV)
         self.code, self.stderr = done.returncode, done.stderr
         (self.dir / "certify.stderr").write_text(done.stderr)
         kubelet.report(self.plane, pod, done.returncode)

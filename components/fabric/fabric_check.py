@@ -14,11 +14,11 @@ exit 1: the Job fails, and so does `pulumi up`.
 A run that did not complete (the Volcano job failed, or never finished within the Job's deadline) is a
 FAIL with the reason, or a failed Job at the deadline.
 
-The Job is named after its own spec (mpi_job.hashed_name: a Job's pod template is immutable, so a changed one
-is a new Job, and a preview of it a dry-run create, never a refused update). It is replaced (and the verdict
-re-judged) exactly when the test job is (its name and hash are in the command), when the certifier's code
-changes (its hash is in the pod template), or when its policy does; a re-run finds its earlier result for the
-same test job when that job has passed its TTL (`--run-id`).
+The Job is named after its own spec (mpi_job.hashed_name), as the test's Volcano Job is: a Job's pod template
+is immutable, so a changed one is a new Job. It is replaced (and the verdict re-judged) exactly when the test
+job is (its name and hash are in the command), when the certifier's code changes (its hash is in the pod
+template), or when its policy does; a re-run finds its earlier result for the same test job when that job has
+passed its TTL (`--run-id`).
 """
 
 from __future__ import annotations

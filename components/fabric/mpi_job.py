@@ -94,7 +94,9 @@ def spec_hash(value: Any) -> str:
 
 # A Job whose spec cannot be updated (Volcano's webhook allows only minAvailable and replicas; a batch Job's pod
 # template is immutable) is named after its spec: a changed spec is a new Job. Under one fixed name the provider
-# previews the replacement as a dry-run apply onto the old Job, which the server refuses, so `pulumi preview` failed.
+# previews the replacement as a dry-run apply onto the old Job. It retries under another name only where the API
+# server says "field is immutable" (provider/pkg/await/await.go, Creation); Volcano's webhook denies with a 400,
+# so `pulumi preview` of a changed Volcano Job failed.
 NAME_HASH_CHARS = 10
 
 

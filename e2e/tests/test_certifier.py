@@ -14,7 +14,6 @@ Each scenario's assertions read what the real server kept (taints, conditions, l
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -35,8 +34,7 @@ from tests.unit.clusterside.test_certify import doctor_log
 H100 = "Standard_ND96isr_H100_v5"
 CONFIG = {**engine.stack_file_config("dev"), "ibPool": {"vmSize": H100, "nodeCount": 4}}
 SA = "system:serviceaccount:fabric-certifier:fabric-certifier"
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-POLL_SECONDS = "0.5"  # the certifier's polls while it waits for a run (the stack's default is 15 s)
+ENV, POLL_SECONDS = fabric_run.CERTIFY_ENV, fabric_run.CERTIFY_POLL_SECONDS  # as its pod runs it
 EVENT_DEFECT = ("issue 35 item 1: the certifier posts Node Events in its own namespace; the real API server "
                 "answers 422 (involvedObject.namespace must be default for a cluster-scoped object)")
 # Kinds the certifier scenarios need from the render: its own objects, the fabric test's, Volcano's CRDs. Not
