@@ -56,6 +56,7 @@ class World:
         refused = [(apply.label(o), e) for o in wanted if (e := apply.apply_one(self.plane, o))]
         assert not refused, refused
         self.job = next(o for o in single if o["kind"] == "Job" and o["apiVersion"].startswith("batch.volcano.sh"))
+        self.job_name = self.job["metadata"]["name"]  # its spec's hash included: the hosts of its runs' logs
         day0 = next(o for o in single if o["kind"] == "Job" and o["apiVersion"] == "batch/v1"
                     and o["metadata"]["namespace"] == "fabric-certifier")
         self.argv = day0["spec"]["template"]["spec"]["containers"][0]["command"][4:]  # after python3 -S -m verify
@@ -153,7 +154,7 @@ def test_a_dry_run_reads_the_real_run_and_changes_nothing(world):
     def own() -> list[dict]:  # the certifier's: Volcano's controller and scheduler post Events of their own
         return [e for e in world.events() if e.get("reportingComponent") == certify_kube.REPORTING_CONTROLLER]
     before = len(own())
-    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), "--dry-run")
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)), "--dry-run")
     assert code == 0, err
     actions = {d["node"]: d["action"] for d in out["certification"]["decisions"]}
     assert actions == {world.ib[0]: "certify", world.ib[1]: "certify", world.ib[2]: "certify",
@@ -163,7 +164,7 @@ def test_a_dry_run_reads_the_real_run_and_changes_nothing(world):
 
 
 def test_label_mode_writes_the_condition_label_and_events_the_real_server_accepts(world):
-    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), "--mode", "label")
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)), "--mode", "label")
     assert code == 0, err
     assert world.node(world.ib[3])["metadata"]["labels"][fabric.FABRIC_STATE_LABEL] == "quarantined"
     assert world.condition(world.ib[3])["status"] == "False"
@@ -186,7 +187,7 @@ def test_day0_the_admission_loop_holds_every_node_and_the_certifier_admits_the_g
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib)
     held = [e for e in world.events() if e["reason"] == "FabricHeld"]
     assert sorted(e["involvedObject"]["name"] for e in held) == world.ib
-    code, out, err = world.run_and_certify(doctor_log(slow=(3,)))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in world.ib[:3])
     assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
@@ -299,7 +300,8 @@ def test_a_persons_cordon_and_quarantine_stay_while_the_certifier_admits_and_qua
     # the cordon comes while the pods run: Volcano's scheduler places no pod on a cordoned node, so a gang
     # of four workers on four nodes would wait (the Job tolerates the fabric taints, not unschedulable); the
     # certifier reads the nodes again after its wait, seconds later (the launcher's run)
-    code, out, err = world.run_and_certify(doctor_log(slow=(3,)), running=lambda: world.kubectl("cordon", world.ib[0]))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)),
+                                           running=lambda: world.kubectl("cordon", world.ib[0]))
     assert code == 0, err
     assert world.node(world.ib[0])["spec"].get("unschedulable") is True and world.fabric_taints(world.ib[0]) == []
     assert world.fabric_taints(world.ib[1]) == [fabric.QUARANTINED], "the person's quarantine stays"
@@ -312,7 +314,7 @@ def test_a_tripped_breaker_leaves_every_node_as_it_was_and_says_why(world):
     Nothing is applied (no hold lifted, none quarantined); each node it would have quarantined gets a
     Warning Event that the real server accepts, and the result names the breaker."""
     assert world.admit_once().returncode == 0
-    code, out, err = world.run_and_certify(doctor_log(slow=(2, 3)))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(2, 3)))
     assert out.get("certification", {}).get("breaker", "").startswith("circuit breaker"), (code, err)
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in world.ib), "every hold stays"
     tripped = [e for e in world.events() if e["reason"] == "FabricCircuitBreakerOpen"]
@@ -325,10 +327,10 @@ def test_a_node_the_certifier_quarantined_is_released_when_it_passes(world):
     """Day 0 quarantines the slow node (its own taint, with its annotation); the next run finds it good and
     takes the taint off again, as its bounds allow for its own taint."""
     assert world.admit_once().returncode == 0
-    assert world.run_and_certify(doctor_log(slow=(3,)))[0] == 0
+    assert world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)))[0] == 0
     assert world.fabric_taints(world.ib[3]) == [fabric.QUARANTINED]
     fabric_run.remove(world.plane, world.job)  # another run: the last one's Job and served log removed first
-    code, out, err = world.run_and_certify(doctor_log(slow=()))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=()))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in world.ib), [world.fabric_taints(n) for n in world.ib]
     assert world.condition(world.ib[3])["status"] == "True"
@@ -339,7 +341,7 @@ def test_fabric_wide_slowness_quarantines_no_one_and_certifies_no_one(world):
     """Every pair slow: a cause the whole fabric shares, not a node's. No node is quarantined (the breaker
     is not what stops it) and none is admitted: every hold stays, and the run says why."""
     assert world.admit_once().returncode == 0
-    code, out, err = world.run_and_certify(doctor_log(slow=(), everyone_slow=True))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=(), everyone_slow=True))
     cert = out.get("certification", {})
     assert cert.get("verdict") == "FAIL" and cert["suspects"] == [] and not cert["breaker"], (code, err)
     assert any("fabric-wide" in n for n in cert["notes"])
@@ -356,7 +358,7 @@ def test_a_node_with_a_node_problem_detector_condition_stays_held(world):
            "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-12-01T00:00:00Z"}
     world.kubectl("patch", "node", world.ib[0], "--subresource=status", "--type=strategic",
                   "-p", json.dumps({"status": {"conditions": [npd]}}))
-    code, out, err = world.run_and_certify(doctor_log(slow=()))
+    code, out, err = world.run_and_certify(doctor_log(job=world.job_name, slow=()))
     assert code == 0, err
     held = next(d for d in out["certification"]["decisions"] if d["node"] == world.ib[0])
     assert held["action"] == "hold" and "IBLinkFlapping" in held["reason"], held

@@ -93,13 +93,14 @@ def test_a_slow_node_in_one_pool_is_quarantined_while_the_other_pools_nodes_are_
     for pool in GPU_POOLS:
         assert world.admit_pool(pool).returncode == 0
     h100, h200 = world.nodes["h100"], world.nodes["h200"]
-    code, out, err = world.run_and_certify_pool("h200", doctor_log(n=4, slow=(3,)))
+    job = {pool: world.jobs[pool]["metadata"]["name"] for pool in GPU_POOLS}  # the logs' hosts are its workers
+    code, out, err = world.run_and_certify_pool("h200", doctor_log(n=4, slow=(3,), job=job["h200"]))
     assert code == 0, err
     assert world.fabric_taints(h200[3]) == [fabric.QUARANTINED]
     assert all(world.fabric_taints(n) == [] for n in h200[:3])
     assert all(world.fabric_taints(n) == [fabric.UNCERTIFIED] for n in h100), "h200's verdict leaves h100 alone"
     assert {d["node"] for d in out["certification"]["decisions"]} <= set(h200)
-    code, out, err = world.run_and_certify_pool("h100", doctor_log(n=2, slow=()))
+    code, out, err = world.run_and_certify_pool("h100", doctor_log(n=2, slow=(), job=job["h100"]))
     assert code == 0, err
     assert all(world.fabric_taints(n) == [] for n in h100)
     assert world.fabric_taints(h200[3]) == [fabric.QUARANTINED], "h100's pass releases nothing of h200's"

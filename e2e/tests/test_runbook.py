@@ -77,7 +77,7 @@ def test_every_kubectl_command_of_the_page_is_run_here_or_said_why_not():
 def test_a_node_is_quarantined(runbook_world: World):
     world = runbook_world
     assert world.admit_once().returncode == 0
-    assert world.run_and_certify(doctor_log(slow=(3,)))[0] == 0
+    assert world.run_and_certify(doctor_log(job=world.job_name, slow=(3,)))[0] == 0
     node = world.ib[3]
     out = {c: run(world, c, node) for c in sections()["A node is quarantined"] if c not in NOT_HERE}
     why, events, history = list(out.values())[:3]
@@ -92,7 +92,7 @@ def test_a_node_is_quarantined(runbook_world: World):
 def test_the_circuit_breaker_tripped(runbook_world: World):
     world = runbook_world
     assert world.admit_once().returncode == 0
-    world.run_and_certify(doctor_log(slow=(2, 3)))
+    world.run_and_certify(doctor_log(job=world.job_name, slow=(2, 3)))
     out = {c: run(world, c, world.ib[2]) for c in sections()["The circuit breaker tripped"] if c not in NOT_HERE}
     events, result = list(out.values())[:2]
     assert world.ib[2] in events and world.ib[3] in events, events

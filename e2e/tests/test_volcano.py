@@ -76,7 +76,7 @@ def test_the_webhook_refuses_a_job_whose_gang_is_larger_than_its_replicas(world)
 def test_the_rendered_job_runs_as_one_gang_on_the_ib_nodes_and_its_plugin_objects_go_with_it(world):
     name = world.job["metadata"]["name"]
     during: dict[str, bool] = {}
-    pods = world.finished_run(doctor_log(slow=()), running=lambda: during.update(plugin_objects(world, name)))
+    pods = world.finished_run(doctor_log(slow=(), job=name), running=lambda: during.update(plugin_objects(world, name)))
     assert during and all(during.values()), f"the plugins' objects while the Job runs: {during}"
     by_task: dict[str, list[dict]] = {}
     for p in pods:

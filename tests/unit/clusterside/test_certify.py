@@ -34,17 +34,17 @@ HOSTS = [f"{JOB}-mpiworker-{i}" for i in range(4)]
 WAIT = ("--wait-minutes", "1", "--poll-seconds", "0.01")
 
 
-def doctor_log(n: int = 4, slow: tuple[int, ...] = (3,), *, everyone_slow: bool = False) -> str:
-    """An all-nodes run and the doctor's planned pairs (verify.doctor.plan_pairs): a pair with a slow node
-    runs at SLOW, every other at GOOD; `everyone_slow`: every pair at SLOW (a fabric-wide cause)."""
-    hosts = HOSTS[:n]
+def doctor_log(n: int = 4, slow: tuple[int, ...] = (3,), *, everyone_slow: bool = False, job: str = JOB) -> str:
+    """An all-nodes run and the doctor's planned pairs (verify.doctor.plan_pairs) of Volcano Job `job`: a pair with
+    a slow node runs at SLOW, every other at GOOD; `everyone_slow`: every pair at SLOW (a fabric-wide cause)."""
+    hosts = [f"{job}-mpiworker-{i}" for i in range(n)]
     out = [sections.marker("allreduce", hosts=hosts), launcher_log(hosts, 8, busbw_gbps=SLOW if slow or everyone_slow
                                                                        else GOOD)]
     if slow or everyone_slow:
         out.append(sections.marker("doctor", mode="auto", run="yes", reason="allreduce-below-pass-line", budget_s=600))
         for r, pairs in enumerate(doctor.plan_pairs(n), start=1):
             for a, b in pairs:
-                out.append(sections.marker("pair", round=r, hosts=[f"{hosts[a]}.{JOB}", f"{hosts[b]}.{JOB}"]))
+                out.append(sections.marker("pair", round=r, hosts=[f"{hosts[a]}.{job}", f"{hosts[b]}.{job}"]))
                 bad = everyone_slow or {a, b} & set(slow)
                 out.append(launcher_log([hosts[a], hosts[b]], 8, busbw_gbps=SLOW if bad else GOOD))
         out.append(sections.marker("doctor-end", elapsed_s=300, budget_s=600))
