@@ -102,17 +102,23 @@ def fabric_job(stack) -> dict:
     return next(o for o in single if o["kind"] == "Job" and o["apiVersion"].startswith("batch.volcano.sh"))
 
 
-def test_up_installs_the_kubernetes_layer_and_its_day0_verdict_is_verify_reports(dev):
-    stack, plane, _ = dev
+def up_with_day0(stack, plane, manifest: list[dict] | None) -> tuple[dict, engine_day0.Day0, dict]:
+    """`pulumi up` with day 0's stand-ins beside it (Volcano started from `manifest`; None: already running) and
+    the recorded log served for the stack's Job: (that Job, the stand-ins, the stack's outputs)."""
     job = fabric_job(stack)
-    day0 = engine_day0.Day0(plane, volcano_objects(stack), job, fabric_run.recorded_log(job["metadata"]["name"]),
-                            stack.workdir, UP_SECONDS)
+    day0 = engine_day0.Day0(plane, manifest or [], job, fabric_run.recorded_log(job["metadata"]["name"]),
+                            stack.workdir, UP_SECONDS, start_volcano=manifest is not None)
     day0.start()
     up = stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS, check=False)
     day0.join()
     assert up.returncode == 0, f"pulumi up exited {up.returncode}:\n{up.stdout[-6000:]}\n{up.stderr[-4000:]}"
     assert day0.code == 0, day0.stderr[-4000:]
-    outputs = json.loads(stack.run("stack", "output", "--json").stdout)
+    return job, day0, json.loads(stack.run("stack", "output", "--json").stdout)
+
+
+def test_up_installs_the_kubernetes_layer_and_its_day0_verdict_is_verify_reports(dev):
+    stack, plane, _ = dev
+    _, day0, outputs = up_with_day0(stack, plane, volcano_objects(stack))
     # what `verify report` says of the same log, judged for the same size and node count as the certify pod
     judged = [a for i, a in enumerate(day0.args) if a in REPORT_FLAGS or (i and day0.args[i - 1] in REPORT_FLAGS)]
     report = json.loads(subprocess.run([sys.executable, "-m", "verify", "report", *judged, "--json", "-"],
@@ -189,15 +195,7 @@ def test_a_changed_fabric_test_runs_again_and_is_judged_again(dev):
     before = json.loads(stack.run("stack", "output", "--json").stdout)["fabricTestJob"]
     with stack.config_set("aks-infiniband:fabricTest.timeoutMinutes", "45"):
         assert changed(stack.preview_steps()) == {*RETEST, ("update", "certifier-recurring")}
-        job = fabric_job(stack)
-        day0 = engine_day0.Day0(plane, [], job, fabric_run.recorded_log(job["metadata"]["name"]), stack.workdir,
-                                UP_SECONDS, start_volcano=False)  # Volcano runs since the first up
-        day0.start()
-        up = stack.run("up", "--yes", "--skip-preview", timeout=UP_SECONDS, check=False)
-        day0.join()
-        assert up.returncode == 0, f"pulumi up exited {up.returncode}:\n{up.stdout[-6000:]}\n{up.stderr[-4000:]}"
-        assert day0.code == 0, day0.stderr[-4000:]
-        outputs = json.loads(stack.run("stack", "output", "--json").stdout)
+        job, day0, outputs = up_with_day0(stack, plane, None)  # Volcano runs since the first up
     new = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
     assert outputs["fabricTestJob"] == new != before
     assert outputs["fabricVerdict"] == "FAIL", outputs  # the same recorded log (NCCL over sockets)
